@@ -1,0 +1,79 @@
+"""Configuration errors that read as instructions, never as stack traces."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with the configuration: where, what was given, what would be valid."""
+
+    path: str
+    message: str
+    value: Any = None
+
+    def __str__(self) -> str:
+        shown = "" if self.value is None else f" = {_short_repr(self.value)}"
+        return f"{self.path}{shown}: {self.message}"
+
+
+class ConfigError(Exception):
+    """Raised before any construct is built. Deliberately not a ValueError: pydantic would wrap
+    a ValueError raised from a model validator and lose the per-setting paths."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        count = len(problems)
+        lines = [f"Invalid configuration ({count} problem{'s' if count != 1 else ''}):"]
+        lines += [f"  - {problem}" for problem in problems]
+        super().__init__("\n".join(lines))
+
+
+def problems_from_validation_error(error: ValidationError, model: type[BaseModel]) -> list[Problem]:
+    """Translate pydantic's errors into Problems with dotted paths and the valid alternatives."""
+    problems = []
+    for detail in error.errors(include_url=False):
+        path = _dotted(detail["loc"])
+        if detail["type"] == "extra_forbidden":
+            known = ", ".join(_field_names_at(model, detail["loc"][:-1])) or "none"
+            problems.append(Problem(path, f"unknown setting; valid settings here: {known}"))
+        elif detail["type"] == "missing":
+            problems.append(Problem(path, "required setting is missing"))
+        else:
+            message = detail["msg"].removeprefix("Value error, ")
+            problems.append(Problem(path, message, detail.get("input")))
+    return problems
+
+
+def _dotted(loc: tuple[int | str, ...]) -> str:
+    path = ""
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or "(root)"
+
+
+def _field_names_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:
+    """Field names of the nested model at ``loc``, for 'did you mean' style messages."""
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int) or not (isinstance(current, type) and issubclass(current, BaseModel)):
+            continue
+        field = current.model_fields.get(part)
+        if field is None:
+            return []
+        current = field.annotation
+        for arg in getattr(current, "__args__", ()) or ():  # Optional[...] / dict[str, Model]
+            if isinstance(arg, type) and issubclass(arg, BaseModel):
+                current = arg
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return sorted(current.model_fields)
+    return []
+
+
+def _short_repr(value: Any, limit: int = 80) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."

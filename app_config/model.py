@@ -1,0 +1,284 @@
+"""The typed configuration: the single source of truth for topology.
+
+Field defaults here are the project's defaults; ``cdk.json`` supplies only what has no universal
+default (region, zones). The README's configuration reference is generated from this module
+(``make config-docs``), so a description written here is the documentation.
+"""
+
+from __future__ import annotations
+
+import re
+from ipaddress import IPv4Network
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from app_config.errors import ConfigError, Problem
+from catalog.regions import (
+    EKS_UNSUPPORTED_ZONE_IDS,
+    REGIONS,
+    example_zones,
+    is_zone_id,
+    zone_belongs_to_region,
+)
+
+# CloudWatch Logs accepts only these retention periods (AWS::Logs::LogGroup RetentionInDays).
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827,
+                      2192, 2557, 2922, 3288, 3653)  # fmt: skip
+
+_INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
+_IAM_PRINCIPAL_ARN = re.compile(r"^arn:aws(-us-gov)?:iam::\d{12}:(role|user)/[\w+=,.@/-]{1,512}$")
+
+
+def _instance_type(value: str) -> str:
+    if not _INSTANCE_TYPE.match(value):
+        raise ValueError("not an EC2 instance type; expected family.size such as m7i.xlarge")
+    return value
+
+
+InstanceTypeName = Annotated[str, AfterValidator(_instance_type)]
+
+
+class Section(BaseModel):
+    """Every section rejects unknown keys: a typo must fail, not silently fall back to a default."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Scaling(Section):
+    """Sizes of a managed node group. Changing them updates the node group in place."""
+
+    min_size: int = Field(ge=0, le=450, description="Fewest nodes the group scales down to.")
+    desired_size: int = Field(ge=0, le=450, description="Nodes at deploy time.")
+    max_size: int = Field(ge=1, le=450, description="Most nodes the group scales up to.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Scaling:
+        if not self.min_size <= self.desired_size <= self.max_size:
+            raise ValueError(
+                f"sizes must satisfy min_size <= desired_size <= max_size, got "
+                f"{self.min_size} <= {self.desired_size} <= {self.max_size}"
+            )
+        return self
+
+
+class SystemNodes(Section):
+    """The small CPU node group for CoreDNS, operators, controllers and the Ray head."""
+
+    instance_type: InstanceTypeName = Field(
+        "m7i.xlarge", description="EC2 instance type of the system nodes (x86_64)."
+    )
+    scaling: Scaling = Field(
+        Scaling(min_size=2, desired_size=2, max_size=4),
+        description="Node counts; two nodes keep CoreDNS and the operators available.",
+    )
+    disk_size_gib: int = Field(50, ge=20, le=16384, description="Encrypted gp3 root volume size.")
+
+
+class Network(Section):
+    vpc_cidr: IPv4Network = Field(
+        IPv4Network("10.0.0.0/16"), description="IPv4 CIDR of the VPC (/16 to /24)."
+    )
+    availability_zones: list[str] = Field(
+        min_length=2,
+        max_length=6,
+        description="Zones of the VPC, AZ names (us-west-2a) or AZ IDs (usw2-az1), all of one kind. "
+        "The EKS control plane needs two; GPU nodes use only gpu_availability_zone.",
+    )
+    gpu_availability_zone: str = Field(
+        description="The zone where prefill and decode nodes run (EFA cannot cross zones). One of "
+        "availability_zones; must be where your P-instance capacity is."
+    )
+    nat_gateways: int = Field(
+        1, ge=1, le=6, description="NAT gateways (one per zone at most); one is enough for pulls "
+        "that VPC endpoints do not cover (Helm charts, Hugging Face)."
+    )
+    private_subnet_mask: int = Field(
+        19, ge=16, le=28, description="Prefix length of each private subnet (nodes and pods)."
+    )
+    public_subnet_mask: int = Field(
+        24, ge=16, le=28, description="Prefix length of each public subnet (NAT, public load balancer)."
+    )
+    flow_log_retention_days: int = Field(
+        365, description="Retention of the VPC flow log group, in days."
+    )
+
+    @field_validator("vpc_cidr")
+    @classmethod
+    def _vpc_cidr_size(cls, value: IPv4Network) -> IPv4Network:
+        if not 16 <= value.prefixlen <= 24:
+            raise ValueError("VPC CIDR prefix must be /16 to /24 for subnets of this layout")
+        return value
+
+    @field_validator("flow_log_retention_days")
+    @classmethod
+    def _retention(cls, value: int) -> int:
+        if value not in LOG_RETENTION_DAYS:
+            raise ValueError(f"CloudWatch Logs accepts only {', '.join(map(str, LOG_RETENTION_DAYS))}")
+        return value
+
+    def required_addresses(self) -> int:
+        """Addresses the subnets take: one public and one private subnet per zone."""
+        per_zone = 2 ** (32 - self.private_subnet_mask) + 2 ** (32 - self.public_subnet_mask)
+        return per_zone * len(self.availability_zones)
+
+
+class Cluster(Section):
+    name: str | None = Field(
+        None,
+        pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$",
+        description="EKS cluster name; defaults to the prefix.",
+    )
+    endpoint_access: Literal["private", "public_and_private"] = Field(
+        "private",
+        description="Kubernetes API endpoint. 'public_and_private' also needs public_access_cidrs.",
+    )
+    public_access_cidrs: list[IPv4Network] = Field(
+        [], description="CIDRs allowed to reach a public endpoint."
+    )
+    allow_public_access_from_anywhere: bool = Field(
+        False, description="Explicit consent to 0.0.0.0/0 in public_access_cidrs."
+    )
+    admin_principal_arns: list[str] = Field(
+        [],
+        description="IAM roles/users given cluster-admin through EKS access entries (besides the "
+        "stack's own admin role).",
+    )
+    system_nodes: SystemNodes = Field(SystemNodes(), description="The system node group.")
+
+    @field_validator("admin_principal_arns")
+    @classmethod
+    def _principals(cls, values: list[str]) -> list[str]:
+        for arn in values:
+            if not _IAM_PRINCIPAL_ARN.match(arn):
+                raise ValueError(
+                    f"{arn!r} is not an IAM role or user ARN (arn:aws:iam::123456789012:role/Name)"
+                )
+        if len(set(values)) != len(values):
+            raise ValueError("each principal may appear once (EKS allows one access entry each)")
+        return values
+
+    @model_validator(mode="after")
+    def _endpoint(self) -> Cluster:
+        opens_to_world = IPv4Network("0.0.0.0/0") in self.public_access_cidrs
+        if self.endpoint_access == "public_and_private" and not self.public_access_cidrs:
+            raise ValueError(
+                "endpoint_access 'public_and_private' needs public_access_cidrs (for example your "
+                "office's egress CIDR); use 'private' to keep the API inside the VPC"
+            )
+        if self.endpoint_access == "private" and self.public_access_cidrs:
+            raise ValueError(
+                "public_access_cidrs is set but endpoint_access is 'private'; set endpoint_access "
+                "to 'public_and_private' or remove the CIDRs"
+            )
+        if opens_to_world and not self.allow_public_access_from_anywhere:
+            raise ValueError(
+                "public_access_cidrs contains 0.0.0.0/0, which opens the Kubernetes API to the "
+                "internet; list specific CIDRs, or set allow_public_access_from_anywhere: true"
+            )
+        return self
+
+
+class Settings(Section):
+    """The whole configuration (`settings` in cdk.json)."""
+
+    prefix: str = Field(
+        "pd-llm",
+        pattern=r"^[a-z][a-z0-9-]{1,18}[a-z0-9]$",
+        description="Prefix of stack names and cluster name (3-20 characters, a-z 0-9 -).",
+    )
+    account: str | None = Field(
+        None,
+        pattern=r"^\d{12}$",
+        description="Target AWS account. Unset: CDK_DEFAULT_ACCOUNT, else account-agnostic "
+        "templates (synth needs no credentials).",
+    )
+    region: str = Field(description="Target AWS Region.")
+    tags: dict[str, str] = Field({}, description="Tags applied to every resource.")
+    retain_data_on_destroy: bool = Field(
+        True,
+        description="Keep KMS keys and log groups on `cdk destroy`. Set false for throw-away "
+        "environments.",
+    )
+    network: Network
+    cluster: Cluster = Field(Cluster(), description="EKS cluster settings.")
+
+    @field_validator("region")
+    @classmethod
+    def _known_region(cls, value: str) -> str:
+        if value not in REGIONS:
+            raise ValueError(
+                f"not an AWS Region with EKS; valid: {', '.join(sorted(REGIONS))}"
+            )
+        return value
+
+    @field_validator("tags")
+    @classmethod
+    def _tags(cls, tags: dict[str, str]) -> dict[str, str]:
+        for key in tags:
+            if key.lower().startswith("aws:") or not 1 <= len(key) <= 128:
+                raise ValueError(f"tag key {key!r} must be 1-128 characters and not start with aws:")
+        return tags
+
+    @model_validator(mode="after")
+    def _placement(self) -> Settings:
+        """Checks that need more than one section. Raises ConfigError directly (see its docstring)."""
+        problems = _zone_problems(self) + _address_space_problems(self.network)
+        if problems:
+            raise ConfigError(problems)
+        return self
+
+    @property
+    def cluster_name(self) -> str:
+        return self.cluster.name or self.prefix
+
+    def stack_name(self, role: str) -> str:
+        return f"{self.prefix}-{role}"
+
+
+def _zone_problems(settings: Settings) -> list[Problem]:
+    network, region = settings.network, settings.region
+    problems = []
+    for index, zone in enumerate(network.availability_zones):
+        if not zone_belongs_to_region(zone, region):
+            problems.append(Problem(
+                f"network.availability_zones[{index}]", f"not a zone of {region}; use "
+                f"{example_zones(region)}", zone,
+            ))  # fmt: skip
+        elif zone in EKS_UNSUPPORTED_ZONE_IDS:
+            problems.append(Problem(
+                f"network.availability_zones[{index}]", "EKS does not place control planes in "
+                "this zone (UnsupportedAvailabilityZoneException); pick another", zone,
+            ))  # fmt: skip
+    zones = network.availability_zones
+    if len(set(zones)) != len(zones):
+        problems.append(Problem("network.availability_zones", "zones must be distinct", zones))
+    if len({is_zone_id(zone) for zone in zones}) > 1:
+        problems.append(Problem(
+            "network.availability_zones", "mixes AZ names and AZ IDs; use one kind", zones,
+        ))  # fmt: skip
+    if network.gpu_availability_zone not in zones:
+        problems.append(Problem(
+            "network.gpu_availability_zone", f"must be one of network.availability_zones {zones}",
+            network.gpu_availability_zone,
+        ))  # fmt: skip
+    if network.nat_gateways > len(zones):
+        problems.append(Problem(
+            "network.nat_gateways", f"at most one per zone ({len(zones)} zones)",
+            network.nat_gateways,
+        ))  # fmt: skip
+    return problems
+
+
+def _address_space_problems(network: Network) -> list[Problem]:
+    available = network.vpc_cidr.num_addresses
+    needed = network.required_addresses()
+    if needed <= available:
+        return []
+    return [Problem(
+        "network.vpc_cidr",
+        f"too small: {len(network.availability_zones)} zones x (/{network.private_subnet_mask} "
+        f"private + /{network.public_subnet_mask} public) need {needed} addresses, the VPC has "
+        f"{available}; use a larger VPC CIDR or smaller subnets",
+        str(network.vpc_cidr),
+    )]  # fmt: skip

@@ -1,0 +1,1 @@
+"""Facts from AWS documentation that the app builds on, each with its source."""

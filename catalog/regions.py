@@ -1,0 +1,62 @@
+"""AWS Regions and Availability Zone naming, enough to validate placement without credentials."""
+
+from __future__ import annotations
+
+import re
+
+# Regions in the aws, aws-us-gov partitions that offer Amazon EKS (AWS General Reference,
+# "Amazon EKS endpoints and quotas"; checked 2026-10). China regions are out of scope: other
+# partition, other ECR accounts, other IAM ARNs.
+REGIONS: frozenset[str] = frozenset(
+    {
+        "us-east-1", "us-east-2", "us-west-1", "us-west-2",
+        "ca-central-1", "ca-west-1", "mx-central-1", "sa-east-1",
+        "eu-central-1", "eu-central-2", "eu-west-1", "eu-west-2", "eu-west-3",
+        "eu-south-1", "eu-south-2", "eu-north-1",
+        "il-central-1", "me-south-1", "me-central-1", "af-south-1",
+        "ap-east-1", "ap-east-2", "ap-south-1", "ap-south-2",
+        "ap-southeast-1", "ap-southeast-2", "ap-southeast-3", "ap-southeast-4",
+        "ap-southeast-5", "ap-southeast-7",
+        "ap-northeast-1", "ap-northeast-2", "ap-northeast-3",
+        "us-gov-east-1", "us-gov-west-1",
+    }
+)  # fmt: skip
+
+# Zones where EKS refuses to place a control plane (EKS user guide, "View Amazon EKS networking
+# requirements for VPC and subnets": UnsupportedAvailabilityZoneException).
+EKS_UNSUPPORTED_ZONE_IDS: frozenset[str] = frozenset({"use1-az3", "usw1-az2", "cac1-az3"})
+
+_DIRECTION_CODES = {
+    "north": "n", "south": "s", "east": "e", "west": "w", "central": "c",
+    "northeast": "ne", "northwest": "nw", "southeast": "se", "southwest": "sw",
+}  # fmt: skip
+
+_ZONE_ID = re.compile(r"^(?P<prefix>[a-z]+\d+)-az\d+$")
+
+
+def zone_id_prefix(region: str) -> str:
+    """The prefix AZ IDs of a region carry: us-east-1 -> use1, ap-northeast-1 -> apne1.
+
+    AZ IDs (unlike AZ names) mean the same physical zone in every account, which is what capacity
+    reservations and instance offerings are tied to (EC2 user guide, "AZ IDs").
+    """
+    *area, direction, number = region.split("-")
+    letters = "".join(part[0] for part in area[1:])  # us-gov-west-1 -> "g"
+    return f"{area[0]}{letters}{_DIRECTION_CODES[direction]}{number}"
+
+
+def is_zone_id(zone: str) -> bool:
+    return _ZONE_ID.match(zone) is not None
+
+
+def zone_belongs_to_region(zone: str, region: str) -> bool:
+    """Whether an AZ name (us-east-1a) or AZ ID (use1-az1) lies in the region."""
+    match = _ZONE_ID.match(zone)
+    if match:
+        return match["prefix"] == zone_id_prefix(region)
+    return re.fullmatch(rf"{re.escape(region)}[a-z]", zone) is not None
+
+
+def example_zones(region: str) -> str:
+    """Valid spellings for an error message."""
+    return f"an AZ name such as {region}a or an AZ ID such as {zone_id_prefix(region)}-az1"

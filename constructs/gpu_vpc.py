@@ -1,0 +1,170 @@
+"""A VPC laid out for GPU serving: private nodes, one pinned GPU zone, traffic kept off NAT.
+
+Address arithmetic behind the default /19 private subnets (8,187 usable addresses each):
+a p5.48xlarge with the AWS EFA layout takes 1 address for its ENA primary interface, plus the
+VPC CNI's warm pool (one ENI's worth: up to 49 secondary addresses); EFA-only interfaces take
+none. Even a layout with 32 EFA (not EFA-only) interfaces costs 32 + 50 = 82 addresses per node,
+so one GPU-zone subnet holds about 100 such nodes, next to the system nodes and every pod IP.
+Two zones of /19 + /24 use 16,896 of a /16's 65,536 addresses, leaving room for more zones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import ArnFormat, RemovalPolicy, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from app_config.model import Network
+from catalog.regions import is_zone_id
+
+# Interface endpoints for what nodes and pods call on every start or every request:
+# - ECR (api + dkr): the 20+ GB Ray LLM image; its layers come through the S3 gateway endpoint.
+# - STS: IRSA's AssumeRoleWithWebIdentity from every pod with a role.
+# - EC2: the VPC CNI (ipamd) attaches ENIs and assigns pod IPs through the EC2 API.
+# - EKS_AUTH: the EKS Pod Identity agent's credential calls.
+# - CLOUDWATCH_LOGS: container and node logs.
+# - SSM, SSM_MESSAGES, EC2_MESSAGES: Session Manager, the only way onto a node (no SSH).
+# - SECRETS_MANAGER: the Hugging Face token read by the Secrets Store CSI driver.
+INTERFACE_ENDPOINTS: dict[str, ec2.InterfaceVpcEndpointAwsService] = {
+    "EcrApi": ec2.InterfaceVpcEndpointAwsService.ECR,
+    "EcrDocker": ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER,
+    "Sts": ec2.InterfaceVpcEndpointAwsService.STS,
+    "Ec2": ec2.InterfaceVpcEndpointAwsService.EC2,
+    "EksAuth": ec2.InterfaceVpcEndpointAwsService.EKS_AUTH,
+    "Logs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
+    "Ssm": ec2.InterfaceVpcEndpointAwsService.SSM,
+    "SsmMessages": ec2.InterfaceVpcEndpointAwsService.SSM_MESSAGES,
+    "Ec2Messages": ec2.InterfaceVpcEndpointAwsService.EC2_MESSAGES,
+    "SecretsManager": ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER,
+}
+
+
+@dataclass(frozen=True)
+class GpuVpcProps:
+    network: Network
+    removal_policy: RemovalPolicy
+
+
+class GpuVpc(Construct):
+    """VPC, endpoints and encrypted flow logs. Publishes ``vpc`` and ``gpu_subnets``."""
+
+    def __init__(self, scope: Construct, construct_id: str, props: GpuVpcProps) -> None:
+        super().__init__(scope, construct_id)
+        network = props.network
+        self.vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            ip_addresses=ec2.IpAddresses.cidr(str(network.vpc_cidr)),
+            availability_zones=network.availability_zones,
+            nat_gateways=network.nat_gateways,
+            restrict_default_security_group=True,
+            subnet_configuration=[
+                ec2.SubnetConfiguration(
+                    name="Public",
+                    subnet_type=ec2.SubnetType.PUBLIC,
+                    cidr_mask=network.public_subnet_mask,
+                    map_public_ip_on_launch=False,
+                ),
+                ec2.SubnetConfiguration(
+                    name="Private",
+                    subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS,
+                    cidr_mask=network.private_subnet_mask,
+                ),
+            ],
+        )
+        if is_zone_id(network.gpu_availability_zone):
+            self._place_subnets_by_zone_id()
+        self._tag_subnets_for_load_balancers()
+
+        self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
+        private = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
+        endpoint_security_group = ec2.SecurityGroup(
+            self,
+            "EndpointSecurityGroup",
+            vpc=self.vpc,
+            description="HTTPS from inside the VPC to the interface endpoints",
+            allow_all_outbound=False,
+        )
+        # The CIDR as a literal, not the VPC's CidrBlock attribute: cdk-nag's EC23 cannot resolve
+        # an attribute and would report an error instead of a result.
+        endpoint_security_group.add_ingress_rule(
+            ec2.Peer.ipv4(str(network.vpc_cidr)), ec2.Port.HTTPS, "HTTPS from the VPC"
+        )
+        for name, service in INTERFACE_ENDPOINTS.items():
+            self.vpc.add_interface_endpoint(
+                name,
+                service=service,
+                subnets=private,
+                security_groups=[endpoint_security_group],
+                open=False,
+            )
+
+        self.flow_log_key = _log_encryption_key(self, props.removal_policy)
+        self.flow_log_group = logs.LogGroup(
+            self,
+            "FlowLogs",
+            encryption_key=self.flow_log_key,
+            removal_policy=props.removal_policy,
+        )
+        # RetentionDays is a jsii enum of names; the validated number goes straight to the L1.
+        self.flow_log_group.node.default_child.retention_in_days = network.flow_log_retention_days
+        self.vpc.add_flow_log(
+            "FlowLog",
+            destination=ec2.FlowLogDestination.to_cloud_watch_logs(self.flow_log_group),
+            traffic_type=ec2.FlowLogTrafficType.ALL,
+        )
+
+        self.gpu_subnets = ec2.SubnetSelection(
+            subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS,
+            availability_zones=[network.gpu_availability_zone],
+        )
+
+    def _place_subnets_by_zone_id(self) -> None:
+        """Zones given as AZ IDs stay IDs in the template (AvailabilityZoneId), so the same
+        physical zone is used in every account; the L2 VPC only knows AZ names."""
+        for subnet in self.vpc.public_subnets + self.vpc.private_subnets:
+            cfn_subnet = subnet.node.default_child
+            cfn_subnet.add_property_deletion_override("AvailabilityZone")
+            cfn_subnet.add_property_override("AvailabilityZoneId", subnet.availability_zone)
+
+    def _tag_subnets_for_load_balancers(self) -> None:
+        """Subnet discovery tags of the AWS Load Balancer Controller (its docs, "Subnet
+        auto-discovery")."""
+        for subnet in self.vpc.public_subnets:
+            subnet.node.default_child.tags.set_tag("kubernetes.io/role/elb", "1")
+        for subnet in self.vpc.private_subnets:
+            subnet.node.default_child.tags.set_tag("kubernetes.io/role/internal-elb", "1")
+
+
+def _log_encryption_key(scope: Construct, removal_policy: RemovalPolicy) -> kms.Key:
+    """A customer managed key CloudWatch Logs may use for this account's log groups only."""
+    key = kms.Key(
+        scope,
+        "FlowLogKey",
+        description="Encrypts the VPC flow log group",
+        enable_key_rotation=True,
+        removal_policy=removal_policy,
+    )
+    stack = Stack.of(scope)
+    key.add_to_resource_policy(
+        iam.PolicyStatement(
+            actions=["kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*",
+                     "kms:Describe*"],  # fmt: skip
+            principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
+            resources=["*"],  # in a key policy, "*" means this key
+            conditions={
+                "ArnLike": {
+                    "kms:EncryptionContext:aws:logs:arn": stack.format_arn(
+                        service="logs", resource="log-group", resource_name="*",
+                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                    )  # fmt: skip
+                }
+            },
+        )
+    )
+    return key

@@ -1,0 +1,30 @@
+"""Composes the stacks in deployment order; app.py and the tests share this one wiring."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import App, Tags
+
+from app_config import Settings
+from stacks.common import environment
+from stacks.network_stack import NetworkStack
+
+
+@dataclass(frozen=True)
+class Stacks:
+    network: NetworkStack
+
+
+def build_stacks(app: App, settings: Settings) -> Stacks:
+    env = environment(settings)
+    network = NetworkStack(
+        app,
+        settings.stack_name("network"),
+        settings=settings,
+        env=env,
+        description="VPC, endpoints and flow logs for disaggregated LLM serving",
+    )
+    for key, value in settings.tags.items():
+        Tags.of(app).add(key, value)
+    return Stacks(network=network)
