@@ -8,12 +8,14 @@ from aws_cdk import App, Tags
 
 from app_config import Settings
 from stacks.common import environment
+from stacks.cluster_stack import ClusterStack
 from stacks.network_stack import NetworkStack
 
 
 @dataclass(frozen=True)
 class Stacks:
     network: NetworkStack
+    cluster: ClusterStack
 
 
 def build_stacks(app: App, settings: Settings) -> Stacks:
@@ -25,6 +27,14 @@ def build_stacks(app: App, settings: Settings) -> Stacks:
         env=env,
         description="VPC, endpoints and flow logs for disaggregated LLM serving",
     )
+    cluster = ClusterStack(
+        app,
+        settings.stack_name("cluster"),
+        settings=settings,
+        vpc=network.network.vpc,
+        env=env,
+        description="EKS cluster, node groups and add-ons for disaggregated LLM serving",
+    )
     for key, value in settings.tags.items():
         Tags.of(app).add(key, value)
-    return Stacks(network=network)
+    return Stacks(network=network, cluster=cluster)

@@ -1,0 +1,70 @@
+"""EKS managed add-ons every node needs, pinned to builds made for the cluster's version."""
+
+from __future__ import annotations
+
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from constructs import Construct
+
+from catalog.eks_versions import COREDNS, KUBE_PROXY, POD_IDENTITY_AGENT, VPC_CNI, ManagedAddon
+from constructs.irsa import ServiceAccountRole
+from constructs.nag_acknowledgments import acknowledge, aws_managed_policy_finding
+
+# The VPC CNI add-on's own network policy agent enforces Kubernetes NetworkPolicy (EKS user
+# guide, "Restrict pod network traffic with Kubernetes network policies"); the value is a string.
+VPC_CNI_CONFIGURATION = {"enableNetworkPolicy": "true"}
+CNI_POLICY = "AmazonEKS_CNI_Policy"
+
+
+class CoreAddons(Construct):
+    """vpc-cni (with its IRSA role and network policy enforcement), coredns, kube-proxy and the
+    Pod Identity agent. ``addons`` maps each add-on name to its construct."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.Cluster) -> None:
+        super().__init__(scope, construct_id)
+        cni_role = ServiceAccountRole(
+            self,
+            "VpcCniRole",
+            cluster=cluster,
+            namespace="kube-system",
+            service_account="aws-node",
+            description="VPC CNI (aws-node): attaches ENIs and assigns pod IPs",
+        )
+        cni_role.role.add_managed_policy(
+            iam.ManagedPolicy.from_aws_managed_policy_name(CNI_POLICY)
+        )
+        acknowledge(
+            cni_role.role,
+            aws_managed_policy_finding(CNI_POLICY),
+            "The VPC CNI needs EC2 ENI and IP-assignment actions on any ENI the node may get; AWS "
+            "maintains this policy for exactly that, and IRSA limits it to kube-system:aws-node.",
+        )
+        self.cni_role = cni_role.role
+        self.addons: dict[str, eks.Addon] = {}
+        vpc_cni = self._add(cluster, VPC_CNI, VPC_CNI_CONFIGURATION)
+        vpc_cni.node.default_child.add_property_override(
+            "ServiceAccountRoleArn", self.cni_role.role_arn
+        )
+        kube_proxy = self._add(cluster, KUBE_PROXY)
+        pod_identity_agent = self._add(cluster, POD_IDENTITY_AGENT)
+        coredns = self._add(cluster, COREDNS)
+        # DaemonSets a node needs to turn Ready, and Deployments that need a Ready node.
+        self.needed_by_nodes = (vpc_cni, kube_proxy, pod_identity_agent)
+        self.needing_nodes = (coredns,)
+
+    def _add(
+        self, cluster: eks.Cluster, addon: ManagedAddon, configuration: dict | None = None
+    ) -> eks.Addon:
+        construct = eks.Addon(
+            self,
+            addon.name,
+            cluster=cluster,
+            addon_name=addon.name,
+            addon_version=addon.version,
+            configuration_values=configuration,
+            preserve_on_delete=False,
+        )
+        # aws_eks_v2.Addon (2.275) exposes neither ResolveConflicts nor a service account role.
+        construct.node.default_child.add_property_override("ResolveConflicts", "OVERWRITE")
+        self.addons[addon.name] = construct
+        return construct

@@ -1,0 +1,146 @@
+"""The EKS control plane: version, encryption, logging, endpoint exposure and who may administer it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from constructs import Construct
+
+from app_config.model import Cluster as ClusterSettings
+from catalog.eks_versions import KUBERNETES
+from constructs.nag_acknowledgments import acknowledge, aws_managed_policy_finding
+
+ALL_CONTROL_PLANE_LOGS = [
+    eks.ClusterLoggingTypes.API,
+    eks.ClusterLoggingTypes.AUDIT,
+    eks.ClusterLoggingTypes.AUTHENTICATOR,
+    eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
+    eks.ClusterLoggingTypes.SCHEDULER,
+]
+
+CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
+
+# Managed policies aws-cdk-lib attaches to the kubectl provider's Lambda roles.
+KUBECTL_HANDLER_MANAGED_POLICIES = (
+    "service-role/AWSLambdaBasicExecutionRole",
+    "service-role/AWSLambdaVPCAccessExecutionRole",
+    "AmazonEC2ContainerRegistryReadOnly",
+)
+# cdk-nag prints this conditional attachment verbatim (the condition is the handler's own).
+KUBECTL_HANDLER_ECR_PUBLIC_POLICY = (
+    '{"Fn::If":["ControlPlaneClusterKubectlProviderHandlerHasEcrPublic6AA9E5D7",{"Fn::Join":["",'
+    '["arn:",{"Ref":"AWS::Partition"},":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"'
+    ']]},{"Ref":"AWS::NoValue"}]}'
+)
+
+
+@dataclass(frozen=True)
+class EksControlPlaneProps:
+    cluster_name: str
+    settings: ClusterSettings
+    vpc: ec2.IVpc
+    removal_policy: RemovalPolicy
+
+
+class EksControlPlane(Construct):
+    """Publishes ``cluster``, ``admin_role`` (the role to assume for kubectl) and ``secrets_key``."""
+
+    def __init__(self, scope: Construct, construct_id: str, props: EksControlPlaneProps) -> None:
+        super().__init__(scope, construct_id)
+        settings = props.settings
+        self.secrets_key = kms.Key(
+            self,
+            "SecretsKey",
+            description=f"Envelope encryption of Kubernetes secrets in {props.cluster_name}",
+            enable_key_rotation=True,
+            removal_policy=props.removal_policy,
+        )
+        self.cluster = eks.Cluster(
+            self,
+            "Cluster",
+            cluster_name=props.cluster_name,
+            version=KUBERNETES.eks_version,
+            kubectl_provider_options=eks.KubectlProviderOptions(
+                kubectl_layer=KUBERNETES.kubectl_layer(self, "KubectlLayer"),
+            ),
+            # Managed node groups, not Auto Mode (the aws_eks_v2 default).
+            default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
+            default_capacity=0,
+            # The managed add-ons in CoreAddons replace the self-managed ones EKS would install.
+            bootstrap_self_managed_addons=False,
+            bootstrap_cluster_creator_admin_permissions=False,
+            vpc=props.vpc,
+            vpc_subnets=[ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)],
+            endpoint_access=_endpoint_access(settings),
+            secrets_encryption_key=self.secrets_key,
+            cluster_logging=ALL_CONTROL_PLANE_LOGS,
+        )
+        self._acknowledge_cdk_managed_parts()
+        self.admin_role = iam.Role(
+            self,
+            "AdminRole",
+            description=f"Cluster admin of {props.cluster_name} through an EKS access entry",
+            assumed_by=iam.AccountRootPrincipal(),
+        )
+        self._grant_admin("AdminRoleAccess", self.admin_role.role_arn)
+        for index, principal_arn in enumerate(settings.admin_principal_arns):
+            self._grant_admin(f"AdminAccess{index}", principal_arn)
+
+    def _grant_admin(self, construct_id: str, principal_arn: str) -> None:
+        self.cluster.grant_access(
+            construct_id,
+            principal_arn,
+            [
+                eks.AccessPolicy.from_access_policy_name(
+                    CLUSTER_ADMIN_POLICY, access_scope_type=eks.AccessScopeType.CLUSTER
+                )
+            ],
+        )
+
+
+    def _acknowledge_cdk_managed_parts(self) -> None:
+        """Findings on resources aws-cdk-lib creates for the cluster, not shaped by this app."""
+        acknowledge(
+            self.cluster.role,
+            aws_managed_policy_finding("AmazonEKSClusterPolicy"),
+            "The EKS cluster service role must carry AmazonEKSClusterPolicy (EKS user guide, "
+            "'Amazon EKS cluster IAM role'); EKS itself is the only principal that assumes it.",
+        )
+        kubectl_provider = self.cluster.kubectl_provider
+        handler_reason = (
+            "aws-cdk-lib's kubectl provider (Lambda in the VPC, applies manifests and Helm charts "
+            "at deploy time) uses the AWS managed Lambda execution, VPC access and ECR read "
+            "policies; it runs only during CloudFormation operations on this stack."
+        )
+        for policy in KUBECTL_HANDLER_MANAGED_POLICIES:
+            acknowledge(kubectl_provider, aws_managed_policy_finding(policy), handler_reason)
+        acknowledge(
+            kubectl_provider,
+            "AwsSolutions-IAM4[Policy::" + KUBECTL_HANDLER_ECR_PUBLIC_POLICY + "]",
+            handler_reason + " This one is attached only if the stack uses ECR Public images.",
+        )
+        acknowledge(
+            kubectl_provider,
+            "AwsSolutions-L1",
+            "The kubectl handler's Python runtime is chosen by aws-cdk-lib to match its kubectl "
+            "and AWS CLI layers; it moves with aws-cdk-lib upgrades, not with this app.",
+        )
+        acknowledge(
+            kubectl_provider,
+            "AwsSolutions-IAM5[Resource::<ControlPlaneClusterKubectlProviderHandler4C29DBB3.Arn>:*]",
+            "The custom resource framework may invoke any version of its own handler function "
+            "(arn:...:function:name:*); the wildcard covers versions of that one function only.",
+        )
+
+
+def _endpoint_access(settings: ClusterSettings) -> eks.EndpointAccess:
+    if settings.endpoint_access == "private":
+        return eks.EndpointAccess.PRIVATE
+    return eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(
+        *(str(cidr) for cidr in settings.public_access_cidrs)
+    )

@@ -1,0 +1,61 @@
+"""The cluster stack: control plane, node groups and add-ons; changes with capacity."""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_ec2 as ec2
+from constructs import Construct
+
+from app_config import Settings
+from constructs.core_addons import CoreAddons
+from constructs.eks_control_plane import EksControlPlane, EksControlPlaneProps
+from constructs.node_role import NodeRole
+from constructs.system_node_group import SystemNodeGroup
+from stacks.common import removal_policy
+
+
+class ClusterStack(Stack):
+    def __init__(
+        self, scope: Construct, construct_id: str, *, settings: Settings, vpc: ec2.IVpc, **kwargs
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.control_plane = EksControlPlane(
+            self,
+            "ControlPlane",
+            EksControlPlaneProps(
+                cluster_name=settings.cluster_name,
+                settings=settings.cluster,
+                vpc=vpc,
+                removal_policy=removal_policy(settings),
+            ),
+        )
+        cluster = self.control_plane.cluster
+        self.addons = CoreAddons(self, "Addons", cluster=cluster)
+        self.node_role = NodeRole(self, "NodeRole", description="Nodes of the serving cluster")
+        self.system_nodes = SystemNodeGroup(
+            self,
+            "SystemNodes",
+            cluster=cluster,
+            settings=settings.cluster.system_nodes,
+            node_role=self.node_role.role,
+        )
+        # Networking first (a node without the CNI never turns Ready), CoreDNS once nodes exist
+        # (its pods would otherwise leave the add-on DEGRADED and the deployment failing).
+        for addon in self.addons.needed_by_nodes:
+            self.system_nodes.nodegroup.node.add_dependency(addon)
+        for addon in self.addons.needing_nodes:
+            addon.node.add_dependency(self.system_nodes.nodegroup)
+        self._outputs(settings)
+
+    def _outputs(self, settings: Settings) -> None:
+        cluster = self.control_plane.cluster
+        admin_role = self.control_plane.admin_role
+        CfnOutput(self, "ClusterName", value=cluster.cluster_name)
+        CfnOutput(self, "AdminRoleArn", value=admin_role.role_arn,
+                  description="Assume this role for kubectl (cluster-admin access entry)")  # fmt: skip
+        CfnOutput(
+            self,
+            "UpdateKubeconfigCommand",
+            value=f"aws eks update-kubeconfig --name {settings.cluster_name} "
+            f"--region {settings.region} --role-arn {admin_role.role_arn}",
+        )
