@@ -11,7 +11,7 @@ import re
 from ipaddress import IPv4Network
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 
 from app_config.errors import ConfigError, Problem
 from catalog.regions import (
@@ -37,6 +37,23 @@ def _instance_type(value: str) -> str:
 
 
 InstanceTypeName = Annotated[str, AfterValidator(_instance_type)]
+
+
+def _cidr(value: object) -> object:
+    """Parse strictly, and say which network was probably meant when host bits are set."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return IPv4Network(value)
+    except ValueError:
+        try:
+            meant = IPv4Network(value, strict=False)
+        except ValueError:
+            raise ValueError("not an IPv4 CIDR; expected a.b.c.d/n such as 10.0.0.0/16") from None
+        raise ValueError(f"host bits are set; did you mean {meant}?") from None
+
+
+CidrBlock = Annotated[IPv4Network, BeforeValidator(_cidr)]
 
 
 class Section(BaseModel):
@@ -76,7 +93,7 @@ class SystemNodes(Section):
 
 
 class Network(Section):
-    vpc_cidr: IPv4Network = Field(
+    vpc_cidr: CidrBlock = Field(
         IPv4Network("10.0.0.0/16"), description="IPv4 CIDR of the VPC (/16 to /24)."
     )
     availability_zones: list[str] = Field(
@@ -133,7 +150,7 @@ class Cluster(Section):
         "private",
         description="Kubernetes API endpoint. 'public_and_private' also needs public_access_cidrs.",
     )
-    public_access_cidrs: list[IPv4Network] = Field(
+    public_access_cidrs: list[CidrBlock] = Field(
         [], description="CIDRs allowed to reach a public endpoint."
     )
     allow_public_access_from_anywhere: bool = Field(

@@ -1,0 +1,122 @@
+"""Bad input fails before any construct exists, naming the setting and what would be valid."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import app
+from app_config import ConfigError, load_settings
+from tests.configurations import PROJECT_ROOT, cdk_json_context
+
+# Each row: `-c` overrides, the setting the message must name, a fragment of the explanation.
+INVALID = [
+    ({"region": "us-west-9"}, "region", "valid: af-south-1"),
+    ({"prefix": "PD_LLM"}, "prefix", "should match pattern"),
+    ({"account": "12345"}, "account", "should match pattern"),
+    ({"network.nat_gateways": "two"}, "network.nat_gateways", "valid integer"),
+    ({"network.nat_gateways": "3"}, "network.nat_gateways", "at most one per zone"),
+    ({"network.vpc_cidr": "10.0.0.1/16"}, "network.vpc_cidr", "host bits"),
+    ({"network.vpc_cidr": "10.0.0.0/8"}, "network.vpc_cidr", "/16 to /24"),
+    ({"network.vpc_cidr": "10.0.0.0/20"}, "network.vpc_cidr", "too small"),
+    ({"network.private_subnet_mask": "30"}, "network.private_subnet_mask", "less than or equal to 28"),
+    ({"network.flow_log_retention_days": "42"}, "network.flow_log_retention_days", "accepts only"),
+    ({"network.availability_zones": '["usw2-az1"]'}, "network.availability_zones", "at least 2"),
+    ({"network.availability_zones": '["usw2-az1", "use1-az2"]'}, "network.availability_zones[1]",
+     "not a zone of us-west-2"),  # fmt: skip
+    ({"network.availability_zones": '["usw2-az1", "us-west-2b"]'}, "network.availability_zones",
+     "mixes AZ names and AZ IDs"),  # fmt: skip
+    ({"network.gpu_availability_zone": "usw2-az3"}, "network.gpu_availability_zone",
+     "must be one of network.availability_zones"),  # fmt: skip
+    ({"region": "us-east-1", "network.availability_zones": '["use1-az1", "use1-az3"]',
+      "network.gpu_availability_zone": "use1-az1"}, "network.availability_zones[1]",
+     "UnsupportedAvailabilityZoneException"),  # fmt: skip
+    ({"network.subnets": "{}"}, "network.subnets", "unknown setting; valid settings here"),
+    ({"cluster.endpoint_access": "public"}, "cluster.endpoint_access", "'private' or "),
+    ({"cluster.endpoint_access": "public_and_private"}, "cluster", "needs public_access_cidrs"),
+    ({"cluster.endpoint_access": "public_and_private",
+      "cluster.public_access_cidrs": '["0.0.0.0/0"]'}, "cluster",
+     "allow_public_access_from_anywhere"),  # fmt: skip
+    ({"cluster.public_access_cidrs": '["198.51.100.0/24"]'}, "cluster",
+     "endpoint_access is 'private'"),  # fmt: skip
+    ({"cluster.admin_principal_arns": '["arn:aws:iam::123:role/x"]'},
+     "cluster.admin_principal_arns", "not an IAM role or user ARN"),  # fmt: skip
+    ({"cluster.system_nodes.instance_type": "large"}, "cluster.system_nodes.instance_type",
+     "family.size"),  # fmt: skip
+    ({"cluster.system_nodes.scaling": '{"min_size": 3, "desired_size": 2, "max_size": 4}'},
+     "cluster.system_nodes.scaling", "min_size <= desired_size <= max_size"),  # fmt: skip
+    ({"cluster.system_nodes.disk_size_gib": "8"}, "cluster.system_nodes.disk_size_gib",
+     "greater than or equal to 20"),  # fmt: skip
+    ({"tags": '{"aws:owner": "me"}'}, "tags", "not start with aws:"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "setting", "fragment"), INVALID)
+def test_invalid_setting_is_named_and_nothing_is_synthesized(
+    overrides: dict[str, str], setting: str, fragment: str, tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        app.build({**cdk_json_context(), **overrides}, outdir=str(tmp_path))
+    paths = [problem.path for problem in raised.value.problems]
+    assert setting in paths, str(raised.value)
+    assert fragment in str(raised.value)
+    assert not list(tmp_path.glob("*.template.json"))
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    context = {**cdk_json_context(), "region": "mars-1", "network.nat_gateways": "x", "cluster.bogus": "1"}
+    with pytest.raises(ConfigError) as raised:
+        load_settings(context)
+    assert {p.path for p in raised.value.problems} == {"region", "network.nat_gateways", "cluster.bogus"}
+
+
+def test_yaml_file_overrides_cdk_json_and_flags_override_the_file(tmp_path: Path) -> None:
+    config_file = tmp_path / "prod.yaml"
+    config_file.write_text("network:\n  nat_gateways: 2\n  flow_log_retention_days: 30\n")
+    settings = load_settings(
+        {**cdk_json_context(), "config": str(config_file), "network.nat_gateways": "1"}
+    )
+    assert settings.network.flow_log_retention_days == 30
+    assert settings.network.nat_gateways == 1
+    assert settings.network.availability_zones == ["usw2-az1", "usw2-az2"]  # from cdk.json
+
+
+def test_missing_config_file_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="config = 'nope.yaml': no such file"):
+        load_settings({**cdk_json_context(), "config": "nope.yaml"})
+
+
+def test_account_falls_back_to_cdk_default_account_only_when_unset() -> None:
+    environ = {"CDK_DEFAULT_ACCOUNT": "111122223333"}
+    assert load_settings(cdk_json_context(), environ).account == "111122223333"
+    explicit = {**cdk_json_context(), "account": "444455556666"}
+    assert load_settings(explicit, environ).account == "444455556666"
+
+
+def test_cdk_internal_context_keys_are_not_mistaken_for_settings() -> None:
+    context = {**cdk_json_context(), "aws:cdk:enable-path-metadata": True, "@aws-cdk/x:y": True}
+    assert load_settings(context).region == "us-west-2"
+
+
+def test_cli_reports_bad_input_without_a_traceback(tmp_path: Path) -> None:
+    """The user-facing path: `cdk synth -c ...` runs app.py with CDK_CONTEXT_JSON."""
+    import json
+
+    context = {**cdk_json_context(), "network.gpu_availability_zone": "usw2-az9"}
+    result = subprocess.run(
+        [sys.executable, "app.py"],
+        cwd=PROJECT_ROOT,
+        env={"CDK_CONTEXT_JSON": json.dumps(context), "CDK_OUTDIR": str(tmp_path),
+             "PATH": str(Path(sys.executable).parent)},  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert "network.gpu_availability_zone = 'usw2-az9'" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not list(tmp_path.glob("*.template.json"))
