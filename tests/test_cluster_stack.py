@@ -1,0 +1,139 @@
+"""The EKS control plane, system nodes and add-ons."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+
+from catalog.eks_versions import CORE_ADDONS, KUBERNETES, VPC_CNI
+from constructs.core_addons import VPC_CNI_CONFIGURATION
+from constructs.node_role import NODE_MANAGED_POLICIES
+from nag.serving_checks import CONTROL_PLANE_LOG_TYPES
+from tests.conftest import Synthesized
+
+
+def _cluster(synthesized: Synthesized) -> dict:
+    (cluster,) = synthesized.resources("cluster", "AWS::EKS::Cluster").values()
+    return cluster["Properties"]
+
+
+def test_kubectl_layer_matches_the_cluster_version() -> None:
+    minor = KUBERNETES.minor.split(".")[1]  # "1.35" -> "35", the layer package's suffix
+    assert KUBERNETES.kubectl_layer.__module__ == f"aws_cdk.lambda_layer_kubectl_v{minor}"
+    assert importlib.metadata.version(f"aws-cdk.lambda-layer-kubectl-v{minor}")
+
+
+def test_cluster_runs_the_pinned_kubernetes_version(default_app: Synthesized) -> None:
+    assert _cluster(default_app)["Version"] == KUBERNETES.minor
+
+
+def test_all_control_plane_logs_are_enabled(default_app: Synthesized) -> None:
+    types = {entry["Type"] for entry in _cluster(default_app)["Logging"]["ClusterLogging"]["EnabledTypes"]}
+    assert types == CONTROL_PLANE_LOG_TYPES
+
+
+def test_secrets_are_envelope_encrypted_with_a_rotating_key(default_app: Synthesized) -> None:
+    (encryption,) = _cluster(default_app)["EncryptionConfig"]
+    assert encryption["Resources"] == ["secrets"]
+    key_id = encryption["Provider"]["KeyArn"]["Fn::GetAtt"][0]
+    key = default_app.templates["cluster"]["Resources"][key_id]
+    assert key["Properties"]["EnableKeyRotation"] is True
+
+
+def test_endpoint_is_private_by_default(default_app: Synthesized) -> None:
+    vpc_config = _cluster(default_app)["ResourcesVpcConfig"]
+    assert vpc_config["EndpointPrivateAccess"] is True
+    assert vpc_config["EndpointPublicAccess"] is False
+
+
+def test_public_endpoint_only_admits_the_configured_cidrs(public_app: Synthesized) -> None:
+    vpc_config = _cluster(public_app)["ResourcesVpcConfig"]
+    expected = [str(cidr) for cidr in public_app.built.settings.cluster.public_access_cidrs]
+    assert vpc_config["EndpointPublicAccess"] is True
+    assert vpc_config["PublicAccessCidrs"] == expected
+
+
+def test_access_entries_not_the_aws_auth_config_map(public_app: Synthesized) -> None:
+    assert _cluster(public_app)["AccessConfig"]["AuthenticationMode"] == "API"
+    entries = public_app.resources("cluster", "AWS::EKS::AccessEntry").values()
+    principals = json.dumps([entry["Properties"]["PrincipalArn"] for entry in entries])
+    for arn in public_app.built.settings.cluster.admin_principal_arns:
+        assert arn in principals
+    assert "AdminRole" in principals
+
+
+def test_managed_node_groups_not_auto_mode(default_app: Synthesized) -> None:
+    assert _cluster(default_app)["ComputeConfig"] == {"Enabled": False}
+    assert _cluster(default_app)["BootstrapSelfManagedAddons"] is False
+
+
+def test_addons_are_pinned_to_the_catalog_versions(default_app: Synthesized) -> None:
+    addons = {
+        a["Properties"]["AddonName"]: a["Properties"]
+        for a in default_app.resources("cluster", "AWS::EKS::Addon").values()
+    }
+    assert {name: props["AddonVersion"] for name, props in addons.items()} == {
+        addon.name: addon.version for addon in CORE_ADDONS
+    }
+    assert json.loads(addons[VPC_CNI.name]["ConfigurationValues"]) == VPC_CNI_CONFIGURATION
+
+
+def test_vpc_cni_version_supports_efa_only_interfaces() -> None:
+    major, minor, patch = (int(part) for part in VPC_CNI.version[1:].split("-")[0].split("."))
+    assert (major, minor, patch) >= (1, 18, 5)
+
+
+def test_vpc_cni_role_is_trusted_by_aws_node_only(default_app: Synthesized) -> None:
+    roles = default_app.resources("cluster", "AWS::IAM::Role")
+    (cni_role,) = [r for lid, r in roles.items() if lid.startswith("AddonsVpcCniRole")]
+    (statement,) = cni_role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert statement["Action"] == "sts:AssumeRoleWithWebIdentity"
+    claims_id = statement["Condition"]["StringEquals"]["Fn::GetAtt"][0]
+    claims = default_app.templates["cluster"]["Resources"][claims_id]["Properties"]["Value"]
+    assert "system:serviceaccount:kube-system:aws-node" in json.dumps(claims)
+    assert "sts.amazonaws.com" in json.dumps(claims)
+
+
+def test_system_nodes_require_imdsv2_and_encrypt_their_disk(default_app: Synthesized) -> None:
+    (template,) = default_app.resources("cluster", "AWS::EC2::LaunchTemplate").values()
+    data = template["Properties"]["LaunchTemplateData"]
+    assert data["MetadataOptions"]["HttpTokens"] == "required"
+    assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 1
+    (device,) = data["BlockDeviceMappings"]
+    assert device["Ebs"]["Encrypted"] is True
+    assert device["Ebs"]["VolumeType"] == "gp3"
+    system = default_app.built.settings.cluster.system_nodes
+    assert device["Ebs"]["VolumeSize"] == system.disk_size_gib
+
+
+def test_system_node_group_matches_configuration(default_app: Synthesized) -> None:
+    (group,) = default_app.resources("cluster", "AWS::EKS::Nodegroup").values()
+    props = group["Properties"]
+    system = default_app.built.settings.cluster.system_nodes
+    assert props["AmiType"] == "AL2023_x86_64_STANDARD"
+    assert props["InstanceTypes"] == [system.instance_type]
+    assert props["ScalingConfig"] == {
+        "MinSize": system.scaling.min_size,
+        "DesiredSize": system.scaling.desired_size,
+        "MaxSize": system.scaling.max_size,
+    }
+    assert props["NodeRepairConfig"] == {"Enabled": True}
+    assert "RemoteAccess" not in props  # no SSH keys: Session Manager instead
+
+
+def test_node_role_has_only_the_node_policies(default_app: Synthesized) -> None:
+    roles = default_app.resources("cluster", "AWS::IAM::Role")
+    (node_role,) = [r for lid, r in roles.items() if lid.startswith("NodeRole")]
+    attached = json.dumps(node_role["Properties"]["ManagedPolicyArns"])
+    assert len(node_role["Properties"]["ManagedPolicyArns"]) == len(NODE_MANAGED_POLICIES)
+    for policy in NODE_MANAGED_POLICIES:
+        assert f"policy/{policy}" in attached
+
+
+def test_outputs_tell_how_to_reach_the_cluster(default_app: Synthesized) -> None:
+    outputs = default_app.templates["cluster"]["Outputs"]
+    command = json.dumps(outputs["UpdateKubeconfigCommand"]["Value"])
+    settings = default_app.built.settings
+    assert f"aws eks update-kubeconfig --name {settings.cluster_name} --region {settings.region}" in command
+    assert "--role-arn" in command
+    assert {"ClusterName", "AdminRoleArn"} <= outputs.keys()

@@ -1,0 +1,75 @@
+"""The VPC: zones, subnets, endpoints, flow logs, default security group."""
+
+from __future__ import annotations
+
+from ipaddress import IPv4Network
+
+from constructs.gpu_vpc import INTERFACE_ENDPOINTS
+from tests.conftest import Synthesized
+
+
+def test_one_public_and_one_private_subnet_per_configured_zone(default_app: Synthesized) -> None:
+    network = default_app.built.settings.network
+    subnets = default_app.resources("network", "AWS::EC2::Subnet").values()
+    zones = sorted(s["Properties"]["AvailabilityZoneId"] for s in subnets)
+    assert zones == sorted(network.availability_zones * 2)
+    assert all("AvailabilityZone" not in s["Properties"] for s in subnets)
+    masks = sorted(IPv4Network(s["Properties"]["CidrBlock"]).prefixlen for s in subnets)
+    assert masks == sorted([network.private_subnet_mask, network.public_subnet_mask] * 2)
+
+
+def test_zone_names_stay_names(public_app: Synthesized) -> None:
+    subnets = public_app.resources("network", "AWS::EC2::Subnet").values()
+    zones = {s["Properties"]["AvailabilityZone"] for s in subnets}
+    assert zones == set(public_app.built.settings.network.availability_zones)
+
+
+def test_nat_gateways_follow_configuration(default_app: Synthesized, public_app: Synthesized) -> None:
+    for synthesized in (default_app, public_app):
+        nats = synthesized.resources("network", "AWS::EC2::NatGateway")
+        assert len(nats) == synthesized.built.settings.network.nat_gateways
+
+
+def test_no_subnet_gives_instances_public_addresses(default_app: Synthesized) -> None:
+    for subnet in default_app.resources("network", "AWS::EC2::Subnet").values():
+        assert subnet["Properties"]["MapPublicIpOnLaunch"] is False
+
+
+def test_image_pulls_and_aws_calls_stay_off_nat(default_app: Synthesized) -> None:
+    endpoints = default_app.resources("network", "AWS::EC2::VPCEndpoint").values()
+    gateway = [e for e in endpoints if e["Properties"].get("VpcEndpointType") == "Gateway"]
+    interface = [e for e in endpoints if e["Properties"].get("VpcEndpointType") == "Interface"]
+    assert len(gateway) == 1  # S3: ECR image layers and model weights
+    assert len(interface) == len(INTERFACE_ENDPOINTS)
+    assert all(e["Properties"]["PrivateDnsEnabled"] for e in interface)
+
+
+def test_endpoints_admit_https_from_the_vpc_only(default_app: Synthesized) -> None:
+    cidr = str(default_app.built.settings.network.vpc_cidr)
+    groups = default_app.resources("network", "AWS::EC2::SecurityGroup").values()
+    ingress = [rule for group in groups for rule in group["Properties"].get("SecurityGroupIngress", [])]
+    assert ingress == [{"CidrIp": cidr, "Description": "HTTPS from the VPC", "FromPort": 443,
+                        "IpProtocol": "tcp", "ToPort": 443}]  # fmt: skip
+
+
+def test_flow_logs_capture_all_traffic_into_an_encrypted_log_group(default_app: Synthesized) -> None:
+    (flow_log,) = default_app.resources("network", "AWS::EC2::FlowLog").values()
+    assert flow_log["Properties"]["TrafficType"] == "ALL"
+    (log_group,) = default_app.resources("network", "AWS::Logs::LogGroup").values()
+    retention = default_app.built.settings.network.flow_log_retention_days
+    assert log_group["Properties"]["RetentionInDays"] == retention
+    assert "KmsKeyId" in log_group["Properties"]
+
+
+def test_default_security_group_is_stripped(default_app: Synthesized) -> None:
+    assert default_app.resources("network", "Custom::VpcRestrictDefaultSG")
+
+
+def test_load_balancer_controller_can_discover_subnets(default_app: Synthesized) -> None:
+    tag_keys = [
+        tag["Key"]
+        for subnet in default_app.resources("network", "AWS::EC2::Subnet").values()
+        for tag in subnet["Properties"]["Tags"]
+    ]
+    assert tag_keys.count("kubernetes.io/role/elb") == 2
+    assert tag_keys.count("kubernetes.io/role/internal-elb") == 2
