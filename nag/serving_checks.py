@@ -81,7 +81,8 @@ def efa_security_group_self_only(node: CfnResource) -> NagRuleCompliance:
         ingress = _resolve(node, node.security_group_ingress) or []
         egress = _resolve(node, node.security_group_egress) or []
         # Inline rules cannot reference the group itself, so any inline rule admits others.
-        return COMPLIANT if not ingress and egress == [MATCH_NO_TRAFFIC] else NON_COMPLIANT
+        egress_rules = [{k: v for k, v in rule.items() if k != "description"} for rule in egress]
+        return COMPLIANT if not ingress and egress_rules == [MATCH_NO_TRAFFIC] else NON_COMPLIANT
     if isinstance(node, ec2.CfnSecurityGroupIngress):
         group, peer = node.group_id, node.source_security_group_id
         others = (node.cidr_ip, node.cidr_ipv6, node.source_prefix_list_id)
