@@ -60,7 +60,9 @@ def _field_names_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[
     """Field names of the nested model at ``loc``, for 'did you mean' style messages."""
     current: Any = model
     for part in loc:
-        if isinstance(part, int) or not (isinstance(current, type) and issubclass(current, BaseModel)):
+        if isinstance(part, int) or not (
+            isinstance(current, type) and issubclass(current, BaseModel)
+        ):
             continue
         field = current.model_fields.get(part)
         if field is None:

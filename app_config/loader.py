@@ -57,8 +57,15 @@ def _parse_override(value: Any) -> Any:
 def _read_yaml(path: str) -> dict[str, Any]:
     file = Path(path)
     if not file.is_file():
-        raise ConfigError([Problem(CONFIG_FILE_KEY, "no such file (paths are relative to the "
-                                   "directory cdk runs in)", path)])
+        raise ConfigError(
+            [
+                Problem(
+                    CONFIG_FILE_KEY,
+                    "no such file (paths are relative to the directory cdk runs in)",
+                    path,
+                )
+            ]
+        )
     try:
         loaded = yaml.safe_load(file.read_text()) or {}
     except yaml.YAMLError as error:

@@ -11,7 +11,15 @@ import re
 from ipaddress import IPv4Network
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from app_config.errors import ConfigError, Problem
 from catalog.regions import (
@@ -23,8 +31,30 @@ from catalog.regions import (
 )
 
 # CloudWatch Logs accepts only these retention periods (AWS::Logs::LogGroup RetentionInDays).
-LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827,
-                      2192, 2557, 2922, 3288, 3653)  # fmt: skip
+LOG_RETENTION_DAYS = (
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
+)
 
 _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
 _IAM_PRINCIPAL_ARN = re.compile(r"^arn:aws(-us-gov)?:iam::\d{12}:(role|user)/[\w+=,.@/-]{1,512}$")
@@ -99,7 +129,8 @@ class Network(Section):
     availability_zones: list[str] = Field(
         min_length=2,
         max_length=6,
-        description="Zones of the VPC, AZ names (us-west-2a) or AZ IDs (usw2-az1), all of one kind. "
+        description="Zones of the VPC, AZ names (us-west-2a) or AZ IDs (usw2-az1), all of one "
+        "kind. "
         "The EKS control plane needs two; GPU nodes use only gpu_availability_zone.",
     )
     gpu_availability_zone: str = Field(
@@ -107,14 +138,20 @@ class Network(Section):
         "availability_zones; must be where your P-instance capacity is."
     )
     nat_gateways: int = Field(
-        1, ge=1, le=6, description="NAT gateways (one per zone at most); one is enough for pulls "
-        "that VPC endpoints do not cover (Helm charts, Hugging Face)."
+        1,
+        ge=1,
+        le=6,
+        description="NAT gateways (one per zone at most); one is enough for pulls "
+        "that VPC endpoints do not cover (Helm charts, Hugging Face).",
     )
     private_subnet_mask: int = Field(
         19, ge=16, le=28, description="Prefix length of each private subnet (nodes and pods)."
     )
     public_subnet_mask: int = Field(
-        24, ge=16, le=28, description="Prefix length of each public subnet (NAT, public load balancer)."
+        24,
+        ge=16,
+        le=28,
+        description="Prefix length of each public subnet (NAT, public load balancer).",
     )
     flow_log_retention_days: int = Field(
         365, description="Retention of the VPC flow log group, in days."
@@ -131,7 +168,9 @@ class Network(Section):
     @classmethod
     def _retention(cls, value: int) -> int:
         if value not in LOG_RETENTION_DAYS:
-            raise ValueError(f"CloudWatch Logs accepts only {', '.join(map(str, LOG_RETENTION_DAYS))}")
+            raise ValueError(
+                f"CloudWatch Logs accepts only {', '.join(map(str, LOG_RETENTION_DAYS))}"
+            )
         return value
 
     def required_addresses(self) -> int:
@@ -224,9 +263,7 @@ class Settings(Section):
     @classmethod
     def _known_region(cls, value: str) -> str:
         if value not in REGIONS:
-            raise ValueError(
-                f"not an AWS Region with EKS; valid: {', '.join(sorted(REGIONS))}"
-            )
+            raise ValueError(f"not an AWS Region with EKS; valid: {', '.join(sorted(REGIONS))}")
         return value
 
     @field_validator("tags")
@@ -234,12 +271,14 @@ class Settings(Section):
     def _tags(cls, tags: dict[str, str]) -> dict[str, str]:
         for key in tags:
             if key.lower().startswith("aws:") or not 1 <= len(key) <= 128:
-                raise ValueError(f"tag key {key!r} must be 1-128 characters and not start with aws:")
+                raise ValueError(
+                    f"tag key {key!r} must be 1-128 characters and not start with aws:"
+                )
         return tags
 
     @model_validator(mode="after")
     def _placement(self) -> Settings:
-        """Checks that need more than one section. Raises ConfigError directly (see its docstring)."""
+        """Checks that span sections. Raises ConfigError directly (see its docstring)."""
         problems = _zone_problems(self) + _address_space_problems(self.network)
         if problems:
             raise ConfigError(problems)
@@ -258,32 +297,49 @@ def _zone_problems(settings: Settings) -> list[Problem]:
     problems = []
     for index, zone in enumerate(network.availability_zones):
         if not zone_belongs_to_region(zone, region):
-            problems.append(Problem(
-                f"network.availability_zones[{index}]", f"not a zone of {region}; use "
-                f"{example_zones(region)}", zone,
-            ))  # fmt: skip
+            problems.append(
+                Problem(
+                    f"network.availability_zones[{index}]",
+                    f"not a zone of {region}; use {example_zones(region)}",
+                    zone,
+                )
+            )
         elif zone in EKS_UNSUPPORTED_ZONE_IDS:
-            problems.append(Problem(
-                f"network.availability_zones[{index}]", "EKS does not place control planes in "
-                "this zone (UnsupportedAvailabilityZoneException); pick another", zone,
-            ))  # fmt: skip
+            problems.append(
+                Problem(
+                    f"network.availability_zones[{index}]",
+                    "EKS does not place control planes in "
+                    "this zone (UnsupportedAvailabilityZoneException); pick another",
+                    zone,
+                )
+            )
     zones = network.availability_zones
     if len(set(zones)) != len(zones):
         problems.append(Problem("network.availability_zones", "zones must be distinct", zones))
     if len({is_zone_id(zone) for zone in zones}) > 1:
-        problems.append(Problem(
-            "network.availability_zones", "mixes AZ names and AZ IDs; use one kind", zones,
-        ))  # fmt: skip
+        problems.append(
+            Problem(
+                "network.availability_zones",
+                "mixes AZ names and AZ IDs; use one kind",
+                zones,
+            )
+        )
     if network.gpu_availability_zone not in zones:
-        problems.append(Problem(
-            "network.gpu_availability_zone", f"must be one of network.availability_zones {zones}",
-            network.gpu_availability_zone,
-        ))  # fmt: skip
+        problems.append(
+            Problem(
+                "network.gpu_availability_zone",
+                f"must be one of network.availability_zones {zones}",
+                network.gpu_availability_zone,
+            )
+        )
     if network.nat_gateways > len(zones):
-        problems.append(Problem(
-            "network.nat_gateways", f"at most one per zone ({len(zones)} zones)",
-            network.nat_gateways,
-        ))  # fmt: skip
+        problems.append(
+            Problem(
+                "network.nat_gateways",
+                f"at most one per zone ({len(zones)} zones)",
+                network.nat_gateways,
+            )
+        )
     return problems
 
 
@@ -292,10 +348,12 @@ def _address_space_problems(network: Network) -> list[Problem]:
     needed = network.required_addresses()
     if needed <= available:
         return []
-    return [Problem(
-        "network.vpc_cidr",
-        f"too small: {len(network.availability_zones)} zones x (/{network.private_subnet_mask} "
-        f"private + /{network.public_subnet_mask} public) need {needed} addresses, the VPC has "
-        f"{available}; use a larger VPC CIDR or smaller subnets",
-        str(network.vpc_cidr),
-    )]  # fmt: skip
+    return [
+        Problem(
+            "network.vpc_cidr",
+            f"too small: {len(network.availability_zones)} zones x (/{network.private_subnet_mask} "
+            f"private + /{network.public_subnet_mask} public) need {needed} addresses, the VPC has "
+            f"{available}; use a larger VPC CIDR or smaller subnets",
+            str(network.vpc_cidr),
+        )
+    ]

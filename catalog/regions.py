@@ -9,27 +9,59 @@ import re
 # partition, other ECR accounts, other IAM ARNs.
 REGIONS: frozenset[str] = frozenset(
     {
-        "us-east-1", "us-east-2", "us-west-1", "us-west-2",
-        "ca-central-1", "ca-west-1", "mx-central-1", "sa-east-1",
-        "eu-central-1", "eu-central-2", "eu-west-1", "eu-west-2", "eu-west-3",
-        "eu-south-1", "eu-south-2", "eu-north-1",
-        "il-central-1", "me-south-1", "me-central-1", "af-south-1",
-        "ap-east-1", "ap-east-2", "ap-south-1", "ap-south-2",
-        "ap-southeast-1", "ap-southeast-2", "ap-southeast-3", "ap-southeast-4",
-        "ap-southeast-5", "ap-southeast-7",
-        "ap-northeast-1", "ap-northeast-2", "ap-northeast-3",
-        "us-gov-east-1", "us-gov-west-1",
+        "us-east-1",
+        "us-east-2",
+        "us-west-1",
+        "us-west-2",
+        "ca-central-1",
+        "ca-west-1",
+        "mx-central-1",
+        "sa-east-1",
+        "eu-central-1",
+        "eu-central-2",
+        "eu-west-1",
+        "eu-west-2",
+        "eu-west-3",
+        "eu-south-1",
+        "eu-south-2",
+        "eu-north-1",
+        "il-central-1",
+        "me-south-1",
+        "me-central-1",
+        "af-south-1",
+        "ap-east-1",
+        "ap-east-2",
+        "ap-south-1",
+        "ap-south-2",
+        "ap-southeast-1",
+        "ap-southeast-2",
+        "ap-southeast-3",
+        "ap-southeast-4",
+        "ap-southeast-5",
+        "ap-southeast-7",
+        "ap-northeast-1",
+        "ap-northeast-2",
+        "ap-northeast-3",
+        "us-gov-east-1",
+        "us-gov-west-1",
     }
-)  # fmt: skip
+)
 
 # Zones where EKS refuses to place a control plane (EKS user guide, "View Amazon EKS networking
 # requirements for VPC and subnets": UnsupportedAvailabilityZoneException).
 EKS_UNSUPPORTED_ZONE_IDS: frozenset[str] = frozenset({"use1-az3", "usw1-az2", "cac1-az3"})
 
 _DIRECTION_CODES = {
-    "north": "n", "south": "s", "east": "e", "west": "w", "central": "c",
-    "northeast": "ne", "northwest": "nw", "southeast": "se", "southwest": "sw",
-}  # fmt: skip
+    "north": "n",
+    "south": "s",
+    "east": "e",
+    "west": "w",
+    "central": "c",
+    "northeast": "ne",
+    "northwest": "nw",
+    "southeast": "se",
+    "southwest": "sw",
+}
 
 _ZONE_ID = re.compile(r"^(?P<prefix>[a-z]+\d+)-az\d+$")
 

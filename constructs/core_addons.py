@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
-from constructs import Construct
 
 from catalog.eks_versions import COREDNS, KUBE_PROXY, POD_IDENTITY_AGENT, VPC_CNI, ManagedAddon
+from constructs import Construct
 from constructs.irsa import ServiceAccountRole
 from constructs.nag_acknowledgments import acknowledge, aws_managed_policy_finding
 
@@ -30,9 +30,7 @@ class CoreAddons(Construct):
             service_account="aws-node",
             description="VPC CNI (aws-node): attaches ENIs and assigns pod IPs",
         )
-        cni_role.role.add_managed_policy(
-            iam.ManagedPolicy.from_aws_managed_policy_name(CNI_POLICY)
-        )
+        cni_role.role.add_managed_policy(iam.ManagedPolicy.from_aws_managed_policy_name(CNI_POLICY))
         acknowledge(
             cni_role.role,
             aws_managed_policy_finding(CNI_POLICY),

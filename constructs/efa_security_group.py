@@ -9,15 +9,17 @@ with no inline egress and so with EC2's default allow-all egress to 0.0.0.0/0.
 from __future__ import annotations
 
 from aws_cdk import aws_ec2 as ec2
-from constructs import Construct
 
+from constructs import Construct
 from nag.serving_checks import EFA_SECURITY_GROUP_METADATA, MATCH_NO_TRAFFIC
 
 
 class EfaSecurityGroup(Construct):
     """Publishes ``security_group_id``; checked by the Serving-EFASecurityGroupSelfOnly rule."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc, description: str) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, vpc: ec2.IVpc, description: str
+    ) -> None:
         super().__init__(scope, construct_id)
         group = ec2.CfnSecurityGroup(
             self,

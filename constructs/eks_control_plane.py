@@ -1,4 +1,4 @@
-"""The EKS control plane: version, encryption, logging, endpoint exposure and who may administer it."""
+"""The EKS control plane: version, encryption, logging, endpoint exposure, administrators."""
 
 from __future__ import annotations
 
@@ -9,10 +9,12 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from constructs import Construct
 
 from app_config.model import Cluster as ClusterSettings
 from catalog.eks_versions import KUBERNETES
+from constructs import Construct
+from constructs.checkov_skips import PROVIDER_LAMBDA_SKIPS, resources_of_type, skip_checks
+from constructs.log_encryption_key import LogEncryptionKey
 from constructs.nag_acknowledgments import acknowledge, aws_managed_policy_finding
 
 ALL_CONTROL_PLANE_LOGS = [
@@ -48,7 +50,7 @@ class EksControlPlaneProps:
 
 
 class EksControlPlane(Construct):
-    """Publishes ``cluster``, ``admin_role`` (the role to assume for kubectl) and ``secrets_key``."""
+    """Publishes ``cluster``, ``admin_role`` (assumed for kubectl) and ``secrets_key``."""
 
     def __init__(self, scope: Construct, construct_id: str, props: EksControlPlaneProps) -> None:
         super().__init__(scope, construct_id)
@@ -81,6 +83,7 @@ class EksControlPlane(Construct):
             cluster_logging=ALL_CONTROL_PLANE_LOGS,
         )
         self._acknowledge_cdk_managed_parts()
+        self._harden_kubectl_provider(props.removal_policy)
         self.admin_role = iam.Role(
             self,
             "AdminRole",
@@ -102,6 +105,20 @@ class EksControlPlane(Construct):
             ],
         )
 
+    def _harden_kubectl_provider(self, removal_policy: RemovalPolicy) -> None:
+        """Encrypt the provider's log groups (aws-cdk-lib leaves them on the default key) and
+        record why checkov's Lambda checks do not apply to its functions."""
+        provider = self.cluster.kubectl_provider
+        log_key = LogEncryptionKey(
+            self,
+            "ProviderLogKey",
+            description="Encrypts the kubectl provider's Lambda logs",
+            removal_policy=removal_policy,
+        ).key
+        for log_group in resources_of_type(provider, "AWS::Logs::LogGroup"):
+            log_group.add_property_override("KmsKeyId", log_key.key_arn)
+        for function in resources_of_type(provider, "AWS::Lambda::Function"):
+            skip_checks(function, PROVIDER_LAMBDA_SKIPS)
 
     def _acknowledge_cdk_managed_parts(self) -> None:
         """Findings on resources aws-cdk-lib creates for the cluster, not shaped by this app."""

@@ -7,6 +7,7 @@ brackets, e.g. ``AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/
 from __future__ import annotations
 
 from aws_cdk import Acknowledgment, Validations
+
 from constructs import IConstruct
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from aws_cdk import aws_iam as iam
-from constructs import Construct
 
+from constructs import Construct
 from constructs.nag_acknowledgments import acknowledge, aws_managed_policy_finding
 
 # What the kubelet and the node need, nothing more. The VPC CNI's ENI permissions
@@ -26,7 +26,8 @@ class NodeRole(Construct):
             description=description,
             assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
             managed_policies=[
-                iam.ManagedPolicy.from_aws_managed_policy_name(name) for name in NODE_MANAGED_POLICIES
+                iam.ManagedPolicy.from_aws_managed_policy_name(name)
+                for name in NODE_MANAGED_POLICIES
             ],
         )
         for name in NODE_MANAGED_POLICIES:
@@ -34,6 +35,7 @@ class NodeRole(Construct):
                 self.role,
                 aws_managed_policy_finding(name),
                 f"{name} is the AWS-maintained policy the EKS user guide prescribes for node roles "
-                "('Amazon EKS node IAM role'); AWS updates it as the kubelet's needs change, and no "
+                "('Amazon EKS node IAM role'); AWS updates it as the kubelet's needs change, "
+                "and no "
                 "pod can use it (IMDS hop limit 1 on every launch template).",
             )

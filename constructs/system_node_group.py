@@ -5,9 +5,9 @@ from __future__ import annotations
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
-from constructs import Construct
 
 from app_config.model import SystemNodes
+from constructs import Construct
 from constructs.node_labels import ROLE_LABEL, SYSTEM_ROLE
 
 # AL2023's root device; a launch template volume under another name would be a second disk.

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnResource, Stack
+from aws_cdk import CfnResource, Stack, aws_eks, aws_eks_v2
 from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_eks, aws_eks_v2
 from cdk_nag import NagPack, NagRuleCompliance
 
 from nag.rule import AppliedRule, NagRule
@@ -23,13 +22,20 @@ NOT_APPLICABLE = NagRuleCompliance.NOT_APPLICABLE
 # aws_eks and aws_eks_v2 each generate their own L1 class for AWS::EKS::Cluster.
 EKS_CLUSTER_TYPES = (aws_eks.CfnCluster, aws_eks_v2.CfnCluster)
 
-CONTROL_PLANE_LOG_TYPES = frozenset({"api", "audit", "authenticator", "controllerManager", "scheduler"})
+CONTROL_PLANE_LOG_TYPES = frozenset(
+    {"api", "audit", "authenticator", "controllerManager", "scheduler"}
+)
 
 # Resource metadata that marks a security group as carrying EFA traffic only.
 EFA_SECURITY_GROUP_METADATA = "llm-serving:efa-security-group"
 # The rule aws-cdk-lib writes into a group that must allow no egress (allowAllOutbound: false):
 # without any inline egress rule, EC2 would add allow-all egress to 0.0.0.0/0.
-MATCH_NO_TRAFFIC = {"cidrIp": "255.255.255.255/32", "ipProtocol": "icmp", "fromPort": 252, "toPort": 86}
+MATCH_NO_TRAFFIC = {
+    "cidrIp": "255.255.255.255/32",
+    "ipProtocol": "icmp",
+    "fromPort": 252,
+    "toPort": 86,
+}
 
 
 def _resolve(node: CfnResource, value: Any) -> Any:
@@ -51,8 +57,10 @@ def all_control_plane_logs(node: CfnResource) -> NagRuleCompliance:
     if not isinstance(node, EKS_CLUSTER_TYPES):
         return NOT_APPLICABLE
     logging = _resolve(node, node.logging) or {}
-    enabled = {entry.get("type") for entry in logging.get("clusterLogging", {}).get("enabledTypes", [])}
-    return COMPLIANT if CONTROL_PLANE_LOG_TYPES <= enabled else NON_COMPLIANT
+    enabled = {
+        entry.get("type") for entry in logging.get("clusterLogging", {}).get("enabledTypes", [])
+    }
+    return COMPLIANT if enabled >= CONTROL_PLANE_LOG_TYPES else NON_COMPLIANT
 
 
 def secrets_envelope_encrypted(node: CfnResource) -> NagRuleCompliance:
@@ -110,7 +118,10 @@ def _group_resource(node: CfnResource, group_id: Any) -> ec2.CfnSecurityGroup | 
     logical_id = reference["Fn::GetAtt"][0]
     stack = Stack.of(node)
     for child in stack.node.find_all():
-        if isinstance(child, ec2.CfnSecurityGroup) and stack.resolve(child.logical_id) == logical_id:
+        if (
+            isinstance(child, ec2.CfnSecurityGroup)
+            and stack.resolve(child.logical_id) == logical_id
+        ):
             return child
     return None
 

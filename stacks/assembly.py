@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from aws_cdk import App, Tags
 
 from app_config import Settings
-from stacks.common import environment
 from stacks.cluster_stack import ClusterStack
+from stacks.common import environment
 from stacks.network_stack import NetworkStack
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_ec2 as ec2
-from constructs import Construct
 
 from app_config import Settings
+from constructs import Construct
 from constructs.core_addons import CoreAddons
 from constructs.eks_control_plane import EksControlPlane, EksControlPlaneProps
 from constructs.node_role import NodeRole
@@ -51,8 +51,12 @@ class ClusterStack(Stack):
         cluster = self.control_plane.cluster
         admin_role = self.control_plane.admin_role
         CfnOutput(self, "ClusterName", value=cluster.cluster_name)
-        CfnOutput(self, "AdminRoleArn", value=admin_role.role_arn,
-                  description="Assume this role for kubectl (cluster-admin access entry)")  # fmt: skip
+        CfnOutput(
+            self,
+            "AdminRoleArn",
+            value=admin_role.role_arn,
+            description="Assume this role for kubectl (cluster-admin access entry)",
+        )
         CfnOutput(
             self,
             "UpdateKubeconfigCommand",

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 from aws_cdk import Stack
-from constructs import Construct
 
 from app_config import Settings
+from constructs import Construct
 from constructs.gpu_vpc import GpuVpc, GpuVpcProps
 from stacks.common import removal_policy
 
 
 class NetworkStack(Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, settings: Settings, **kwargs) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, settings: Settings, **kwargs
+    ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self._zones = list(settings.network.availability_zones)
         self.network = GpuVpc(

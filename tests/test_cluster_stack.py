@@ -28,7 +28,10 @@ def test_cluster_runs_the_pinned_kubernetes_version(default_app: Synthesized) ->
 
 
 def test_all_control_plane_logs_are_enabled(default_app: Synthesized) -> None:
-    types = {entry["Type"] for entry in _cluster(default_app)["Logging"]["ClusterLogging"]["EnabledTypes"]}
+    types = {
+        entry["Type"]
+        for entry in _cluster(default_app)["Logging"]["ClusterLogging"]["EnabledTypes"]
+    }
     assert types == CONTROL_PLANE_LOG_TYPES
 
 
@@ -134,6 +137,9 @@ def test_outputs_tell_how_to_reach_the_cluster(default_app: Synthesized) -> None
     outputs = default_app.templates["cluster"]["Outputs"]
     command = json.dumps(outputs["UpdateKubeconfigCommand"]["Value"])
     settings = default_app.built.settings
-    assert f"aws eks update-kubeconfig --name {settings.cluster_name} --region {settings.region}" in command
+    assert (
+        f"aws eks update-kubeconfig --name {settings.cluster_name} --region {settings.region}"
+        in command
+    )
     assert "--role-arn" in command
     assert {"ClusterName", "AdminRoleArn"} <= outputs.keys()

@@ -22,34 +22,73 @@ INVALID = [
     ({"network.vpc_cidr": "10.0.0.1/16"}, "network.vpc_cidr", "host bits"),
     ({"network.vpc_cidr": "10.0.0.0/8"}, "network.vpc_cidr", "/16 to /24"),
     ({"network.vpc_cidr": "10.0.0.0/20"}, "network.vpc_cidr", "too small"),
-    ({"network.private_subnet_mask": "30"}, "network.private_subnet_mask", "less than or equal to 28"),
+    (
+        {"network.private_subnet_mask": "30"},
+        "network.private_subnet_mask",
+        "less than or equal to 28",
+    ),
     ({"network.flow_log_retention_days": "42"}, "network.flow_log_retention_days", "accepts only"),
     ({"network.availability_zones": '["usw2-az1"]'}, "network.availability_zones", "at least 2"),
-    ({"network.availability_zones": '["usw2-az1", "use1-az2"]'}, "network.availability_zones[1]",
-     "not a zone of us-west-2"),  # fmt: skip
-    ({"network.availability_zones": '["usw2-az1", "us-west-2b"]'}, "network.availability_zones",
-     "mixes AZ names and AZ IDs"),  # fmt: skip
-    ({"network.gpu_availability_zone": "usw2-az3"}, "network.gpu_availability_zone",
-     "must be one of network.availability_zones"),  # fmt: skip
-    ({"region": "us-east-1", "network.availability_zones": '["use1-az1", "use1-az3"]',
-      "network.gpu_availability_zone": "use1-az1"}, "network.availability_zones[1]",
-     "UnsupportedAvailabilityZoneException"),  # fmt: skip
+    (
+        {"network.availability_zones": '["usw2-az1", "use1-az2"]'},
+        "network.availability_zones[1]",
+        "not a zone of us-west-2",
+    ),
+    (
+        {"network.availability_zones": '["usw2-az1", "us-west-2b"]'},
+        "network.availability_zones",
+        "mixes AZ names and AZ IDs",
+    ),
+    (
+        {"network.gpu_availability_zone": "usw2-az3"},
+        "network.gpu_availability_zone",
+        "must be one of network.availability_zones",
+    ),
+    (
+        {
+            "region": "us-east-1",
+            "network.availability_zones": '["use1-az1", "use1-az3"]',
+            "network.gpu_availability_zone": "use1-az1",
+        },
+        "network.availability_zones[1]",
+        "UnsupportedAvailabilityZoneException",
+    ),
     ({"network.subnets": "{}"}, "network.subnets", "unknown setting; valid settings here"),
     ({"cluster.endpoint_access": "public"}, "cluster.endpoint_access", "'private' or "),
     ({"cluster.endpoint_access": "public_and_private"}, "cluster", "needs public_access_cidrs"),
-    ({"cluster.endpoint_access": "public_and_private",
-      "cluster.public_access_cidrs": '["0.0.0.0/0"]'}, "cluster",
-     "allow_public_access_from_anywhere"),  # fmt: skip
-    ({"cluster.public_access_cidrs": '["198.51.100.0/24"]'}, "cluster",
-     "endpoint_access is 'private'"),  # fmt: skip
-    ({"cluster.admin_principal_arns": '["arn:aws:iam::123:role/x"]'},
-     "cluster.admin_principal_arns", "not an IAM role or user ARN"),  # fmt: skip
-    ({"cluster.system_nodes.instance_type": "large"}, "cluster.system_nodes.instance_type",
-     "family.size"),  # fmt: skip
-    ({"cluster.system_nodes.scaling": '{"min_size": 3, "desired_size": 2, "max_size": 4}'},
-     "cluster.system_nodes.scaling", "min_size <= desired_size <= max_size"),  # fmt: skip
-    ({"cluster.system_nodes.disk_size_gib": "8"}, "cluster.system_nodes.disk_size_gib",
-     "greater than or equal to 20"),  # fmt: skip
+    (
+        {
+            "cluster.endpoint_access": "public_and_private",
+            "cluster.public_access_cidrs": '["0.0.0.0/0"]',
+        },
+        "cluster",
+        "allow_public_access_from_anywhere",
+    ),
+    (
+        {"cluster.public_access_cidrs": '["198.51.100.0/24"]'},
+        "cluster",
+        "endpoint_access is 'private'",
+    ),
+    (
+        {"cluster.admin_principal_arns": '["arn:aws:iam::123:role/x"]'},
+        "cluster.admin_principal_arns",
+        "not an IAM role or user ARN",
+    ),
+    (
+        {"cluster.system_nodes.instance_type": "large"},
+        "cluster.system_nodes.instance_type",
+        "family.size",
+    ),
+    (
+        {"cluster.system_nodes.scaling": '{"min_size": 3, "desired_size": 2, "max_size": 4}'},
+        "cluster.system_nodes.scaling",
+        "min_size <= desired_size <= max_size",
+    ),
+    (
+        {"cluster.system_nodes.disk_size_gib": "8"},
+        "cluster.system_nodes.disk_size_gib",
+        "greater than or equal to 20",
+    ),
     ({"tags": '{"aws:owner": "me"}'}, "tags", "not start with aws:"),
 ]
 
@@ -67,10 +106,19 @@ def test_invalid_setting_is_named_and_nothing_is_synthesized(
 
 
 def test_every_problem_is_reported_at_once() -> None:
-    context = {**cdk_json_context(), "region": "mars-1", "network.nat_gateways": "x", "cluster.bogus": "1"}
+    context = {
+        **cdk_json_context(),
+        "region": "mars-1",
+        "network.nat_gateways": "x",
+        "cluster.bogus": "1",
+    }
     with pytest.raises(ConfigError) as raised:
         load_settings(context)
-    assert {p.path for p in raised.value.problems} == {"region", "network.nat_gateways", "cluster.bogus"}
+    assert {p.path for p in raised.value.problems} == {
+        "region",
+        "network.nat_gateways",
+        "cluster.bogus",
+    }
 
 
 def test_yaml_file_overrides_cdk_json_and_flags_override_the_file(tmp_path: Path) -> None:
@@ -85,7 +133,7 @@ def test_yaml_file_overrides_cdk_json_and_flags_override_the_file(tmp_path: Path
 
 
 def test_missing_config_file_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="config = 'nope.yaml': no such file"):
+    with pytest.raises(ConfigError, match=r"config = 'nope\.yaml': no such file"):
         load_settings({**cdk_json_context(), "config": "nope.yaml"})
 
 
@@ -109,8 +157,11 @@ def test_cli_reports_bad_input_without_a_traceback(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "app.py"],
         cwd=PROJECT_ROOT,
-        env={"CDK_CONTEXT_JSON": json.dumps(context), "CDK_OUTDIR": str(tmp_path),
-             "PATH": str(Path(sys.executable).parent)},  # fmt: skip
+        env={
+            "CDK_CONTEXT_JSON": json.dumps(context),
+            "CDK_OUTDIR": str(tmp_path),
+            "PATH": str(Path(sys.executable).parent),
+        },
         capture_output=True,
         text=True,
         timeout=120,

@@ -35,7 +35,10 @@ def test_aws_solutions_has_no_unacknowledged_findings(
 ) -> None:
     for stack in _stacks(synthesize(configuration)):
         report = AwsSolutionsChecks().validate_scope(stack)
-        findings = {v.rule_name: [r.construct_path for r in v.violating_resources] for v in report.violations}
+        findings = {
+            v.rule_name: [r.construct_path for r in v.violating_resources]
+            for v in report.violations
+        }
         assert findings == {}, stack.stack_name
 
 

@@ -24,7 +24,9 @@ def test_zone_names_stay_names(public_app: Synthesized) -> None:
     assert zones == set(public_app.built.settings.network.availability_zones)
 
 
-def test_nat_gateways_follow_configuration(default_app: Synthesized, public_app: Synthesized) -> None:
+def test_nat_gateways_follow_configuration(
+    default_app: Synthesized, public_app: Synthesized
+) -> None:
     for synthesized in (default_app, public_app):
         nats = synthesized.resources("network", "AWS::EC2::NatGateway")
         assert len(nats) == synthesized.built.settings.network.nat_gateways
@@ -47,12 +49,23 @@ def test_image_pulls_and_aws_calls_stay_off_nat(default_app: Synthesized) -> Non
 def test_endpoints_admit_https_from_the_vpc_only(default_app: Synthesized) -> None:
     cidr = str(default_app.built.settings.network.vpc_cidr)
     groups = default_app.resources("network", "AWS::EC2::SecurityGroup").values()
-    ingress = [rule for group in groups for rule in group["Properties"].get("SecurityGroupIngress", [])]
-    assert ingress == [{"CidrIp": cidr, "Description": "HTTPS from the VPC", "FromPort": 443,
-                        "IpProtocol": "tcp", "ToPort": 443}]  # fmt: skip
+    ingress = [
+        rule for group in groups for rule in group["Properties"].get("SecurityGroupIngress", [])
+    ]
+    assert ingress == [
+        {
+            "CidrIp": cidr,
+            "Description": "HTTPS from the VPC",
+            "FromPort": 443,
+            "IpProtocol": "tcp",
+            "ToPort": 443,
+        }
+    ]
 
 
-def test_flow_logs_capture_all_traffic_into_an_encrypted_log_group(default_app: Synthesized) -> None:
+def test_flow_logs_capture_all_traffic_into_an_encrypted_log_group(
+    default_app: Synthesized,
+) -> None:
     (flow_log,) = default_app.resources("network", "AWS::EC2::FlowLog").values()
     assert flow_log["Properties"]["TrafficType"] == "ALL"
     (log_group,) = default_app.resources("network", "AWS::Logs::LogGroup").values()

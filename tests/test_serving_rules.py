@@ -8,8 +8,8 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks, aws_eks_v2
-from constructs import Construct
 
+from constructs import Construct
 from constructs.efa_security_group import EfaSecurityGroup
 from nag.serving_checks import EFA_SECURITY_GROUP_METADATA, RULES, ServingChecks
 from tests.conftest import Synthesized
@@ -25,9 +25,13 @@ def _violations(build: Callable[[cdk.Stack], None]) -> set[str]:
 
 
 def _eks_cluster(
-    cluster_class: type, *, public: bool = False, cidrs: list[str] | None = None,
-    logs: list[str] = ALL_LOGS, encrypted: bool = True,
-) -> Callable[[Construct], None]:  # fmt: skip
+    cluster_class: type,
+    *,
+    public: bool = False,
+    cidrs: list[str] | None = None,
+    logs: list[str] = ALL_LOGS,
+    encrypted: bool = True,
+) -> Callable[[Construct], None]:
     def build(stack: Construct) -> None:
         props = cluster_class
         cluster_class(
@@ -69,7 +73,9 @@ def test_a_compliant_cluster_passes(cluster_class: type) -> None:
 
 @pytest.mark.parametrize("cluster_class", CLUSTER_CLASSES)
 @pytest.mark.parametrize("cidrs", [None, ["0.0.0.0/0"], ["203.0.113.0/24", "0.0.0.0/0"]])
-def test_public_endpoint_without_cidr_restriction_fires(cluster_class: type, cidrs: list[str]) -> None:
+def test_public_endpoint_without_cidr_restriction_fires(
+    cluster_class: type, cidrs: list[str]
+) -> None:
     violations = _violations(_eks_cluster(cluster_class, public=True, cidrs=cidrs))
     assert violations == {"Serving-EKSPublicEndpointRestricted"}
 
@@ -93,7 +99,9 @@ def test_launch_template_without_imdsv2_fires() -> None:
             stack,
             "ExplicitlyOptional",
             launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
-                metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(http_tokens="optional")
+                metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(
+                    http_tokens="optional"
+                )
             ),
         )
 
@@ -150,7 +158,12 @@ def test_l2_group_with_self_rules_still_allows_all_egress_and_fires() -> None:
             ec2.Port.all_traffic(),
         ),
     ],
-    ids=["ingress-from-anywhere", "ingress-from-cidr", "egress-to-anywhere", "ingress-from-other-group"],
+    ids=[
+        "ingress-from-anywhere",
+        "ingress-from-cidr",
+        "egress-to-anywhere",
+        "ingress-from-other-group",
+    ],
 )
 def test_efa_group_admitting_anything_but_itself_fires(widen: Callable) -> None:
     assert _violations(lambda stack: widen(_efa_group(stack))) == {
@@ -160,7 +173,9 @@ def test_efa_group_admitting_anything_but_itself_fires(widen: Callable) -> None:
 
 def test_unmarked_groups_are_not_judged_by_the_efa_rule() -> None:
     def build(stack: Construct) -> None:
-        ec2.SecurityGroup(stack, "Web", vpc=_vpc(stack)).add_ingress_rule(ec2.Peer.any_ipv4(), ec2.Port.HTTPS)
+        ec2.SecurityGroup(stack, "Web", vpc=_vpc(stack)).add_ingress_rule(
+            ec2.Peer.any_ipv4(), ec2.Port.HTTPS
+        )
 
     assert _violations(build) == set()
 
@@ -171,7 +186,9 @@ def test_every_rule_is_registered_once() -> None:
 
 
 @pytest.mark.parametrize("configuration", ["default", "public-endpoint"])
-def test_our_stacks_pass_the_serving_pack(synthesize: Callable[[str], Synthesized], configuration: str) -> None:
+def test_our_stacks_pass_the_serving_pack(
+    synthesize: Callable[[str], Synthesized], configuration: str
+) -> None:
     stacks = synthesize(configuration).built.stacks
     for stack in (stacks.network, stacks.cluster):
         report = ServingChecks().validate_scope(stack)

@@ -1,0 +1,33 @@
+"""checkov skips, written as resource metadata next to the resource (checkov reads
+``Metadata.checkov.skip``), so each skip and its reason show in the template under review."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from aws_cdk import CfnResource
+
+from constructs import IConstruct
+
+# Reasons that hold for every Lambda that aws-cdk-lib's custom-resource frameworks create.
+PROVIDER_LAMBDA_SKIPS: Mapping[str, str] = {
+    "CKV_AWS_115": "Custom-resource handler that runs only during CloudFormation operations on "
+    "this stack, one invocation per resource; reserved concurrency could only throttle a deploy.",
+    "CKV_AWS_116": "Invoked synchronously by CloudFormation's custom-resource framework; a failed "
+    "invocation fails the stack operation, so a dead-letter queue would never be read.",
+    "CKV_AWS_173": "Environment variables hold handler settings only, no secrets; Lambda encrypts "
+    "them at rest with its service key.",
+}
+
+
+def skip_checks(resource: CfnResource, skips: Mapping[str, str]) -> None:
+    existing = resource.get_metadata("checkov") or {}
+    entries = list(existing.get("skip", []))
+    entries += [{"id": check, "comment": reason} for check, reason in skips.items()]
+    resource.add_metadata("checkov", {"skip": entries})
+
+
+def resources_of_type(scope: IConstruct, cfn_type: str) -> Iterator[CfnResource]:
+    for child in scope.node.find_all():
+        if isinstance(child, CfnResource) and child.cfn_resource_type == cfn_type:
+            yield child

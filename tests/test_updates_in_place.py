@@ -1,0 +1,44 @@
+"""Changing capacity settings updates in place: the VPC and the cluster keep their logical ids
+and properties, so CloudFormation never replaces them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import app
+from tests.configurations import context_for
+from tests.conftest import Synthesized
+
+REPLACEMENT_SENSITIVE = ("AWS::EC2::VPC", "AWS::EC2::Subnet", "AWS::EKS::Cluster", "AWS::KMS::Key")
+
+
+@pytest.fixture(scope="module")
+def resized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    outdir: Path = tmp_path_factory.mktemp("resized")
+    overrides = {
+        "cluster.system_nodes.scaling": '{"min_size": 3, "desired_size": 5, "max_size": 9}',
+        "cluster.system_nodes.instance_type": "m7i.2xlarge",
+        "network.flow_log_retention_days": "90",
+    }
+    built = app.build(context_for("default", **overrides), outdir=str(outdir))
+    assembly = built.app.synth()
+    return {stack.stack_name: stack.template for stack in assembly.stacks}
+
+
+def test_resizing_nodes_keeps_vpc_cluster_and_keys(default_app: Synthesized, resized: dict) -> None:
+    for role, template in default_app.templates.items():
+        after = resized[default_app.built.settings.stack_name(role)]["Resources"]
+        for logical_id, resource in template["Resources"].items():
+            if resource["Type"] in REPLACEMENT_SENSITIVE:
+                assert after.get(logical_id) == resource, f"{role}/{logical_id} would change"
+
+
+def test_the_resize_did_reach_the_node_group(default_app: Synthesized, resized: dict) -> None:
+    (group,) = [
+        r
+        for r in resized[default_app.built.settings.stack_name("cluster")]["Resources"].values()
+        if r["Type"] == "AWS::EKS::Nodegroup"
+    ]
+    assert group["Properties"]["ScalingConfig"]["DesiredSize"] == 5

@@ -1,0 +1,89 @@
+"""Generates the README's configuration reference from the Settings model (one source of truth).
+
+`python -m tools.config_reference --write README.md` rewrites the block between the markers;
+tests/test_docs.py fails when the README and the model disagree.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
+
+from app_config.model import Settings
+
+START = "<!-- config-reference:start -->"
+END = "<!-- config-reference:end -->"
+
+
+def _rows(
+    model: type[BaseModel], prefix: str = "", defaults: BaseModel | None = None
+) -> Iterator[tuple[str, str, str, str]]:
+    """One row per leaf setting; a section's own default instance supplies its fields' defaults."""
+    for name, field in model.model_fields.items():
+        path = f"{prefix}{name}"
+        annotation = field.annotation
+        default = getattr(defaults, name) if defaults is not None else field.default
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            if field.description:
+                yield path, "section", "", field.description
+            section_defaults = default if isinstance(default, BaseModel) else None
+            yield from _rows(annotation, f"{path}.", section_defaults)
+            continue
+        yield path, _type_name(annotation), _default(default), field.description or ""
+
+
+def _type_name(annotation: Any) -> str:
+    """Readable types: list[IPv4Network], not the Annotated[...] validators behind them."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        return _type_name(args[0])
+    if origin is Literal:
+        return " or ".join(f"`{json.dumps(arg)}`" for arg in args)
+    if origin in (Union, UnionType):
+        return " or ".join(_type_name(arg) for arg in args)
+    if origin is not None:
+        return f"{origin.__name__}[{', '.join(_type_name(arg) for arg in args)}]"
+    return "null" if annotation is type(None) else annotation.__name__
+
+
+def _default(value: Any) -> str:
+    if value is PydanticUndefined:
+        return "required"
+    if isinstance(value, BaseModel):
+        return "see below"
+    return f"`{json.dumps(value, default=str)}`"
+
+
+def render() -> str:
+    lines = [START, "| setting | type | default | what it does |", "|---|---|---|---|"]
+    for path, type_name, default, description in _rows(Settings):
+        lines.append(f"| `{path}` | {type_name} | {default} | {description} |")
+    lines.append(END)
+    return "\n".join(lines)
+
+
+def replace_block(text: str) -> str:
+    before, rest = text.split(START, 1)
+    _, after = rest.split(END, 1)
+    return before + render() + after
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--write", type=Path, help="README to update in place")
+    args = parser.parse_args()
+    if args.write:
+        args.write.write_text(replace_block(args.write.read_text()))
+    else:
+        print(render())
+
+
+if __name__ == "__main__":
+    main()
