@@ -52,7 +52,12 @@ def problems_from_validation_error(error: ValidationError, model: type[BaseModel
 def _dotted(loc: tuple[int | str, ...]) -> str:
     path = ""
     for part in loc:
-        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part == "[key]":  # pydantic's marker for a failing dict key
+            path += " (key)"
+        else:
+            path += f".{part}" if path else str(part)
     return path or "(root)"
 
 

@@ -8,6 +8,7 @@ default (region, zones). The README's configuration reference is generated from 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from ipaddress import IPv4Network
 from typing import Annotated, Literal
 
@@ -22,6 +23,18 @@ from pydantic import (
 )
 
 from app_config.errors import ConfigError, Problem
+from app_config.node_labels import (
+    EFA_LABEL,
+    GPU_PRESENT_LABEL,
+    GPU_ROLES,
+    GPU_TAINT_KEY,
+    INSTANCE_TYPE_LABEL,
+    OWNED_LABEL_KEYS,
+    OWNED_TAINT_KEYS,
+    ROLE_LABEL,
+    ROLE_TAINT_KEY,
+)
+from catalog.instances import CATALOG, GpuInstance
 from catalog.regions import (
     EKS_UNSUPPORTED_ZONE_IDS,
     REGIONS,
@@ -120,6 +133,150 @@ class SystemNodes(Section):
         description="Node counts; two nodes keep CoreDNS and the operators available.",
     )
     disk_size_gib: int = Field(50, ge=20, le=16384, description="Encrypted gp3 root volume size.")
+
+
+# Kubernetes label/taint keys: optional DNS-subdomain prefix, then a name of at most 63 characters.
+_LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+
+
+def _label_key(key: str) -> str:
+    if not _LABEL_KEY.match(key):
+        raise ValueError(f"{key!r} is not a Kubernetes label key (prefix/name, name <= 63 chars)")
+    return key
+
+
+LabelKey = Annotated[str, AfterValidator(_label_key)]
+
+
+class Taint(Section):
+    key: LabelKey = Field(description="Taint key.")
+    value: str = Field("", pattern=_LABEL_VALUE.pattern, description="Taint value.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
+        "NoSchedule", description="What the taint does to pods that do not tolerate it."
+    )
+
+
+class Capacity(Section):
+    """Where the GPU instances come from. P5-class capacity is usually reserved."""
+
+    type: Literal["on_demand", "capacity_reservation", "capacity_block"] = Field(
+        "on_demand",
+        description="'on_demand' (with a cluster placement group), 'capacity_reservation' (an "
+        "On-Demand Capacity Reservation) or 'capacity_block' (Capacity Blocks for ML).",
+    )
+    reservation_id: str | None = Field(
+        None,
+        pattern=r"^cr-[0-9a-f]{8,17}$",
+        description="The cr-... id for capacity_reservation and capacity_block.",
+    )
+
+    @model_validator(mode="after")
+    def _reservation(self) -> Capacity:
+        if self.type != "on_demand" and self.reservation_id is None:
+            raise ValueError(f"capacity type {self.type!r} needs reservation_id (cr-...)")
+        if self.type == "on_demand" and self.reservation_id is not None:
+            raise ValueError(
+                "reservation_id is set but type is 'on_demand'; set type to "
+                "'capacity_reservation' or 'capacity_block', or remove reservation_id"
+            )
+        return self
+
+
+@dataclass(frozen=True)
+class NodePlacement:
+    """The labels and taints of one GPU role: set on the node group, selected and tolerated by
+    the Ray worker group and the device plugins. Derived here, once."""
+
+    labels: dict[str, str]
+    taints: tuple[Taint, ...]
+
+
+class GpuNodeGroup(Section):
+    instance_type: str = Field(
+        "p5.48xlarge",
+        description=f"GPU instance type, one of: {', '.join(CATALOG)}.",
+    )
+    scaling: Scaling = Field(
+        Scaling(min_size=1, desired_size=1, max_size=2), description="Node counts."
+    )
+    capacity: Capacity = Field(Capacity(), description="Where the instances come from.")
+    root_volume_gib: int = Field(
+        300,
+        ge=100,
+        le=16384,
+        description="Encrypted gp3 root volume: the 20+ GB Ray LLM image is stored compressed "
+        "and unpacked, plus logs. Model weights go to the RAID0 of local NVMe disks.",
+    )
+    labels: dict[LabelKey, str] = Field({}, description="Extra node labels.")
+    taints: list[Taint] = Field([], description="Extra node taints.")
+
+    @field_validator("instance_type")
+    @classmethod
+    def _in_catalog(cls, value: str) -> str:
+        if value not in CATALOG:
+            raise ValueError(f"not a supported EFA GPU instance; valid: {', '.join(CATALOG)}")
+        return value
+
+    @field_validator("labels")
+    @classmethod
+    def _own_labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        taken = sorted(OWNED_LABEL_KEYS & labels.keys())
+        if taken:
+            raise ValueError(f"{taken} are set by this app; choose other label keys")
+        return labels
+
+    @field_validator("taints")
+    @classmethod
+    def _own_taints(cls, taints: list[Taint]) -> list[Taint]:
+        taken = sorted(OWNED_TAINT_KEYS & {taint.key for taint in taints})
+        if taken:
+            raise ValueError(f"{taken} are set by this app; choose other taint keys")
+        return taints
+
+    @property
+    def instance(self) -> GpuInstance:
+        return CATALOG[self.instance_type]
+
+    def placement(self, role: str) -> NodePlacement:
+        labels = {
+            ROLE_LABEL: role,
+            INSTANCE_TYPE_LABEL: self.instance_type,
+            EFA_LABEL: "true",
+            GPU_PRESENT_LABEL: "true",
+            **self.labels,
+        }
+        taints = (
+            Taint(key=GPU_TAINT_KEY, value="true", effect="NoSchedule"),
+            Taint(key=ROLE_TAINT_KEY, value=role, effect="NoSchedule"),
+            *self.taints,
+        )
+        return NodePlacement(labels=labels, taints=taints)
+
+
+class GpuNodes(Section):
+    """The two EFA GPU node groups. Both run in network.gpu_availability_zone."""
+
+    prefill: GpuNodeGroup = Field(GpuNodeGroup(), description="Nodes that run prefill.")
+    decode: GpuNodeGroup = Field(GpuNodeGroup(), description="Nodes that run decode.")
+
+    @model_validator(mode="after")
+    def _efa_peers(self) -> GpuNodes:
+        prefill, decode = self.prefill.instance, self.decode.instance
+        if prefill.efa_peer_group != decode.efa_peer_group:
+            raise ValueError(
+                f"prefill {prefill.name} and decode {decode.name} cannot exchange EFA traffic "
+                "(p4d and p4de talk EFA only to their own type); use the same type on both "
+                "sides, or p5-class types on both"
+            )
+        return self
+
+    def groups(self) -> dict[str, GpuNodeGroup]:
+        """By role, in GPU_ROLES order."""
+        return {role: getattr(self, role) for role in GPU_ROLES}
 
 
 class Network(Section):
@@ -258,6 +415,7 @@ class Settings(Section):
     )
     network: Network
     cluster: Cluster = Field(Cluster(), description="EKS cluster settings.")
+    gpu_nodes: GpuNodes = Field(GpuNodes(), description="EFA GPU node groups.")
 
     @field_validator("region")
     @classmethod

@@ -7,8 +7,8 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 
 from app_config.model import SystemNodes
+from app_config.node_labels import ROLE_LABEL, SYSTEM_ROLE
 from constructs import Construct
-from constructs.node_labels import ROLE_LABEL, SYSTEM_ROLE
 
 # AL2023's root device; a launch template volume under another name would be a second disk.
 AL2023_ROOT_DEVICE = "/dev/xvda"

@@ -4,18 +4,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from aws_cdk import App, Tags
+from aws_cdk import App, Stack, Tags
 
 from app_config import Settings
 from stacks.cluster_stack import ClusterStack
 from stacks.common import environment
 from stacks.network_stack import NetworkStack
+from stacks.serving_stack import ServingStack
 
 
 @dataclass(frozen=True)
 class Stacks:
     network: NetworkStack
     cluster: ClusterStack
+    serving: ServingStack
+
+    def all(self) -> list[Stack]:
+        """In deployment order."""
+        return [self.network, self.cluster, self.serving]
 
 
 def build_stacks(app: App, settings: Settings) -> Stacks:
@@ -32,9 +38,18 @@ def build_stacks(app: App, settings: Settings) -> Stacks:
         settings.stack_name("cluster"),
         settings=settings,
         vpc=network.network.vpc,
+        gpu_subnets=network.network.gpu_subnets,
         env=env,
         description="EKS cluster, node groups and add-ons for disaggregated LLM serving",
     )
+    serving = ServingStack(
+        app,
+        settings.stack_name("serving"),
+        settings=settings,
+        cluster=cluster.control_plane.cluster,
+        env=env,
+        description="Device plugins and the prefill/decode Ray service on the cluster",
+    )
     for key, value in settings.tags.items():
         Tags.of(app).add(key, value)
-    return Stacks(network=network, cluster=cluster)
+    return Stacks(network=network, cluster=cluster, serving=serving)

@@ -8,6 +8,8 @@ from aws_cdk import aws_ec2 as ec2
 from app_config import Settings
 from constructs import Construct
 from constructs.core_addons import CoreAddons
+from constructs.efa_node_group import EfaNodeGroup, EfaNodeGroupProps
+from constructs.efa_security_group import EfaSecurityGroup
 from constructs.eks_control_plane import EksControlPlane, EksControlPlaneProps
 from constructs.node_role import NodeRole
 from constructs.system_node_group import SystemNodeGroup
@@ -16,7 +18,14 @@ from stacks.common import removal_policy
 
 class ClusterStack(Stack):
     def __init__(
-        self, scope: Construct, construct_id: str, *, settings: Settings, vpc: ec2.IVpc, **kwargs
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        vpc: ec2.IVpc,
+        gpu_subnets: ec2.SubnetSelection,
+        **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.control_plane = EksControlPlane(
@@ -39,10 +48,46 @@ class ClusterStack(Stack):
             settings=settings.cluster.system_nodes,
             node_role=self.node_role.role,
         )
+        self.efa_security_group = EfaSecurityGroup(
+            self,
+            "EfaSecurityGroup",
+            vpc=vpc,
+            description="EFA traffic between prefill and decode nodes, and nothing else",
+        )
+        # One cluster placement group for both sides (the KV cache crosses between them), needed
+        # only by on-demand groups: a reservation replaces it.
+        on_demand = [
+            g for g in settings.gpu_nodes.groups().values() if g.capacity.type == "on_demand"
+        ]
+        self.placement_group = (
+            ec2.CfnPlacementGroup(self, "GpuPlacementGroup", strategy="cluster")
+            if on_demand
+            else None
+        )
+        self.gpu_node_groups = {
+            role: EfaNodeGroup(
+                self,
+                f"{role.capitalize()}Nodes",
+                EfaNodeGroupProps(
+                    role=role,
+                    settings=group,
+                    cluster=cluster,
+                    node_role=self.node_role.role,
+                    subnets=gpu_subnets,
+                    efa_security_group_id=self.efa_security_group.security_group_id,
+                    placement_group_name=self.placement_group.ref if self.placement_group else None,
+                ),
+            )
+            for role, group in settings.gpu_nodes.groups().items()
+        }
         # Networking first (a node without the CNI never turns Ready), CoreDNS once nodes exist
         # (its pods would otherwise leave the add-on DEGRADED and the deployment failing).
-        for addon in self.addons.needed_by_nodes:
-            self.system_nodes.nodegroup.node.add_dependency(addon)
+        nodegroups = [self.system_nodes.nodegroup] + [
+            group.nodegroup for group in self.gpu_node_groups.values()
+        ]
+        for nodegroup in nodegroups:
+            for addon in self.addons.needed_by_nodes:
+                nodegroup.node.add_dependency(addon)
         for addon in self.addons.needing_nodes:
             addon.node.add_dependency(self.system_nodes.nodegroup)
         self._outputs(settings)

@@ -34,6 +34,20 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
         "retain_data_on_destroy": "false",
         "tags": '{"team": "ml-platform"}',
     },
+    # Reserved P5-class capacity, the usual way to get it: a Capacity Block for prefill, an
+    # On-Demand Capacity Reservation for decode, extra labels and taints.
+    "reserved-capacity": {
+        "gpu_nodes.prefill.instance_type": "p5en.48xlarge",
+        "gpu_nodes.prefill.capacity.type": "capacity_block",
+        "gpu_nodes.prefill.capacity.reservation_id": "cr-0a1b2c3d4e5f60718",
+        "gpu_nodes.prefill.scaling": '{"min_size": 2, "desired_size": 2, "max_size": 2}',
+        "gpu_nodes.decode.instance_type": "p5en.48xlarge",
+        "gpu_nodes.decode.capacity.type": "capacity_reservation",
+        "gpu_nodes.decode.capacity.reservation_id": "cr-0fedcba9876543210",
+        "gpu_nodes.decode.labels": '{"team.example.com/cost-center": "llm"}',
+        "gpu_nodes.decode.taints": '[{"key": "example.com/dedicated", "value": "llm", '
+        '"effect": "NoExecute"}]',
+    },
 }
 
 

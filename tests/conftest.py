@@ -13,14 +13,14 @@ import pytest
 import app
 from tests.configurations import context_for
 
-STACK_ROLES = ("network", "cluster")
+STACK_ROLES = ("network", "cluster", "serving")
 
 
 @dataclass(frozen=True)
 class Synthesized:
     built: app.BuiltApp
     outdir: Path
-    templates: dict[str, dict[str, Any]]  # by stack role: "network", "cluster"
+    templates: dict[str, dict[str, Any]]  # by stack role: "network", "cluster", "serving"
 
     def resources(self, role: str, resource_type: str) -> dict[str, dict[str, Any]]:
         return {
@@ -59,3 +59,8 @@ def default_app(synthesize: Callable[[str], Synthesized]) -> Synthesized:
 @pytest.fixture(scope="session")
 def public_app(synthesize: Callable[[str], Synthesized]) -> Synthesized:
     return synthesize("public-endpoint")
+
+
+@pytest.fixture(scope="session")
+def reserved_app(synthesize: Callable[[str], Synthesized]) -> Synthesized:
+    return synthesize("reserved-capacity")

@@ -97,8 +97,17 @@ def test_vpc_cni_role_is_trusted_by_aws_node_only(default_app: Synthesized) -> N
     assert "sts.amazonaws.com" in json.dumps(claims)
 
 
+def _system(synthesized: Synthesized, resource_type: str) -> dict:
+    (resource,) = [
+        resource
+        for logical_id, resource in synthesized.resources("cluster", resource_type).items()
+        if logical_id.startswith("SystemNodes")
+    ]
+    return resource
+
+
 def test_system_nodes_require_imdsv2_and_encrypt_their_disk(default_app: Synthesized) -> None:
-    (template,) = default_app.resources("cluster", "AWS::EC2::LaunchTemplate").values()
+    template = _system(default_app, "AWS::EC2::LaunchTemplate")
     data = template["Properties"]["LaunchTemplateData"]
     assert data["MetadataOptions"]["HttpTokens"] == "required"
     assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 1
@@ -110,8 +119,7 @@ def test_system_nodes_require_imdsv2_and_encrypt_their_disk(default_app: Synthes
 
 
 def test_system_node_group_matches_configuration(default_app: Synthesized) -> None:
-    (group,) = default_app.resources("cluster", "AWS::EKS::Nodegroup").values()
-    props = group["Properties"]
+    props = _system(default_app, "AWS::EKS::Nodegroup")["Properties"]
     system = default_app.built.settings.cluster.system_nodes
     assert props["AmiType"] == "AL2023_x86_64_STANDARD"
     assert props["InstanceTypes"] == [system.instance_type]

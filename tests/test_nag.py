@@ -9,9 +9,8 @@ import aws_cdk as cdk
 import pytest
 from cdk_nag import AwsSolutionsChecks, NIST80053R5Checks
 
+from tests.configurations import CONFIGURATIONS
 from tests.conftest import Synthesized
-
-CONFIGURATIONS = ["default", "public-endpoint"]
 
 # NIST rules that this project does satisfy; the report test fails if one of them ever fires.
 NIST_RULES_WE_MEET = {
@@ -26,10 +25,10 @@ NIST_RULES_WE_MEET = {
 
 
 def _stacks(synthesized: Synthesized) -> list[cdk.Stack]:
-    return [synthesized.built.stacks.network, synthesized.built.stacks.cluster]
+    return synthesized.built.stacks.all()
 
 
-@pytest.mark.parametrize("configuration", CONFIGURATIONS)
+@pytest.mark.parametrize("configuration", list(CONFIGURATIONS))
 def test_aws_solutions_has_no_unacknowledged_findings(
     synthesize: Callable[[str], Synthesized], configuration: str
 ) -> None:

@@ -12,14 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.configurations import PROJECT_ROOT
+from tests.configurations import CONFIGURATIONS, PROJECT_ROOT
 from tests.conftest import Synthesized
 
-CONFIGURATIONS = ["default", "public-endpoint"]
 CHECKOV = Path(os.environ.get("CHECKOV_BIN", PROJECT_ROOT / ".venv-checkov" / "bin" / "checkov"))
 
 
-@pytest.mark.parametrize("configuration", CONFIGURATIONS)
+@pytest.mark.parametrize("configuration", list(CONFIGURATIONS))
 def test_cfn_lint_finds_nothing(
     synthesize: Callable[[str], Synthesized], configuration: str
 ) -> None:
@@ -46,7 +45,7 @@ def _checkov() -> str:
     return found
 
 
-@pytest.mark.parametrize("configuration", CONFIGURATIONS)
+@pytest.mark.parametrize("configuration", list(CONFIGURATIONS))
 def test_checkov_has_no_unskipped_failures(
     synthesize: Callable[[str], Synthesized], configuration: str
 ) -> None:

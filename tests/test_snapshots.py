@@ -11,6 +11,7 @@ import pytest
 from syrupy.assertion import SnapshotAssertion
 from syrupy.extensions.json import JSONSnapshotExtension
 
+from tests.configurations import CONFIGURATIONS
 from tests.conftest import STACK_ROLES, Synthesized
 
 # Asset hashes change with aws-cdk-lib releases and bundling details, not with our intent.
@@ -27,7 +28,7 @@ def snapshot_json(snapshot: SnapshotAssertion) -> SnapshotAssertion:
 
 
 @pytest.mark.parametrize("role", STACK_ROLES)
-@pytest.mark.parametrize("configuration", ["default", "public-endpoint"])
+@pytest.mark.parametrize("configuration", list(CONFIGURATIONS))
 def test_template_matches_snapshot(
     synthesize: Callable[[str], Synthesized],
     snapshot_json: SnapshotAssertion,

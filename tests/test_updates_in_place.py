@@ -21,6 +21,8 @@ def resized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
         "cluster.system_nodes.scaling": '{"min_size": 3, "desired_size": 5, "max_size": 9}',
         "cluster.system_nodes.instance_type": "m7i.2xlarge",
         "network.flow_log_retention_days": "90",
+        "gpu_nodes.prefill.scaling": '{"min_size": 0, "desired_size": 4, "max_size": 8}',
+        "gpu_nodes.decode.instance_type": "p5e.48xlarge",
     }
     built = app.build(context_for("default", **overrides), outdir=str(outdir))
     assembly = built.app.synth()
@@ -37,8 +39,10 @@ def test_resizing_nodes_keeps_vpc_cluster_and_keys(default_app: Synthesized, res
 
 def test_the_resize_did_reach_the_node_group(default_app: Synthesized, resized: dict) -> None:
     (group,) = [
-        r
-        for r in resized[default_app.built.settings.stack_name("cluster")]["Resources"].values()
-        if r["Type"] == "AWS::EKS::Nodegroup"
+        resource
+        for logical_id, resource in resized[default_app.built.settings.stack_name("cluster")][
+            "Resources"
+        ].items()
+        if logical_id.startswith("SystemNodesNodegroup")
     ]
     assert group["Properties"]["ScalingConfig"]["DesiredSize"] == 5

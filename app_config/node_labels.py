@@ -1,0 +1,18 @@
+"""Node labels and taints this project owns. Node groups set them; Ray worker groups and the
+device plugins select and tolerate them; users' own labels and taints may not collide with them."""
+
+from __future__ import annotations
+
+ROLE_LABEL = "llm-serving/role"
+INSTANCE_TYPE_LABEL = "llm-serving/instance-type"
+EFA_LABEL = "llm-serving/efa"
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"  # also what NVIDIA's device plugin chart selects
+
+SYSTEM_ROLE = "system"
+GPU_ROLES = ("prefill", "decode")
+
+GPU_TAINT_KEY = "nvidia.com/gpu"  # the taint NVIDIA's device plugin chart tolerates by default
+ROLE_TAINT_KEY = ROLE_LABEL
+
+OWNED_LABEL_KEYS = frozenset({ROLE_LABEL, INSTANCE_TYPE_LABEL, EFA_LABEL, GPU_PRESENT_LABEL})
+OWNED_TAINT_KEYS = frozenset({GPU_TAINT_KEY, ROLE_TAINT_KEY})

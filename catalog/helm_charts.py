@@ -1,0 +1,35 @@
+"""Helm charts the stacks install, from their official repositories, versions pinned.
+
+Upgrading a chart is a change here only; review the rendered values in the snapshot diff.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class HelmChartRef:
+    repository: str
+    chart: str
+    version: str  # exactly as the repository's index.yaml lists it
+    namespace: str
+
+
+# aws/eks-charts, stable/aws-efa-k8s-device-plugin (index of 2026-08: chart v0.5.30, image v0.5.20).
+# The chart's own node affinity already limits it to EFA-capable instance types.
+EFA_DEVICE_PLUGIN = HelmChartRef(
+    repository="https://aws.github.io/eks-charts",
+    chart="aws-efa-k8s-device-plugin",
+    version="v0.5.30",
+    namespace="kube-system",
+)
+
+# NVIDIA/k8s-device-plugin, deployments/helm/nvidia-device-plugin (v0.20.0, 2026-08-19). Since
+# v0.19 it can claim /dev/infiniband/uverbs* for MOFED, which breaks EFA: mofedEnabled=false.
+NVIDIA_DEVICE_PLUGIN = HelmChartRef(
+    repository="https://nvidia.github.io/k8s-device-plugin",
+    chart="nvidia-device-plugin",
+    version="0.20.0",
+    namespace="kube-system",
+)

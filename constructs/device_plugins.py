@@ -1,0 +1,89 @@
+"""The EFA and NVIDIA device plugins, which turn a GPU node's hardware into schedulable resources
+(``vpc.amazonaws.com/efa``, ``nvidia.com/gpu``) for the Ray worker pods.
+
+The EFA device plugin, not the EFA DRA driver: each Ray worker pod takes every GPU and every EFA
+device of its node, so DRA's topology-aware GPU-EFA pairing has nothing to choose, while the
+integer resource is what the Ray LLM image's AWS examples and KubeRay worker groups request.
+The two must not run on the same node (EKS user guide, "Manage EFA devices on Amazon EKS").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import aws_eks_v2 as eks
+
+from app_config.model import NodePlacement
+from app_config.node_labels import EFA_LABEL, GPU_PRESENT_LABEL
+from catalog.helm_charts import EFA_DEVICE_PLUGIN, NVIDIA_DEVICE_PLUGIN, HelmChartRef
+from constructs import Construct
+
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def tolerations(placements: list[NodePlacement]) -> list[dict[str, str]]:
+    """Tolerate exactly the taints of the given node groups (each once)."""
+    seen: dict[tuple[str, str, str], dict[str, str]] = {}
+    for placement in placements:
+        for taint in placement.taints:
+            seen[(taint.key, taint.value, taint.effect)] = {
+                "key": taint.key,
+                "operator": "Equal",
+                "value": taint.value,
+                "effect": taint.effect,
+            }
+    return list(seen.values())
+
+
+def efa_plugin_values(placements: list[NodePlacement]) -> dict[str, Any]:
+    return {"nodeSelector": {EFA_LABEL: "true"}, "tolerations": tolerations(placements)}
+
+
+def nvidia_plugin_values(placements: list[NodePlacement]) -> dict[str, Any]:
+    return {
+        "mofedEnabled": False,
+        "nodeSelector": {GPU_PRESENT_LABEL: "true"},
+        # Replaces the chart's default list, so CriticalAddonsOnly stays tolerated explicitly.
+        "tolerations": [
+            {"key": "CriticalAddonsOnly", "operator": "Exists"},
+            *tolerations(placements),
+        ],
+    }
+
+
+class DevicePlugins(Construct):
+    """Publishes ``efa_values`` and ``nvidia_values`` (the rendered Helm values)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: eks.ICluster,
+        gpu_placements: list[NodePlacement],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.efa_values = efa_plugin_values(gpu_placements)
+        self.nvidia_values = nvidia_plugin_values(gpu_placements)
+        self.efa = _chart(self, "EfaDevicePlugin", cluster, EFA_DEVICE_PLUGIN, self.efa_values)
+        self.nvidia = _chart(
+            self, "NvidiaDevicePlugin", cluster, NVIDIA_DEVICE_PLUGIN, self.nvidia_values
+        )
+
+
+def _chart(
+    scope: Construct, construct_id: str, cluster: eks.ICluster, ref: HelmChartRef, values: dict
+) -> eks.HelmChart:
+    return eks.HelmChart(
+        scope,
+        construct_id,
+        cluster=cluster,
+        repository=ref.repository,
+        chart=ref.chart,
+        version=ref.version,
+        namespace=ref.namespace,
+        release=ref.chart,
+        values=values,
+        wait=False,  # DaemonSets on GPU nodes that may be scaled to zero would never be ready
+    )
