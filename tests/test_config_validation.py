@@ -90,6 +90,73 @@ INVALID = [
         "greater than or equal to 20",
     ),
     ({"tags": '{"aws:owner": "me"}'}, "tags", "not start with aws:"),
+    # GPU node groups
+    (
+        {"gpu_nodes.prefill.instance_type": "g5.48xlarge"},
+        "gpu_nodes.prefill.instance_type",
+        "valid: p4d.24xlarge",
+    ),
+    (
+        {"gpu_nodes.prefill.instance_type": "p4d.24xlarge"},
+        "gpu_nodes",
+        "cannot exchange EFA traffic",
+    ),
+    (
+        {
+            "gpu_nodes.prefill.instance_type": "p4d.24xlarge",
+            "gpu_nodes.decode.instance_type": "p4de.24xlarge",
+        },
+        "gpu_nodes",
+        "cannot exchange EFA traffic",
+    ),
+    (
+        {"gpu_nodes.decode.capacity.type": "capacity_block"},
+        "gpu_nodes.decode.capacity",
+        "needs reservation_id",
+    ),
+    (
+        {"gpu_nodes.decode.capacity.reservation_id": "cr-0123456789abcdef0"},
+        "gpu_nodes.decode.capacity",
+        "type is 'on_demand'",
+    ),
+    (
+        {
+            "gpu_nodes.decode.capacity.type": "capacity_reservation",
+            "gpu_nodes.decode.capacity.reservation_id": "odcr-1",
+        },
+        "gpu_nodes.decode.capacity.reservation_id",
+        "should match pattern",
+    ),
+    (
+        {"gpu_nodes.prefill.scaling": '{"min_size": 2, "desired_size": 1, "max_size": 2}'},
+        "gpu_nodes.prefill.scaling",
+        "min_size <= desired_size <= max_size",
+    ),
+    (
+        {"gpu_nodes.decode.scaling": '{"min_size": 0, "desired_size": 0, "max_size": 0}'},
+        "gpu_nodes.decode.scaling.max_size",
+        "greater than or equal to 1",
+    ),
+    (
+        {"gpu_nodes.decode.labels": '{"llm-serving/role": "prefill"}'},
+        "gpu_nodes.decode.labels",
+        "set by this app",
+    ),
+    (
+        {"gpu_nodes.decode.taints": '[{"key": "nvidia.com/gpu", "effect": "NoExecute"}]'},
+        "gpu_nodes.decode.taints",
+        "set by this app",
+    ),
+    (
+        {"gpu_nodes.decode.taints": '[{"key": "a/b", "effect": "Sometimes"}]'},
+        "gpu_nodes.decode.taints[0].effect",
+        "'NoSchedule', 'PreferNoSchedule' or 'NoExecute'",
+    ),
+    (
+        {"gpu_nodes.prefill.root_volume_gib": "30"},
+        "gpu_nodes.prefill.root_volume_gib",
+        "greater than or equal to 100",
+    ),
 ]
 
 

@@ -37,8 +37,21 @@ def _median(command: list[str], prepare: Callable[[], None] = lambda: None) -> f
     return statistics.median(_timed(command, prepare) for _ in range(RUNS))
 
 
+def efa_coverage() -> dict[str, float]:
+    """EFA interfaces a node group's launch template attaches / network cards of the instance.
+    1.0 means every EFA rail is in use; anything less caps KV-cache transfer bandwidth."""
+    from catalog.efa_layout import efa_interface_layout
+    from catalog.instances import CATALOG
+
+    return {
+        name: sum(slot.carries_efa for slot in efa_interface_layout(instance))
+        / instance.network_cards
+        for name, instance in CATALOG.items()
+    }
+
+
 def main() -> None:
-    synth = ["node_modules/.bin/cdk", "synth", "--no-notices", "--quiet"]
+    synth = [str(ROOT / "node_modules" / ".bin" / "cdk"), "synth", "--no-notices", "--quiet"]
     pytest = [str(ROOT / ".venv" / "bin" / "pytest"), "-q", "-p", "no:cacheprovider"]
     results = {
         "cdk synth, cold": _median(synth, _cold),
@@ -50,6 +63,9 @@ def main() -> None:
     print(f"machine: {cores} cores, {memory_gib:.0f} GiB; median of {RUNS} runs")
     for name, seconds in results.items():
         print(f"  {name:<22} {seconds:6.1f} s")
+    print("EFA interfaces attached / network cards:")
+    for name, ratio in efa_coverage().items():
+        print(f"  {name:<22} {ratio:.2f}")
 
 
 if __name__ == "__main__":

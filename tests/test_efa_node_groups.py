@@ -1,0 +1,239 @@
+"""EFA GPU node groups: every rail attached, placement or reservation, labels and taints."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+
+from app_config.model import Capacity, GpuNodeGroup
+from catalog.efa_layout import efa_interface_layout
+from catalog.instances import CATALOG
+from constructs.efa_node_group import EfaNodeGroup, EfaNodeGroupProps
+from nag.serving_checks import EFA_SECURITY_GROUP_METADATA
+from tests.conftest import Synthesized
+
+CLUSTER_SG = "sg-0c1c1c1c1c1c1c1c1"
+EFA_SG = "sg-0efa0efa0efa0efa0"
+CAPACITIES = {
+    "on_demand": Capacity(),
+    "capacity_reservation": Capacity(
+        type="capacity_reservation", reservation_id="cr-0123456789abcdef0"
+    ),
+    "capacity_block": Capacity(type="capacity_block", reservation_id="cr-0fedcba9876543210"),
+}
+
+
+Case = tuple[str, str]  # (instance type, capacity kind)
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[Case, tuple[dict, dict]]:
+    """One EfaNodeGroup per catalog type and per capacity kind, on an imported cluster, all in one
+    stack: one synth. Maps each case to (launch template data, node group properties)."""
+    stack = cdk.Stack(cdk.App(), "NodeGroups", env=cdk.Environment(region="us-west-2"))
+    vpc = ec2.Vpc.from_vpc_attributes(
+        stack, "Vpc", vpc_id="vpc-0abc", availability_zones=["us-west-2a"],
+        private_subnet_ids=["subnet-0abc"],
+    )  # fmt: skip
+    cluster = eks.Cluster.from_cluster_attributes(
+        stack, "Cluster", cluster_name="test", cluster_security_group_id=CLUSTER_SG, vpc=vpc
+    )
+    node_role = iam.Role.from_role_arn(stack, "NodeRole", "arn:aws:iam::123456789012:role/node")
+    subnets = ec2.SubnetSelection(subnets=vpc.private_subnets)
+    cases: list[Case] = [(name, "on_demand") for name in CATALOG] + [
+        ("p5.48xlarge", "capacity_reservation"),
+        ("p5.48xlarge", "capacity_block"),
+    ]
+    groups = {
+        case: EfaNodeGroup(
+            stack,
+            f"Case{index}",
+            EfaNodeGroupProps(
+                role="prefill",
+                settings=GpuNodeGroup(instance_type=case[0], capacity=CAPACITIES[case[1]]),
+                cluster=cluster,
+                node_role=node_role,
+                subnets=subnets,
+                efa_security_group_id=EFA_SG,
+                placement_group_name="pg-test",
+            ),
+        )
+        for index, case in enumerate(cases)
+    }
+    resources = cdk.assertions.Template.from_stack(stack).to_json()["Resources"]
+
+    def properties(element: cdk.CfnElement) -> dict:
+        return resources[stack.resolve(element.logical_id)]["Properties"]
+
+    return {
+        case: (
+            properties(group.launch_template)["LaunchTemplateData"],
+            properties(group.nodegroup.node.default_child),
+        )
+        for case, group in groups.items()
+    }
+
+
+@pytest.mark.parametrize("instance_type", list(CATALOG))
+def test_launch_template_attaches_every_efa_rail(rendered: dict, instance_type: str) -> None:
+    data, _ = rendered[(instance_type, "on_demand")]
+    interfaces = data["NetworkInterfaces"]
+    expected = [
+        (slot.network_card_index, slot.device_index, slot.interface_type)
+        for slot in efa_interface_layout(CATALOG[instance_type])
+    ]
+    assert [
+        (i["NetworkCardIndex"], i["DeviceIndex"], i["InterfaceType"]) for i in interfaces
+    ] == expected
+    efa_cards = sorted(
+        i["NetworkCardIndex"] for i in interfaces if i["InterfaceType"] != "interface"
+    )
+    assert efa_cards == list(range(CATALOG[instance_type].network_cards))  # each card exactly once
+
+
+@pytest.mark.parametrize("instance_type", list(CATALOG))
+def test_every_interface_carries_both_groups_and_no_subnet(
+    rendered: dict, instance_type: str
+) -> None:
+    data, _ = rendered[(instance_type, "on_demand")]
+    for interface in data["NetworkInterfaces"]:
+        assert interface["Groups"] == [CLUSTER_SG, EFA_SG]
+        assert "SubnetId" not in interface
+    assert "SecurityGroupIds" not in data
+    assert "SubnetId" not in json.dumps(data)
+
+
+@pytest.mark.parametrize("instance_type", list(CATALOG))
+def test_gpu_ami_instance_type_and_imdsv2(rendered: dict, instance_type: str) -> None:
+    data, nodegroup = rendered[(instance_type, "on_demand")]
+    assert nodegroup["AmiType"] == "AL2023_x86_64_NVIDIA"
+    assert "InstanceTypes" not in nodegroup  # the type lives in the launch template
+    assert data["InstanceType"] == instance_type
+    assert data["MetadataOptions"]["HttpTokens"] == "required"
+    assert data["MetadataOptions"]["HttpPutResponseHopLimit"] == 1
+
+
+@pytest.mark.parametrize("instance_type", list(CATALOG))
+def test_root_volume_is_encrypted_gp3_and_nvme_is_raided(
+    rendered: dict, instance_type: str
+) -> None:
+    data, _ = rendered[(instance_type, "on_demand")]
+    (root,) = data["BlockDeviceMappings"]
+    assert root["Ebs"]["Encrypted"] is True
+    assert root["Ebs"]["VolumeType"] == "gp3"
+    assert root["Ebs"]["VolumeSize"] >= 100
+    assert "strategy: RAID0" in data["UserData"]["Fn::Base64"]
+    assert "Content-Type: application/node.eks.aws" in data["UserData"]["Fn::Base64"]
+
+
+def test_on_demand_uses_the_cluster_placement_group(rendered: dict) -> None:
+    data, nodegroup = rendered[("p5.48xlarge", "on_demand")]
+    assert data["Placement"] == {"GroupName": "pg-test"}
+    assert nodegroup["CapacityType"] == "ON_DEMAND"
+    assert "CapacityReservationSpecification" not in data
+    assert "InstanceMarketOptions" not in data
+
+
+def test_capacity_reservation_targets_it_without_placement_group(rendered: dict) -> None:
+    data, nodegroup = rendered[("p5.48xlarge", "capacity_reservation")]
+    target = data["CapacityReservationSpecification"]["CapacityReservationTarget"]
+    assert target == {"CapacityReservationId": CAPACITIES["capacity_reservation"].reservation_id}
+    assert nodegroup["CapacityType"] == "ON_DEMAND"
+    assert "Placement" not in data
+    assert "InstanceMarketOptions" not in data
+
+
+def test_capacity_block_uses_the_capacity_block_market(rendered: dict) -> None:
+    data, nodegroup = rendered[("p5.48xlarge", "capacity_block")]
+    target = data["CapacityReservationSpecification"]["CapacityReservationTarget"]
+    assert target == {"CapacityReservationId": CAPACITIES["capacity_block"].reservation_id}
+    assert data["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
+    assert nodegroup["CapacityType"] == "CAPACITY_BLOCK"
+    assert "Placement" not in data
+
+
+def _gpu_nodegroups(synthesized: Synthesized) -> dict[str, dict]:
+    groups = synthesized.resources("cluster", "AWS::EKS::Nodegroup").values()
+    return {
+        g["Properties"]["Labels"]["llm-serving/role"]: g["Properties"]
+        for g in groups
+        if g["Properties"]["Labels"]["llm-serving/role"] in ("prefill", "decode")
+    }
+
+
+@pytest.mark.parametrize("configuration", ["default", "reserved-capacity"])
+def test_prefill_and_decode_share_the_gpu_zone_subnet(synthesize, configuration: str) -> None:
+    synthesized = synthesize(configuration)
+    groups = _gpu_nodegroups(synthesized)
+    assert groups["prefill"]["Subnets"] == groups["decode"]["Subnets"]
+    (subnet_ref,) = groups["prefill"]["Subnets"]
+    gpu_zone = synthesized.built.settings.network.gpu_availability_zone
+    exports = {
+        output["Export"]["Name"]: output["Value"]["Ref"]
+        for output in synthesized.templates["network"]["Outputs"].values()
+        if "Export" in output
+    }
+    subnet = synthesized.templates["network"]["Resources"][exports[subnet_ref["Fn::ImportValue"]]]
+    assert gpu_zone in (
+        subnet["Properties"].get("AvailabilityZoneId"),
+        subnet["Properties"].get("AvailabilityZone"),
+    )
+
+
+@pytest.mark.parametrize("configuration", ["default", "reserved-capacity"])
+def test_labels_and_taints_are_the_configured_placement(synthesize, configuration: str) -> None:
+    synthesized = synthesize(configuration)
+    for role, group in synthesized.built.settings.gpu_nodes.groups().items():
+        placement = group.placement(role)
+        node_group = _gpu_nodegroups(synthesized)[role]
+        assert node_group["Labels"] == placement.labels
+        rendered = {(t["Key"], t["Value"], t["Effect"]) for t in node_group["Taints"]}
+        # Kubernetes spells NoSchedule, EKS's API NO_SCHEDULE.
+        expected = {
+            (t.key, t.value, re.sub(r"(?<!^)([A-Z])", r"_\1", t.effect).upper())
+            for t in placement.taints
+        }
+        assert rendered == expected
+
+
+def test_gpu_node_groups_replace_one_node_at_a_time_and_self_repair(
+    default_app: Synthesized,
+) -> None:
+    for group in _gpu_nodegroups(default_app).values():
+        assert group["UpdateConfig"] == {"MaxUnavailable": 1}
+        assert group["NodeRepairConfig"] == {"Enabled": True}
+        assert "RemoteAccess" not in group
+
+
+def test_placement_group_exists_only_for_on_demand_capacity(
+    default_app: Synthesized, reserved_app: Synthesized
+) -> None:
+    (group,) = default_app.resources("cluster", "AWS::EC2::PlacementGroup").values()
+    assert group["Properties"]["Strategy"] == "cluster"
+    assert reserved_app.resources("cluster", "AWS::EC2::PlacementGroup") == {}
+
+
+def test_efa_security_group_admits_only_itself(default_app: Synthesized) -> None:
+    resources = default_app.templates["cluster"]["Resources"]
+    (efa_id,) = [
+        lid
+        for lid, r in resources.items()
+        if r["Type"] == "AWS::EC2::SecurityGroup"
+        and EFA_SECURITY_GROUP_METADATA in r.get("Metadata", {})
+    ]
+    self_ref = {"Fn::GetAtt": [efa_id, "GroupId"]}
+    rules = [r["Properties"] for r in resources.values()
+             if r["Type"] in ("AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress")
+             and r["Properties"]["GroupId"] == self_ref]  # fmt: skip
+    assert len(rules) == 2
+    for rule in rules:
+        peer = rule.get("SourceSecurityGroupId") or rule.get("DestinationSecurityGroupId")
+        assert peer == self_ref
+        assert rule["IpProtocol"] == "-1"
+    assert "0.0.0.0/0" not in json.dumps(resources[efa_id])
