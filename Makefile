@@ -14,7 +14,7 @@ export CDK_DISABLE_CLI_TELEMETRY := true
 export KUBERAY_CRD ?= $(abspath ../shared/schemas/kuberay-v1.7.0/ray.io_rayservices.yaml)
 CDK := node_modules/.bin/cdk
 CDK_FLAGS := --no-notices
-PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check
+PIP := $(BIN)/python -m pip install -qq --disable-pip-version-check
 
 .PHONY: help setup setup-dev synth test lint format diff deploy destroy snapshots bench config-docs clean
 
@@ -35,7 +35,7 @@ $(VENV)/.dev: requirements-dev.txt requirements.txt | $(BIN)/python
 
 $(CHECKOV_VENV)/.installed: requirements-checkov.txt
 	$(PYTHON) -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-checkov.txt
+	$(CHECKOV_VENV)/bin/python -m pip install -qq --disable-pip-version-check -r requirements-checkov.txt
 	@touch $@
 
 node_modules/.installed: package.json package-lock.json | $(VENV)/.runtime

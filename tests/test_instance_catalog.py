@@ -6,6 +6,7 @@ import pytest
 
 from catalog.efa_layout import EFA_ONLY, ENA, efa_interface_layout
 from catalog.instances import CATALOG, GpuInstance
+from tools.bench import efa_coverage
 
 INSTANCES = list(CATALOG.values())
 REQUIRED_TYPES = {
@@ -64,6 +65,4 @@ def test_without_efa_only_support_every_card_gets_a_full_efa_interface() -> None
 
 
 def test_benchmark_reports_full_efa_coverage_for_every_type() -> None:
-    from tools.bench import efa_coverage
-
     assert efa_coverage() == dict.fromkeys(CATALOG, 1.0)
