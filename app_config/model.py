@@ -14,9 +14,6 @@ from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
     Field,
     field_validator,
     model_validator,
@@ -34,7 +31,10 @@ from app_config.node_labels import (
     ROLE_LABEL,
     ROLE_TAINT_KEY,
 )
+from app_config.section import CidrBlock, Section
+from app_config.serving import Serving
 from catalog.instances import CATALOG, GpuInstance
+from catalog.ray_llm_image import REGISTRY_ACCOUNTS
 from catalog.regions import (
     EKS_UNSUPPORTED_ZONE_IDS,
     REGIONS,
@@ -80,29 +80,6 @@ def _instance_type(value: str) -> str:
 
 
 InstanceTypeName = Annotated[str, AfterValidator(_instance_type)]
-
-
-def _cidr(value: object) -> object:
-    """Parse strictly, and say which network was probably meant when host bits are set."""
-    if not isinstance(value, str):
-        return value
-    try:
-        return IPv4Network(value)
-    except ValueError:
-        try:
-            meant = IPv4Network(value, strict=False)
-        except ValueError:
-            raise ValueError("not an IPv4 CIDR; expected a.b.c.d/n such as 10.0.0.0/16") from None
-        raise ValueError(f"host bits are set; did you mean {meant}?") from None
-
-
-CidrBlock = Annotated[IPv4Network, BeforeValidator(_cidr)]
-
-
-class Section(BaseModel):
-    """Every section rejects unknown keys: a typo must fail, not silently fall back to a default."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class Scaling(Section):
@@ -416,6 +393,7 @@ class Settings(Section):
     network: Network
     cluster: Cluster = Field(Cluster(), description="EKS cluster settings.")
     gpu_nodes: GpuNodes = Field(GpuNodes(), description="EFA GPU node groups.")
+    serving: Serving = Field(Serving(), description="The prefill/decode Ray service.")
 
     @field_validator("region")
     @classmethod
@@ -437,7 +415,9 @@ class Settings(Section):
     @model_validator(mode="after")
     def _placement(self) -> Settings:
         """Checks that span sections. Raises ConfigError directly (see its docstring)."""
-        problems = _zone_problems(self) + _address_space_problems(self.network)
+        problems = (
+            _zone_problems(self) + _address_space_problems(self.network) + _serving_problems(self)
+        )
         if problems:
             raise ConfigError(problems)
         return self
@@ -515,3 +495,33 @@ def _address_space_problems(network: Network) -> list[Problem]:
             str(network.vpc_cidr),
         )
     ]
+
+
+def _serving_problems(settings: Settings) -> list[Problem]:
+    """What the serving settings must fit: the region's image registry and the GPU nodes."""
+    problems = []
+    if settings.region not in REGISTRY_ACCOUNTS:
+        problems.append(Problem(
+            "region", "has no Ray LLM DLC registry mapping (catalog/ray_llm_image.py); regions "
+            f"with the image: {', '.join(sorted(REGISTRY_ACCOUNTS))}", settings.region,
+        ))  # fmt: skip
+    for role, group in settings.gpu_nodes.groups().items():
+        engine, gpus = settings.serving.engine(role), group.instance.gpus
+        tp = engine.tensor_parallel_size or gpus
+        if tp * engine.pipeline_parallel_size > gpus:
+            problems.append(Problem(
+                f"serving.{role}.tensor_parallel_size",
+                f"TP {tp} x PP {engine.pipeline_parallel_size} needs more GPUs than one "
+                f"{group.instance_type} has ({gpus}); a replica must fit one node",
+                tp,
+            ))  # fmt: skip
+        elif engine.max_replicas * tp * engine.pipeline_parallel_size > (
+            gpus * group.scaling.max_size
+        ):
+            problems.append(Problem(
+                f"serving.{role}.max_replicas",
+                f"{engine.max_replicas} replicas x {tp * engine.pipeline_parallel_size} GPUs "
+                f"exceed gpu_nodes.{role} ({group.scaling.max_size} nodes x {gpus} GPUs)",
+                engine.max_replicas,
+            ))  # fmt: skip
+    return problems

@@ -16,3 +16,7 @@ ROLE_TAINT_KEY = ROLE_LABEL
 
 OWNED_LABEL_KEYS = frozenset({ROLE_LABEL, INSTANCE_TYPE_LABEL, EFA_LABEL, GPU_PRESENT_LABEL})
 OWNED_TAINT_KEYS = frozenset({GPU_TAINT_KEY, ROLE_TAINT_KEY})
+
+# Extended resources the device plugins advertise on GPU nodes; the Ray worker pods request them.
+GPU_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"

@@ -33,3 +33,21 @@ NVIDIA_DEVICE_PLUGIN = HelmChartRef(
     version="0.20.0",
     namespace="kube-system",
 )
+
+
+# ray-project/kuberay-helm (KubeRay 1.7.0; its crds/ folder brings the RayService CRD).
+KUBERAY_OPERATOR = HelmChartRef(
+    repository="https://ray-project.github.io/kuberay-helm/",
+    chart="kuberay-operator",
+    version="1.7.0",
+    namespace="kuberay-system",
+)
+
+# aws/secrets-store-csi-driver-provider-aws (3.1.1); it installs the Secrets Store CSI driver
+# chart as a dependency (secrets-store-csi-driver.install: true), so one release covers both.
+SECRETS_STORE_CSI_AWS = HelmChartRef(
+    repository="https://aws.github.io/secrets-store-csi-driver-provider-aws",
+    chart="secrets-store-csi-driver-provider-aws",
+    version="3.1.1",
+    namespace="kube-system",
+)

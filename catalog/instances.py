@@ -32,6 +32,8 @@ class GpuInstance:
     nvme_disks: int  # local NVMe instance-store volumes [specs]
     nvme_disk_gb: int  # size of each [specs]
     efa_peer_group: str  # instances that can exchange EFA traffic with each other [efa]
+    vcpus: int  # [specs]
+    memory_gib: int  # [specs]
 
     @property
     def has_local_nvme(self) -> bool:
@@ -41,16 +43,27 @@ class GpuInstance:
 # "P4d and P4de instances can communicate over EFA only with other P4d/P4de instances of the same
 # type" is how the EFA user guide's limitations put it: each p4 type is its own peer group.
 # Columns: name, gpus, gpu_model, gpu_memory_gib, network_cards, efa_bandwidth_gbps,
-# efa_only_interfaces, ray_accelerator_type, nvme_disks, nvme_disk_gb, efa_peer_group.
+# efa_only_interfaces, ray_accelerator_type, nvme_disks, nvme_disk_gb, efa_peer_group, vcpus,
+# memory_gib.
 CATALOG: dict[str, GpuInstance] = {
     instance.name: instance
     for instance in (
-        GpuInstance("p4d.24xlarge", 8, "A100", 40, 4, 400, True, "A100", 8, 1000, "p4d"),
-        GpuInstance("p4de.24xlarge", 8, "A100", 80, 4, 400, True, "A100", 8, 1000, "p4de"),
-        GpuInstance("p5.48xlarge", 8, "H100", 80, 32, 3200, True, "H100", 8, 3800, "p5+"),
-        GpuInstance("p5e.48xlarge", 8, "H200", 141, 32, 3200, True, "H200", 8, 3800, "p5+"),
-        GpuInstance("p5en.48xlarge", 8, "H200", 141, 16, 3200, True, "H200", 8, 3800, "p5+"),
-        GpuInstance("p6-b200.48xlarge", 8, "B200", 179, 8, 3200, True, "B200", 8, 3800, "p5+"),
+        GpuInstance("p4d.24xlarge", 8, "A100", 40, 4, 400, True, "A100", 8, 1000, "p4d", 96, 1152),
+        GpuInstance(
+            "p4de.24xlarge", 8, "A100", 80, 4, 400, True, "A100", 8, 1000, "p4de", 96, 1152
+        ),
+        GpuInstance(
+            "p5.48xlarge", 8, "H100", 80, 32, 3200, True, "H100", 8, 3800, "p5+", 192, 2048
+        ),
+        GpuInstance(
+            "p5e.48xlarge", 8, "H200", 141, 32, 3200, True, "H200", 8, 3800, "p5+", 192, 2048
+        ),
+        GpuInstance(
+            "p5en.48xlarge", 8, "H200", 141, 16, 3200, True, "H200", 8, 3800, "p5+", 192, 2048
+        ),
+        GpuInstance(
+            "p6-b200.48xlarge", 8, "B200", 179, 8, 3200, True, "B200", 8, 3800, "p5+", 192, 2048
+        ),
     )
 }
 

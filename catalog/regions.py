@@ -92,3 +92,8 @@ def zone_belongs_to_region(zone: str, region: str) -> bool:
 def example_zones(region: str) -> str:
     """Valid spellings for an error message."""
     return f"an AZ name such as {region}a or an AZ ID such as {zone_id_prefix(region)}-az1"
+
+
+def partition(region: str) -> str:
+    """The ARN partition of a region (China is out of scope, see REGIONS)."""
+    return "aws-us-gov" if region.startswith("us-gov-") else "aws"

@@ -15,11 +15,9 @@ from aws_cdk import aws_eks_v2 as eks
 
 from app_config.model import NodePlacement
 from app_config.node_labels import EFA_LABEL, GPU_PRESENT_LABEL
-from catalog.helm_charts import EFA_DEVICE_PLUGIN, NVIDIA_DEVICE_PLUGIN, HelmChartRef
+from catalog.helm_charts import EFA_DEVICE_PLUGIN, NVIDIA_DEVICE_PLUGIN
 from constructs import Construct
-
-EFA_RESOURCE = "vpc.amazonaws.com/efa"
-GPU_RESOURCE = "nvidia.com/gpu"
+from constructs.helm_release import helm_release
 
 
 def tolerations(placements: list[NodePlacement]) -> list[dict[str, str]]:
@@ -66,24 +64,12 @@ class DevicePlugins(Construct):
         super().__init__(scope, construct_id)
         self.efa_values = efa_plugin_values(gpu_placements)
         self.nvidia_values = nvidia_plugin_values(gpu_placements)
-        self.efa = _chart(self, "EfaDevicePlugin", cluster, EFA_DEVICE_PLUGIN, self.efa_values)
-        self.nvidia = _chart(
-            self, "NvidiaDevicePlugin", cluster, NVIDIA_DEVICE_PLUGIN, self.nvidia_values
-        )
-
-
-def _chart(
-    scope: Construct, construct_id: str, cluster: eks.ICluster, ref: HelmChartRef, values: dict
-) -> eks.HelmChart:
-    return eks.HelmChart(
-        scope,
-        construct_id,
-        cluster=cluster,
-        repository=ref.repository,
-        chart=ref.chart,
-        version=ref.version,
-        namespace=ref.namespace,
-        release=ref.chart,
-        values=values,
-        wait=False,  # DaemonSets on GPU nodes that may be scaled to zero would never be ready
-    )
+        # wait=False: DaemonSets on GPU node groups scaled to zero would never report ready.
+        self.efa = helm_release(
+            self, "EfaDevicePlugin", cluster=cluster, chart=EFA_DEVICE_PLUGIN,
+            values=self.efa_values, wait=False,
+        )  # fmt: skip
+        self.nvidia = helm_release(
+            self, "NvidiaDevicePlugin", cluster=cluster, chart=NVIDIA_DEVICE_PLUGIN,
+            values=self.nvidia_values, wait=False,
+        )  # fmt: skip

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from aws_cdk import Stack
+from aws_cdk import Annotations, CfnOutput, Stack
 from aws_cdk import aws_eks_v2 as eks
 
 from app_config import Settings
 from constructs import Construct
 from constructs.device_plugins import DevicePlugins
+from constructs.pd_ray_service import PdRayService, PdRayServiceProps
+from constructs.serving_operators import ServingOperators
+from serving_manifests.names import ENDPOINT_PORT
 
 
 class ServingStack(Stack):
@@ -17,14 +20,50 @@ class ServingStack(Stack):
         construct_id: str,
         *,
         settings: Settings,
-        cluster: eks.ICluster,
+        cluster: eks.Cluster,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        gpu_groups = settings.gpu_nodes.groups()
+        gpu_placements = [
+            group.placement(role) for role, group in settings.gpu_nodes.groups().items()
+        ]
         self.device_plugins = DevicePlugins(
+            self, "DevicePlugins", cluster=cluster, gpu_placements=gpu_placements
+        )
+        self.operators = ServingOperators(
             self,
-            "DevicePlugins",
+            "Operators",
             cluster=cluster,
-            gpu_placements=[group.placement(role) for role, group in gpu_groups.items()],
+            gpu_placements=gpu_placements,
+            with_secrets_store=settings.serving.model.hf_token_secret_arn is not None,
+        )
+        self.ray_service = PdRayService(
+            self,
+            "PdRayService",
+            PdRayServiceProps(settings=settings, cluster=cluster, operators=self.operators),
+        )
+        if settings.serving.kv_transfer.backend == "UCX":
+            Annotations.of(self.ray_service).add_warning_v2(
+                "pd-llm:ucx-on-efa",
+                "serving.kv_transfer.backend is UCX: on EFA, UCX silently falls back to a slow "
+                "path (time to first token of tens of seconds, no error). Use LIBFABRIC.",
+            )
+        self._outputs(settings)
+
+    def _outputs(self, settings: Settings) -> None:
+        serving = settings.serving
+        url = f"http://{self.ray_service.endpoint_hostname}:{ENDPOINT_PORT}"
+        CfnOutput(self, "EndpointUrl", value=url, description="OpenAI-compatible API (/v1/...)")
+        CfnOutput(
+            self,
+            "ChatCompletionsExample",
+            value=f"curl {url}/v1/chat/completions -H 'Content-Type: application/json' -d "
+            f'\'{{"model": "{serving.model.id}", "messages": [{{"role": "user", '
+            f'"content": "Hello"}}]}}\'',
+        )
+        CfnOutput(
+            self,
+            "RayDashboardCommand",
+            value=f"kubectl -n {serving.namespace} port-forward service/{serving.name}-head-svc "
+            "8265:8265  # then open http://localhost:8265",
         )

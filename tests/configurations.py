@@ -33,9 +33,16 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
         "cluster.admin_principal_arns": '["arn:aws:iam::123456789012:role/PlatformAdmins"]',
         "retain_data_on_destroy": "false",
         "tags": '{"team": "ml-platform"}',
+        "serving.endpoint.scheme": "internet-facing",
+        "serving.endpoint.source_cidrs": '["198.51.100.0/24"]',
+        "serving.model.id": "meta-llama/Llama-3.1-70B-Instruct",
+        "serving.model.hf_token_secret_arn": (
+            "arn:aws:secretsmanager:us-west-2:123456789012:secret:hf-token-AbCdEf"
+        ),
     },
     # Reserved P5-class capacity, the usual way to get it: a Capacity Block for prefill, an
-    # On-Demand Capacity Reservation for decode, extra labels and taints.
+    # On-Demand Capacity Reservation for decode, extra labels and taints; weights from S3;
+    # decode with TP 4 and two replicas per node.
     "reserved-capacity": {
         "gpu_nodes.prefill.instance_type": "p5en.48xlarge",
         "gpu_nodes.prefill.capacity.type": "capacity_block",
@@ -47,6 +54,11 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
         "gpu_nodes.decode.labels": '{"team.example.com/cost-center": "llm"}',
         "gpu_nodes.decode.taints": '[{"key": "example.com/dedicated", "value": "llm", '
         '"effect": "NoExecute"}]',
+        "serving.model.s3_uri": "s3://example-models/qwen/Qwen3-32B",
+        "serving.decode.tensor_parallel_size": "4",
+        "serving.decode.max_replicas": "2",
+        "serving.name": "qwen3-pd",
+        "serving.namespace": "inference",
     },
 }
 

@@ -1,0 +1,175 @@
+"""Serving settings: the model, the Ray LLM image, the prefill/decode engines, the endpoint."""
+
+from __future__ import annotations
+
+import re
+from ipaddress import IPv4Network
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from app_config.section import CidrBlock, Section
+from catalog.ray_llm_image import DEFAULT_IMAGE_TAG, IMAGES
+
+# KubeRay names the Serve service "<name>-serve-svc": 63 - len("-serve-svc") = 53 characters.
+RAYSERVICE_NAME_MAX = 53
+_DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+_S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/(?P<prefix>.*))?$")
+_SECRET_ARN = r"^arn:aws(-us-gov)?:secretsmanager:[a-z0-9-]+:\d{12}:secret:[\w/+=.@-]+$"
+
+
+class Model(Section):
+    """Where the weights come from: a Hugging Face repository, or an S3 copy read through IRSA."""
+
+    id: str = Field(
+        "Qwen/Qwen3-32B",
+        pattern=r"^[\w.-]+/[\w.-]+$",
+        description="Hugging Face model id (org/name); also the name clients send as `model`. "
+        "The default is ungated (Apache-2.0), supported by vLLM 0.26 and fits every catalog "
+        "instance at TP=8.",
+    )
+    s3_uri: str | None = Field(
+        None,
+        description="s3://bucket/prefix holding the model files; the Ray pods get read-only "
+        "access to exactly that prefix.",
+    )
+    hf_token_secret_arn: str | None = Field(
+        None,
+        pattern=_SECRET_ARN,
+        description="Secrets Manager secret with a Hugging Face token, for gated models. Mounted "
+        "by the Secrets Store CSI driver; never in CloudFormation.",
+    )
+
+    @field_validator("s3_uri")
+    @classmethod
+    def _s3_uri(cls, value: str | None) -> str | None:
+        if value is not None and not _S3_URI.match(value):
+            raise ValueError(
+                "not an S3 URI; expected s3://bucket/prefix (bucket 3-63 chars a-z 0-9 . -)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> Model:
+        if self.s3_uri and self.hf_token_secret_arn:
+            raise ValueError(
+                "hf_token_secret_arn applies to Hugging Face downloads only; with s3_uri set the "
+                "weights come from S3, so remove hf_token_secret_arn"
+            )
+        return self
+
+    @property
+    def s3_bucket(self) -> str | None:
+        return _S3_URI.match(self.s3_uri)["bucket"] if self.s3_uri else None
+
+    @property
+    def s3_prefix(self) -> str:
+        return ((_S3_URI.match(self.s3_uri)["prefix"] or "") if self.s3_uri else "").strip("/")
+
+
+class Engine(Section):
+    """One side's vLLM engine and Serve replicas. One replica spans TP x PP GPUs."""
+
+    tensor_parallel_size: int | None = Field(
+        None, ge=1, le=64, description="GPUs per pipeline stage; default: all GPUs of a node."
+    )
+    pipeline_parallel_size: int = Field(1, ge=1, le=8, description="Pipeline stages per replica.")
+    gpu_memory_utilization: float = Field(
+        0.90, gt=0.1, le=0.98, description="Share of each GPU's memory vLLM may use."
+    )
+    min_replicas: int = Field(1, ge=0, le=64, description="Serve autoscaling lower bound.")
+    max_replicas: int = Field(1, ge=1, le=64, description="Serve autoscaling upper bound.")
+
+    @model_validator(mode="after")
+    def _replicas(self) -> Engine:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(
+                f"min_replicas ({self.min_replicas}) must not exceed max_replicas "
+                f"({self.max_replicas})"
+            )
+        return self
+
+
+class KvTransfer(Section):
+    backend: Literal["LIBFABRIC", "UCX"] = Field(
+        "LIBFABRIC",
+        description="NIXL backend. LIBFABRIC uses EFA; UCX on EFA silently falls back to a slow "
+        "path (synth warns).",
+    )
+    block_size: Literal[16, 32, 64, 128] = Field(
+        128,
+        description="vLLM KV block size in tokens, the same on both sides: larger blocks mean "
+        "fewer, larger RDMA reads per request.",
+    )
+
+
+class Endpoint(Section):
+    scheme: Literal["internal", "internet-facing"] = Field(
+        "internal", description="The Network Load Balancer in front of the OpenAI-compatible API."
+    )
+    source_cidrs: list[CidrBlock] = Field(
+        [],
+        description="Who may connect. Internal: defaults to the VPC CIDR. Internet-facing: "
+        "required.",
+    )
+    allow_from_anywhere: bool = Field(
+        False, description="Explicit consent to 0.0.0.0/0 in source_cidrs."
+    )
+
+    @model_validator(mode="after")
+    def _sources(self) -> Endpoint:
+        if self.scheme == "internet-facing" and not self.source_cidrs:
+            raise ValueError(
+                "an internet-facing endpoint needs source_cidrs (the clients' CIDRs); use scheme "
+                "'internal' to keep it inside the VPC"
+            )
+        if IPv4Network("0.0.0.0/0") in self.source_cidrs and not self.allow_from_anywhere:
+            raise ValueError(
+                "source_cidrs contains 0.0.0.0/0, which opens the model to the internet; list "
+                "specific CIDRs, or set allow_from_anywhere: true"
+            )
+        return self
+
+
+class Serving(Section):
+    namespace: str = Field(
+        "llm-serving", pattern=_DNS_LABEL, max_length=63, description="Kubernetes namespace."
+    )
+    name: str = Field(
+        "pd-llm",
+        pattern=_DNS_LABEL,
+        description=f"RayService name (at most {RAYSERVICE_NAME_MAX} characters: KubeRay appends "
+        "-serve-svc).",
+    )
+    image_tag: str = Field(
+        DEFAULT_IMAGE_TAG, description=f"Ray LLM DLC tag, one of: {', '.join(IMAGES)}."
+    )
+    model: Model = Field(Model(), description="The model to serve.")
+    max_model_len: int = Field(32768, ge=512, le=1048576, description="Context length in tokens.")
+    kv_transfer: KvTransfer = Field(KvTransfer(), description="How decode reads prefill's KV.")
+    prefill: Engine = Field(Engine(), description="Prefill engines.")
+    decode: Engine = Field(Engine(), description="Decode engines.")
+    endpoint: Endpoint = Field(Endpoint(), description="The OpenAI-compatible endpoint.")
+
+    @field_validator("name")
+    @classmethod
+    def _name_length(cls, value: str) -> str:
+        if len(value) > RAYSERVICE_NAME_MAX:
+            raise ValueError(
+                f"{len(value)} characters; at most {RAYSERVICE_NAME_MAX}, because KubeRay names "
+                "the Serve service '<name>-serve-svc' and Service names stop at 63"
+            )
+        return value
+
+    @field_validator("image_tag")
+    @classmethod
+    def _known_image(cls, value: str) -> str:
+        if value not in IMAGES:
+            raise ValueError(
+                f"unknown Ray LLM image tag; known: {', '.join(IMAGES)} (add a tag with its Ray "
+                "version to catalog/ray_llm_image.py)"
+            )
+        return value
+
+    def engine(self, role: str) -> Engine:
+        return getattr(self, role)

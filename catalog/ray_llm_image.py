@@ -1,0 +1,65 @@
+"""The AWS Ray LLM Deep Learning Container: which tags we know, what they carry, where they live.
+
+Sources:
+- AWS Deep Learning Containers, "Ray" release notes (serve-llm-cuda-v1.0: Ray 2.58.0, vLLM 0.26.0,
+  NIXL 1.3.0 cu13, EFA installer 1.49.0, CUDA 13, Python 3.13).
+- aws/deep-learning-containers available_images.md, "Region availability" (registry accounts).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RayLlmImage:
+    tag: str
+    ray_version: str  # the RayService's rayVersion must equal it
+    vllm_version: str
+
+
+# Upgrading the image is one row here (and `serving.image_tag`): rayVersion follows from the tag.
+IMAGES: dict[str, RayLlmImage] = {
+    image.tag: image
+    for image in (
+        RayLlmImage(tag="serve-llm-cuda-v1.0", ray_version="2.58.0", vllm_version="0.26.0"),
+    )
+}
+DEFAULT_IMAGE_TAG = "serve-llm-cuda-v1.0"
+REPOSITORY = "ray"
+
+_STANDARD_ACCOUNT = "763104351884"
+# Regions whose DLC registry is not the standard account (available_images.md).
+_OTHER_ACCOUNTS = {
+    "af-south-1": "626614931356",
+    "ap-east-1": "871362719292",
+    "ap-east-2": "975050140332",
+    "ap-northeast-3": "364406365360",
+    "ap-south-2": "772153158452",
+    "ap-southeast-3": "907027046896",
+    "ap-southeast-4": "457447274322",
+    "ap-southeast-5": "550225433462",
+    "ap-southeast-7": "590183813437",
+    "ca-west-1": "204538143572",
+    "eu-central-2": "380420809688",
+    "eu-south-1": "692866216735",
+    "eu-south-2": "503227376785",
+    "il-central-1": "780543022126",
+    "me-central-1": "914824155844",
+    "me-south-1": "217643126080",
+    "mx-central-1": "637423239942",
+}
+_STANDARD_REGIONS = (
+    "us-east-1", "us-east-2", "us-west-1", "us-west-2", "ca-central-1", "sa-east-1",
+    "eu-central-1", "eu-west-1", "eu-west-2", "eu-west-3", "eu-north-1",
+    "ap-south-1", "ap-southeast-1", "ap-southeast-2", "ap-northeast-1", "ap-northeast-2",
+)  # fmt: skip
+# GovCloud is left out on purpose: the Ray serve-llm images are not published there.
+REGISTRY_ACCOUNTS: dict[str, str] = {
+    **dict.fromkeys(_STANDARD_REGIONS, _STANDARD_ACCOUNT),
+    **_OTHER_ACCOUNTS,
+}
+
+
+def image_uri(region: str, tag: str) -> str:
+    return f"{REGISTRY_ACCOUNTS[region]}.dkr.ecr.{region}.amazonaws.com/{REPOSITORY}:{tag}"

@@ -1,0 +1,98 @@
+"""The namespace and what lives in it beside the RayService: service account, network policies,
+the endpoint Service and the Hugging Face token's SecretProviderClass."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from app_config import Settings
+from catalog.helm_charts import KUBERAY_OPERATOR
+from serving_manifests.names import (
+    ENDPOINT_PORT,
+    HF_TOKEN_ALIAS,
+    HF_TOKEN_PROVIDER_CLASS,
+    RAYSERVICE_LABEL,
+    SERVE_PORT,
+    SERVICE_ACCOUNT,
+    endpoint_service_name,
+    endpoint_source_cidrs,
+)
+from serving_manifests.templates import load, load_all
+
+IRSA_ANNOTATION = "eks.amazonaws.com/role-arn"
+
+
+def render_namespace(settings: Settings) -> dict[str, Any]:
+    namespace = load("namespace.yaml")
+    namespace["metadata"]["name"] = settings.serving.namespace
+    return namespace
+
+
+def render_service_account(settings: Settings, role_arn: str | None) -> dict[str, Any]:
+    account = load("service-account.yaml")
+    account["metadata"].update(name=SERVICE_ACCOUNT, namespace=settings.serving.namespace)
+    if role_arn:
+        account["metadata"]["annotations"] = {IRSA_ANNOTATION: role_arn}
+    else:
+        del account["metadata"]["annotations"]
+    return account
+
+
+def render_network_policies(settings: Settings) -> list[dict[str, Any]]:
+    policies = load_all("network-policies.yaml")
+    sources = [{"ipBlock": {"cidr": cidr}} for cidr in endpoint_source_cidrs(settings)]
+    for policy in policies:
+        policy["metadata"]["namespace"] = settings.serving.namespace
+        spec = policy["spec"]
+        labels = spec["podSelector"].get("matchLabels", {})
+        if RAYSERVICE_LABEL in labels:
+            labels[RAYSERVICE_LABEL] = settings.serving.name
+        for rule in spec.get("ingress", []) + spec.get("egress", []):
+            for peer in rule.get("from", []) + rule.get("to", []):
+                _retarget_peer(peer, settings)
+        if policy["metadata"]["name"] == "allow-endpoint":
+            (rule,) = spec["ingress"]
+            rule["from"] = sources
+            rule["ports"] = [{"protocol": "TCP", "port": SERVE_PORT}]
+    return policies
+
+
+def _retarget_peer(peer: dict[str, Any], settings: Settings) -> None:
+    pod_labels = peer.get("podSelector", {}).get("matchLabels", {})
+    if RAYSERVICE_LABEL in pod_labels:
+        pod_labels[RAYSERVICE_LABEL] = settings.serving.name
+    namespace_labels = peer.get("namespaceSelector", {}).get("matchLabels", {})
+    if namespace_labels.get("kubernetes.io/metadata.name") == "kuberay-system":
+        namespace_labels["kubernetes.io/metadata.name"] = KUBERAY_OPERATOR.namespace
+
+
+def render_endpoint_service(settings: Settings) -> dict[str, Any]:
+    service = load("endpoint-service.yaml")
+    endpoint = settings.serving.endpoint
+    service["metadata"].update(
+        name=endpoint_service_name(settings), namespace=settings.serving.namespace
+    )
+    service["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-scheme"] = (
+        endpoint.scheme
+    )
+    spec = service["spec"]
+    spec["selector"][RAYSERVICE_LABEL] = settings.serving.name
+    (port,) = spec["ports"]
+    port.update(port=ENDPOINT_PORT, targetPort=SERVE_PORT)
+    spec["loadBalancerSourceRanges"] = endpoint_source_cidrs(settings)
+    return service
+
+
+def render_secret_provider_class(settings: Settings) -> dict[str, Any] | None:
+    secret_arn = settings.serving.model.hf_token_secret_arn
+    if not secret_arn:
+        return None
+    provider_class = load("secret-provider-class.yaml")
+    provider_class["metadata"].update(
+        name=HF_TOKEN_PROVIDER_CLASS, namespace=settings.serving.namespace
+    )
+    objects = [{"objectName": secret_arn, "objectAlias": HF_TOKEN_ALIAS}]
+    provider_class["spec"]["parameters"]["objects"] = yaml.safe_dump(objects, sort_keys=False)
+    return provider_class

@@ -1,0 +1,136 @@
+"""The RayService (rayservice.yaml) filled in from the configuration and the Serve config."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import yaml
+
+from app_config import Settings
+from app_config.node_labels import (
+    EFA_RESOURCE,
+    GPU_RESOURCE,
+    GPU_ROLES,
+    ROLE_LABEL,
+    SYSTEM_ROLE,
+)
+from catalog.ray_llm_image import IMAGES, image_uri
+from serving_manifests.names import (
+    HF_TOKEN_ALIAS,
+    HF_TOKEN_MOUNT,
+    HF_TOKEN_PROVIDER_CLASS,
+    RAYSERVICE_LABEL,
+    SERVICE_ACCOUNT,
+)
+from serving_manifests.serve_config import ray_resource
+from serving_manifests.templates import load
+
+# What AWS's EFA examples request: the EFA driver's buffers live in 2 MiB huge pages.
+HUGEPAGES = {"hugepages-2Mi": "5120Mi"}
+# Left to the kubelet, system daemons and the page cache of the model files.
+RESERVED_VCPUS = 8
+MEMORY_REQUEST_SHARE = 0.85
+SHM_SHARE = 0.10  # /dev/shm for NCCL and Ray's object store spill, memory-backed
+
+
+def render_rayservice(settings: Settings, serve_config: dict[str, Any]) -> dict[str, Any]:
+    serving = settings.serving
+    image = image_uri(settings.region, serving.image_tag)
+    service = load("rayservice.yaml")
+    service["metadata"].update(name=serving.name, namespace=serving.namespace)
+    spec = service["spec"]
+    spec["serveConfigV2"] = yaml.safe_dump(serve_config, sort_keys=False)
+    cluster = spec["rayClusterConfig"]
+    cluster["rayVersion"] = IMAGES[serving.image_tag].ray_version
+
+    head = cluster["headGroupSpec"]["template"]
+    head["metadata"]["labels"][RAYSERVICE_LABEL] = serving.name
+    head["spec"]["serviceAccountName"] = SERVICE_ACCOUNT
+    head["spec"]["nodeSelector"] = {ROLE_LABEL: SYSTEM_ROLE}
+    head["spec"]["containers"][0]["image"] = image
+
+    (worker_skeleton,) = cluster["workerGroupSpecs"]
+    cluster["workerGroupSpecs"] = [
+        _worker_group(copy.deepcopy(worker_skeleton), settings, role, image) for role in GPU_ROLES
+    ]
+    return service
+
+
+def _worker_group(group: dict[str, Any], settings: Settings, role: str, image: str) -> dict:
+    node_group = getattr(settings.gpu_nodes, role)
+    instance, placement = node_group.instance, node_group.placement(role)
+    group["groupName"] = role
+    group.update(
+        replicas=node_group.scaling.desired_size,
+        minReplicas=node_group.scaling.min_size,
+        maxReplicas=node_group.scaling.max_size,
+    )
+    group["resources"] = {ray_resource(role): str(instance.gpus)}
+
+    pod = group["template"]
+    pod["metadata"]["labels"].update({RAYSERVICE_LABEL: settings.serving.name, ROLE_LABEL: role})
+    spec = pod["spec"]
+    spec["serviceAccountName"] = SERVICE_ACCOUNT
+    spec["nodeSelector"] = dict(placement.labels)
+    spec["tolerations"] = [
+        {"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect}
+        for t in placement.taints
+    ]
+    # Prefill and decode on one node fail with EAGAIN in NIXL: never co-locate the two sides.
+    spec["affinity"] = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "labelSelector": {
+                        "matchExpressions": [
+                            {"key": ROLE_LABEL, "operator": "In", "values": _other_roles(role)}
+                        ]
+                    },
+                    "topologyKey": "kubernetes.io/hostname",
+                }
+            ]
+        }
+    }
+
+    (container,) = spec["containers"]
+    container["image"] = image
+    memory_gib = int(instance.memory_gib * MEMORY_REQUEST_SHARE)
+    resources = {
+        "cpu": str(instance.vcpus - RESERVED_VCPUS),
+        "memory": f"{memory_gib}Gi",
+        GPU_RESOURCE: str(instance.gpus),
+        EFA_RESOURCE: str(instance.network_cards),  # every EFA device of the node
+        **HUGEPAGES,
+    }
+    container["resources"] = {"requests": dict(resources), "limits": dict(resources)}
+    for volume in spec["volumes"]:
+        if volume["name"] == "dshm":
+            volume["emptyDir"]["sizeLimit"] = f"{int(instance.memory_gib * SHM_SHARE)}Gi"
+    if settings.serving.model.hf_token_secret_arn:
+        _mount_hf_token(spec, container)
+    return group
+
+
+def _mount_hf_token(spec: dict[str, Any], container: dict[str, Any]) -> None:
+    spec["volumes"].append(
+        {
+            "name": "hf-token",
+            "csi": {
+                "driver": "secrets-store.csi.k8s.io",
+                "readOnly": True,
+                "volumeAttributes": {"secretProviderClass": HF_TOKEN_PROVIDER_CLASS},
+            },
+        }
+    )
+    container["volumeMounts"].append(
+        {"name": "hf-token", "mountPath": HF_TOKEN_MOUNT, "readOnly": True}
+    )
+    # huggingface_hub reads the token from this file; the value never sits in an env variable.
+    container["env"].append(
+        {"name": "HF_TOKEN_PATH", "value": f"{HF_TOKEN_MOUNT}/{HF_TOKEN_ALIAS}"}
+    )
+
+
+def _other_roles(role: str) -> list[str]:
+    return [other for other in GPU_ROLES if other != role]

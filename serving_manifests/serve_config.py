@@ -1,0 +1,73 @@
+"""The Ray Serve application config (serve-pd-app.yaml) filled in from the configuration."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app_config import Settings
+from app_config.node_labels import GPU_ROLES
+from serving_manifests.templates import load
+
+PD_BUILDER = "ray.serve.llm:build_pd_openai_app"
+NIXL_CONNECTOR = "NixlConnector"
+
+
+def ray_resource(role: str) -> str:
+    """The custom Ray resource a side's worker group advertises, one unit per GPU, and that each
+    of the side's placement bundles asks for: the second pin of a side to its nodes."""
+    return role
+
+
+def replica_gpus(settings: Settings, role: str) -> tuple[int, int]:
+    """(tensor parallel size, pipeline parallel size) of one replica of the side."""
+    engine = settings.serving.engine(role)
+    gpus = getattr(settings.gpu_nodes, role).instance.gpus
+    return engine.tensor_parallel_size or gpus, engine.pipeline_parallel_size
+
+
+def render_serve_config(settings: Settings) -> dict[str, Any]:
+    config = load("serve-pd-app.yaml")
+    (application,) = config["applications"]
+    application["name"] = settings.serving.name
+    for role in GPU_ROLES:
+        _fill_llm_config(application["args"][f"{role}_config"], settings, role)
+    return config
+
+
+def _fill_llm_config(llm: dict[str, Any], settings: Settings, role: str) -> None:
+    serving, group = settings.serving, getattr(settings.gpu_nodes, role)
+    engine = serving.engine(role)
+    tp, pp = replica_gpus(settings, role)
+    llm["model_loading_config"] = {
+        "model_id": serving.model.id,
+        "model_source": _model_source(settings),
+    }
+    llm["accelerator_type"] = group.instance.ray_accelerator_type
+    kwargs = llm["engine_kwargs"]
+    kwargs.update(
+        tensor_parallel_size=tp,
+        pipeline_parallel_size=pp,
+        max_model_len=serving.max_model_len,
+        gpu_memory_utilization=engine.gpu_memory_utilization,
+        block_size=serving.kv_transfer.block_size,
+    )
+    kwargs["kv_transfer_config"]["kv_connector_extra_config"]["backends"] = [
+        serving.kv_transfer.backend
+    ]
+    llm["deployment_config"]["autoscaling_config"] = {
+        "min_replicas": engine.min_replicas,
+        "max_replicas": engine.max_replicas,
+    }
+    llm["placement_group_config"]["bundles"] = [
+        {"CPU": 1, "GPU": 1, ray_resource(role): 1} for _ in range(tp * pp)
+    ]
+
+
+def _model_source(settings: Settings) -> str | dict[str, str]:
+    """A Hugging Face id, or Ray's S3 mirror, which copies the files into the node-local cache.
+
+    Not vLLM's Run:ai streamer: with Ray 2.58 (this image) a streaming load format hands vLLM the
+    model id instead of the S3 path and the engine fails to start (ray-project/ray#64978).
+    """
+    model = settings.serving.model
+    return {"bucket_uri": model.s3_uri} if model.s3_uri else model.id
