@@ -16,7 +16,7 @@ CDK := node_modules/.bin/cdk
 CDK_FLAGS := --no-notices
 PIP := $(BIN)/python -m pip install -qq --disable-pip-version-check
 
-.PHONY: help setup setup-dev synth test lint format diff deploy destroy snapshots bench config-docs clean
+.PHONY: help setup setup-dev synth test lint format diff deploy destroy snapshots bench config-docs manifests clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -66,6 +66,9 @@ snapshots: setup-dev ## Re-record template snapshots after an intended change
 
 config-docs: setup-dev ## Regenerate the README's configuration reference from app_config/model.py
 	$(BIN)/python -m tools.config_reference --write README.md
+
+manifests: setup ## Write the serving manifests to build/manifests/ (ROLE_ARN=<output> to annotate)
+	$(BIN)/python -m tools.write_manifests $(if $(ROLE_ARN),--role-arn $(ROLE_ARN))
 
 bench: setup-dev ## Time cdk synth (cold and warm) and the test suite
 	$(BIN)/python -m tools.bench

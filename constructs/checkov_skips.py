@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from aws_cdk import CfnResource
+from aws_cdk import CfnResource, Stack
 
 from constructs import IConstruct
 
@@ -31,3 +31,21 @@ def resources_of_type(scope: IConstruct, cfn_type: str) -> Iterator[CfnResource]
     for child in scope.node.find_all():
         if isinstance(child, CfnResource) and child.cfn_resource_type == cfn_type:
             yield child
+
+
+# The singleton provider aws-cdk-lib adds to a stack that uses CfnJson (IRSA trust conditions).
+CFN_UTILS_PROVIDER_ID = "AWSCDKCfnUtilsProviderCustomResourceProvider"
+
+
+def skip_cfn_utils_provider_checks(stack: Stack) -> None:
+    """Called once per stack after its constructs exist: the provider appears wherever CfnJson
+    is used, including inside aws-cdk-lib's own constructs (the load balancer controller)."""
+    provider = stack.node.try_find_child(CFN_UTILS_PROVIDER_ID)
+    if provider is None:
+        return
+    for function in resources_of_type(provider, "AWS::Lambda::Function"):
+        skip_checks(function, {
+            **PROVIDER_LAMBDA_SKIPS,
+            "CKV_AWS_117": "Turns CloudFormation values into JSON inside the deployment and "
+            "calls no network service, so it has no reason to run in the VPC.",
+        })  # fmt: skip

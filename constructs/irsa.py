@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from aws_cdk import CfnJson, Stack
+from aws_cdk import CfnJson
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 
 from constructs import Construct
-from constructs.checkov_skips import PROVIDER_LAMBDA_SKIPS, resources_of_type, skip_checks
-
-# The singleton provider aws-cdk-lib adds to a stack for CfnJson.
-CFN_UTILS_PROVIDER_ID = "AWSCDKCfnUtilsProviderCustomResourceProvider"
 
 
 class ServiceAccountRole(Construct):
@@ -54,19 +50,3 @@ class ServiceAccountRole(Construct):
                 assume_role_action="sts:AssumeRoleWithWebIdentity",
             ),
         )
-        _skip_cfn_utils_provider_checks(Stack.of(self))
-
-
-def _skip_cfn_utils_provider_checks(stack: Stack) -> None:
-    provider = stack.node.try_find_child(CFN_UTILS_PROVIDER_ID)
-    for function in resources_of_type(provider, "AWS::Lambda::Function"):
-        if not function.get_metadata("checkov"):
-            skip_checks(
-                function,
-                {
-                    **PROVIDER_LAMBDA_SKIPS,
-                    "CKV_AWS_117": "Turns CloudFormation values into JSON inside the deployment "
-                    "and "
-                    "calls no network service, so it has no reason to run in the VPC.",
-                },
-            )

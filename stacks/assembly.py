@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from aws_cdk import App, Stack, Tags
 
 from app_config import Settings
+from constructs.checkov_skips import skip_cfn_utils_provider_checks
 from stacks.cluster_stack import ClusterStack
 from stacks.common import environment
 from stacks.network_stack import NetworkStack
@@ -50,6 +51,9 @@ def build_stacks(app: App, settings: Settings) -> Stacks:
         env=env,
         description="Device plugins and the prefill/decode Ray service on the cluster",
     )
+    stacks = Stacks(network=network, cluster=cluster, serving=serving)
+    for stack in stacks.all():
+        skip_cfn_utils_provider_checks(stack)
     for key, value in settings.tags.items():
         Tags.of(app).add(key, value)
-    return Stacks(network=network, cluster=cluster, serving=serving)
+    return stacks

@@ -12,6 +12,8 @@ import app
 from app_config import ConfigError, load_settings
 from tests.configurations import PROJECT_ROOT, cdk_json_context
 
+SECRET_ARN = "arn:aws:secretsmanager:us-west-2:123456789012:secret:t-AbCdEf"
+
 # Each row: `-c` overrides, the setting the message must name, a fragment of the explanation.
 INVALID = [
     ({"region": "us-west-9"}, "region", "valid: af-south-1"),
@@ -156,6 +158,73 @@ INVALID = [
         {"gpu_nodes.prefill.root_volume_gib": "30"},
         "gpu_nodes.prefill.root_volume_gib",
         "greater than or equal to 100",
+    ),
+    # Serving
+    (
+        {"serving.prefill.tensor_parallel_size": "16"},
+        "serving.prefill.tensor_parallel_size",
+        "needs more GPUs than one p5.48xlarge has (8)",
+    ),
+    (
+        {"serving.decode.tensor_parallel_size": "4", "serving.decode.pipeline_parallel_size": "4"},
+        "serving.decode.tensor_parallel_size",
+        "TP 4 x PP 4",
+    ),
+    (
+        {"serving.decode.max_replicas": "3"},
+        "serving.decode.max_replicas",
+        "exceed gpu_nodes.decode",
+    ),
+    (
+        {"serving.kv_transfer.backend": "MOONCAKE"},
+        "serving.kv_transfer.backend",
+        "'LIBFABRIC' or 'UCX'",
+    ),
+    ({"serving.kv_transfer.block_size": "24"}, "serving.kv_transfer.block_size", "16, 32, 64"),
+    (
+        {
+            "region": "us-gov-west-1",
+            "network.availability_zones": '["usgw1-az1", "usgw1-az2"]',
+            "network.gpu_availability_zone": "usgw1-az1",
+        },
+        "region",
+        "no Ray LLM DLC registry mapping",
+    ),
+    ({"serving.name": "a" * 54}, "serving.name", "at most 53"),
+    ({"serving.name": "Pd_LLM"}, "serving.name", "should match pattern"),
+    ({"serving.model.s3_uri": "s3:/models/qwen"}, "serving.model.s3_uri", "not an S3 URI"),
+    (
+        {"serving.model.s3_uri": "https://bucket.s3.amazonaws.com/x"},
+        "serving.model.s3_uri",
+        "expected s3://bucket/prefix",
+    ),
+    ({"serving.endpoint.scheme": "internet-facing"}, "serving.endpoint", "needs source_cidrs"),
+    (
+        {
+            "serving.endpoint.scheme": "internet-facing",
+            "serving.endpoint.source_cidrs": '["0.0.0.0/0"]',
+        },
+        "serving.endpoint",
+        "allow_from_anywhere",
+    ),
+    ({"serving.image_tag": "latest"}, "serving.image_tag", "unknown Ray LLM image tag"),
+    (
+        {"serving.model.hf_token_secret_arn": "my-token"},
+        "serving.model.hf_token_secret_arn",
+        "should match pattern",
+    ),
+    (
+        {
+            "serving.model.s3_uri": "s3://models/x",
+            "serving.model.hf_token_secret_arn": SECRET_ARN,
+        },
+        "serving.model",
+        "applies to Hugging Face downloads only",
+    ),
+    (
+        {"serving.decode.min_replicas": "2", "serving.decode.max_replicas": "1"},
+        "serving.decode",
+        "must not exceed max_replicas",
     ),
 ]
 

@@ -34,6 +34,10 @@ def test_cfn_lint_finds_nothing(
     assert [(f["Rule"]["Id"], f["Message"]) for f in findings] == [], result.stderr
 
 
+def checkov_command() -> list[str]:
+    return [_checkov()]
+
+
 def _checkov() -> str:
     if CHECKOV.exists():
         return str(CHECKOV)

@@ -1,0 +1,251 @@
+"""The serving manifests, rendered from each configuration: every value cross-checked against the
+configuration and the catalog, none against a pasted literal. No CDK needed."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from app_config import Settings, load_settings
+from app_config.node_labels import EFA_RESOURCE, GPU_RESOURCE, GPU_ROLES, ROLE_LABEL, SYSTEM_ROLE
+from catalog.ray_llm_image import IMAGES, REGISTRY_ACCOUNTS
+from serving_manifests import ServingManifests, render
+from serving_manifests.names import RAYSERVICE_LABEL, SERVE_PORT, endpoint_source_cidrs
+from serving_manifests.serve_config import NIXL_CONNECTOR, PD_BUILDER, ray_resource, replica_gpus
+from tests.configurations import CONFIGURATIONS, context_for
+
+ROLE_ARN = "arn:aws:iam::123456789012:role/ray-pods"
+
+
+@pytest.fixture(scope="module", params=list(CONFIGURATIONS))
+def rendered(request: pytest.FixtureRequest) -> tuple[Settings, ServingManifests]:
+    settings = load_settings(context_for(request.param))
+    return settings, render(settings, ROLE_ARN)
+
+
+def _workers(manifests: ServingManifests) -> dict[str, dict]:
+    groups = manifests.rayservice["spec"]["rayClusterConfig"]["workerGroupSpecs"]
+    return {group["groupName"]: group for group in groups}
+
+
+def _llm_configs(manifests: ServingManifests) -> dict[str, dict]:
+    (application,) = manifests.serve_config["applications"]
+    return {role: application["args"][f"{role}_config"] for role in GPU_ROLES}
+
+
+def test_one_worker_group_per_side(rendered) -> None:
+    _, manifests = rendered
+    assert sorted(_workers(manifests)) == sorted(GPU_ROLES)
+
+
+def test_workers_select_and_tolerate_exactly_their_node_group(rendered) -> None:
+    settings, manifests = rendered
+    for role, group in settings.gpu_nodes.groups().items():
+        placement = group.placement(role)
+        spec = _workers(manifests)[role]["template"]["spec"]
+        assert spec["nodeSelector"] == placement.labels
+        assert spec["tolerations"] == [
+            {"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect}
+            for t in placement.taints
+        ]
+
+
+def test_workers_request_every_gpu_and_efa_device_of_their_node(rendered) -> None:
+    settings, manifests = rendered
+    for role, group in settings.gpu_nodes.groups().items():
+        (container,) = _workers(manifests)[role]["template"]["spec"]["containers"]
+        resources = container["resources"]
+        assert resources["requests"] == resources["limits"]  # hugepages demand it
+        assert resources["limits"][GPU_RESOURCE] == str(group.instance.gpus)
+        assert resources["limits"][EFA_RESOURCE] == str(group.instance.network_cards)
+        assert resources["limits"]["hugepages-2Mi"] == "5120Mi"
+
+
+def test_worker_group_sizes_follow_the_node_groups(rendered) -> None:
+    settings, manifests = rendered
+    for role, group in settings.gpu_nodes.groups().items():
+        worker = _workers(manifests)[role]
+        scaling = group.scaling
+        assert (worker["minReplicas"], worker["replicas"], worker["maxReplicas"]) == (
+            scaling.min_size, scaling.desired_size, scaling.max_size,
+        )  # fmt: skip
+
+
+def test_efa_environment_and_pod_ip(rendered) -> None:
+    _, manifests = rendered
+    for worker in _workers(manifests).values():
+        (container,) = worker["template"]["spec"]["containers"]
+        env = {e["name"]: e for e in container["env"]}
+        assert env["FI_PROVIDER"]["value"] == "efa"
+        assert env["FI_EFA_USE_DEVICE_RDMA"]["value"] == "1"
+        assert env["FI_EFA_FORK_SAFE"]["value"] == "1"
+        assert env["VLLM_HOST_IP"]["valueFrom"] == {"fieldRef": {"fieldPath": "status.podIP"}}
+        mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+        assert mounts["dshm"] == "/dev/shm"
+        volumes = {v["name"]: v for v in worker["template"]["spec"]["volumes"]}
+        assert volumes["dshm"]["emptyDir"]["medium"] == "Memory"
+
+
+def test_prefill_and_decode_pods_repel_each_other(rendered) -> None:
+    _, manifests = rendered
+    for role, worker in _workers(manifests).items():
+        spec = worker["template"]["spec"]
+        assert worker["template"]["metadata"]["labels"][ROLE_LABEL] == role
+        (term,) = spec["affinity"]["podAntiAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]
+        (expression,) = term["labelSelector"]["matchExpressions"]
+        assert expression["key"] == ROLE_LABEL
+        assert expression["values"] == [other for other in GPU_ROLES if other != role]
+        assert term["topologyKey"] == "kubernetes.io/hostname"
+
+
+def test_head_runs_on_system_nodes_without_gpus(rendered) -> None:
+    _, manifests = rendered
+    head = manifests.rayservice["spec"]["rayClusterConfig"]["headGroupSpec"]
+    assert head["template"]["spec"]["nodeSelector"] == {ROLE_LABEL: SYSTEM_ROLE}
+    (container,) = head["template"]["spec"]["containers"]
+    assert GPU_RESOURCE not in json.dumps(container["resources"])
+    assert head["rayStartParams"]["num-cpus"] == "0"
+
+
+def test_image_and_ray_version_come_from_the_pinned_tag(rendered) -> None:
+    settings, manifests = rendered
+    image = IMAGES[settings.serving.image_tag]
+    cluster = manifests.rayservice["spec"]["rayClusterConfig"]
+    assert cluster["rayVersion"] == image.ray_version
+    account = REGISTRY_ACCOUNTS[settings.region]
+    expected = f"{account}.dkr.ecr.{settings.region}.amazonaws.com/ray:{image.tag}"
+    containers = [cluster["headGroupSpec"]["template"]["spec"]["containers"][0]] + [
+        w["template"]["spec"]["containers"][0] for w in cluster["workerGroupSpecs"]
+    ]
+    assert {c["image"] for c in containers} == {expected}
+
+
+def test_serve_config_is_embedded_verbatim(rendered) -> None:
+    _, manifests = rendered
+    embedded = yaml.safe_load(manifests.rayservice["spec"]["serveConfigV2"])
+    assert embedded == manifests.serve_config
+
+
+def test_pd_builder_with_the_same_model_on_both_sides(rendered) -> None:
+    settings, manifests = rendered
+    (application,) = manifests.serve_config["applications"]
+    assert application["import_path"] == PD_BUILDER
+    assert set(application["args"]) == {"prefill_config", "decode_config"}  # no proxy_* fields
+    configs = _llm_configs(manifests)
+    model_ids = {c["model_loading_config"]["model_id"] for c in configs.values()}
+    assert model_ids == {settings.serving.model.id}
+
+
+def test_both_sides_pull_kv_through_nixl_with_one_backend_and_block_size(rendered) -> None:
+    settings, manifests = rendered
+    transfers = [c["engine_kwargs"]["kv_transfer_config"] for c in _llm_configs(manifests).values()]
+    assert {t["kv_connector"] for t in transfers} == {NIXL_CONNECTOR}
+    assert {t["kv_role"] for t in transfers} == {"kv_both"}
+    backends = {tuple(t["kv_connector_extra_config"]["backends"]) for t in transfers}
+    assert backends == {(settings.serving.kv_transfer.backend,)}
+    block_sizes = {c["engine_kwargs"]["block_size"] for c in _llm_configs(manifests).values()}
+    assert block_sizes == {settings.serving.kv_transfer.block_size}
+
+
+def test_parallelism_fits_one_node_and_bundles_pin_each_side(rendered) -> None:
+    settings, manifests = rendered
+    for role, config in _llm_configs(manifests).items():
+        group = getattr(settings.gpu_nodes, role)
+        tp, pp = replica_gpus(settings, role)
+        kwargs = config["engine_kwargs"]
+        assert (kwargs["tensor_parallel_size"], kwargs["pipeline_parallel_size"]) == (tp, pp)
+        assert tp * pp <= group.instance.gpus
+        bundles = config["placement_group_config"]["bundles"]
+        assert len(bundles) == tp * pp
+        assert all(bundle[ray_resource(role)] == 1 and bundle["GPU"] == 1 for bundle in bundles)
+        advertised = _workers(manifests)[role]["resources"][ray_resource(role)]
+        assert int(advertised) == group.instance.gpus  # one unit per GPU: bundles fit exactly
+        assert config["accelerator_type"] == group.instance.ray_accelerator_type
+
+
+def test_replicas_and_prewarm(rendered) -> None:
+    settings, manifests = rendered
+    configs = _llm_configs(manifests)
+    for role, config in configs.items():
+        engine = settings.serving.engine(role)
+        assert config["deployment_config"]["autoscaling_config"] == {
+            "min_replicas": engine.min_replicas,
+            "max_replicas": engine.max_replicas,
+        }
+    assert configs["decode"]["experimental_configs"] == {"_prewarm_prefill_decode": True}
+    assert "experimental_configs" not in configs["prefill"]
+
+
+def test_model_source_follows_the_configuration(rendered) -> None:
+    settings, manifests = rendered
+    model = settings.serving.model
+    expected = {"bucket_uri": model.s3_uri} if model.s3_uri else model.id
+    for config in _llm_configs(manifests).values():
+        assert config["model_loading_config"]["model_source"] == expected
+
+
+def test_hf_token_is_mounted_from_secrets_manager_only_when_configured(rendered) -> None:
+    settings, manifests = rendered
+    secret_arn = settings.serving.model.hf_token_secret_arn
+    for worker in _workers(manifests).values():
+        spec = worker["template"]["spec"]
+        csi = [v for v in spec["volumes"] if "csi" in v]
+        env = {e["name"] for e in spec["containers"][0]["env"]}
+        assert bool(csi) == bool(secret_arn)
+        assert ("HF_TOKEN_PATH" in env) == bool(secret_arn)
+        assert "HF_TOKEN" not in env  # never the value in an environment variable
+    if secret_arn:
+        objects = yaml.safe_load(manifests.secret_provider_class["spec"]["parameters"]["objects"])
+        assert [o["objectName"] for o in objects] == [secret_arn]
+    else:
+        assert manifests.secret_provider_class is None
+
+
+def test_service_account_carries_the_irsa_role(rendered) -> None:
+    settings, manifests = rendered
+    account = manifests.service_account["metadata"]
+    assert account["namespace"] == settings.serving.namespace
+    assert account["annotations"] == {"eks.amazonaws.com/role-arn": ROLE_ARN}
+    without_role = render(settings, None).service_account["metadata"]
+    assert "annotations" not in without_role
+
+
+def test_network_policies_deny_by_default_and_open_the_endpoint_to_allowed_cidrs(rendered) -> None:
+    settings, manifests = rendered
+    policies = {p["metadata"]["name"]: p for p in manifests.network_policies}
+    assert {p["metadata"]["namespace"] for p in policies.values()} == {settings.serving.namespace}
+    deny = policies["default-deny"]["spec"]
+    assert deny == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
+    (rule,) = policies["allow-endpoint"]["spec"]["ingress"]
+    assert [peer["ipBlock"]["cidr"] for peer in rule["from"]] == endpoint_source_cidrs(settings)
+    assert rule["ports"] == [{"protocol": "TCP", "port": SERVE_PORT}]
+    for policy in policies.values():
+        labels = policy["spec"]["podSelector"].get("matchLabels", {})
+        assert labels.get(RAYSERVICE_LABEL, settings.serving.name) == settings.serving.name
+
+
+def test_endpoint_is_one_nlb_in_front_of_healthy_serve_proxies(rendered) -> None:
+    settings, manifests = rendered
+    service = manifests.endpoint_service
+    annotations = service["metadata"]["annotations"]
+    assert annotations["service.beta.kubernetes.io/aws-load-balancer-scheme"] == (
+        settings.serving.endpoint.scheme
+    )
+    spec = service["spec"]
+    assert spec["loadBalancerClass"] == "service.k8s.aws/nlb"
+    assert spec["selector"] == {RAYSERVICE_LABEL: settings.serving.name, "ray.io/serve": "true"}
+    assert spec["loadBalancerSourceRanges"] == endpoint_source_cidrs(settings)
+    assert "0.0.0.0/0" not in spec["loadBalancerSourceRanges"]
+
+
+def test_every_pod_of_the_service_carries_the_selector_label(rendered) -> None:
+    settings, manifests = rendered
+    cluster = manifests.rayservice["spec"]["rayClusterConfig"]
+    templates = [cluster["headGroupSpec"]["template"]] + [
+        w["template"] for w in cluster["workerGroupSpecs"]
+    ]
+    assert {t["metadata"]["labels"][RAYSERVICE_LABEL] for t in templates} == {settings.serving.name}

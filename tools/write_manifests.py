@@ -1,0 +1,63 @@
+"""`make manifests`: write the serving manifests, one file per object, for review and for
+`kubectl apply --dry-run=server -f build/manifests/` against a real cluster.
+
+Uses the same configuration as `cdk synth` (cdk.json, then `--config file.yaml`, then
+`-c key=value`). The service account's IRSA role ARN exists only after deploy: pass it with
+`--role-arn` (the stack output) or the annotation is left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from app_config import ConfigError, load_settings
+from serving_manifests import ServingManifests, render
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def write_manifests(manifests: ServingManifests, outdir: Path) -> list[Path]:
+    outdir.mkdir(parents=True, exist_ok=True)
+    for stale in outdir.glob("*.yaml"):
+        stale.unlink()
+    written = []
+    for index, document in enumerate(manifests.all()):
+        path = (
+            outdir / f"{index:02d}-{document['kind'].lower()}-{document['metadata']['name']}.yaml"
+        )
+        path.write_text(yaml.safe_dump(document, sort_keys=False))
+        written.append(path)
+    serve = outdir / "serve-config.yaml"  # the serveConfigV2 inside the RayService, readable
+    serve.write_text(yaml.safe_dump(manifests.serve_config, sort_keys=False))
+    return written
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "manifests")
+    parser.add_argument("--config", help="YAML configuration file, as `cdk synth -c config=...`")
+    parser.add_argument("-c", "--context", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--role-arn", help="the ServingModelAccessRoleArn stack output")
+    args = parser.parse_args(argv)
+    context: dict[str, Any] = json.loads((ROOT / "cdk.json").read_text())["context"]
+    if args.config:
+        context["config"] = args.config
+    for pair in args.context:
+        key, _, value = pair.partition("=")
+        context[key] = value
+    try:
+        settings = load_settings(context)
+    except ConfigError as error:
+        sys.exit(str(error))
+    for path in write_manifests(render(settings, args.role_arn), args.out):
+        print(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
+
+
+if __name__ == "__main__":
+    main()
