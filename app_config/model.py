@@ -31,7 +31,7 @@ from app_config.node_labels import (
     ROLE_LABEL,
     ROLE_TAINT_KEY,
 )
-from app_config.section import CidrBlock, Section
+from app_config.section import CidrBlock, Section, one_of, require_consent_for_anywhere
 from app_config.serving import Serving
 from catalog.instances import CATALOG, GpuInstance
 from catalog.ray_llm_image import REGISTRY_ACCOUNTS
@@ -173,7 +173,7 @@ class NodePlacement:
 
 
 class GpuNodeGroup(Section):
-    instance_type: str = Field(
+    instance_type: Annotated[str, one_of(CATALOG, "a supported EFA GPU instance")] = Field(
         "p5.48xlarge",
         description=f"GPU instance type, one of: {', '.join(CATALOG)}.",
     )
@@ -190,13 +190,6 @@ class GpuNodeGroup(Section):
     )
     labels: dict[LabelKey, str] = Field({}, description="Extra node labels.")
     taints: list[Taint] = Field([], description="Extra node taints.")
-
-    @field_validator("instance_type")
-    @classmethod
-    def _in_catalog(cls, value: str) -> str:
-        if value not in CATALOG:
-            raise ValueError(f"not a supported EFA GPU instance; valid: {', '.join(CATALOG)}")
-        return value
 
     @field_validator("labels")
     @classmethod
@@ -287,24 +280,15 @@ class Network(Section):
         le=28,
         description="Prefix length of each public subnet (NAT, public load balancer).",
     )
-    flow_log_retention_days: int = Field(
-        365, description="Retention of the VPC flow log group, in days."
-    )
+    flow_log_retention_days: Annotated[
+        int, one_of(LOG_RETENTION_DAYS, "a retention CloudWatch Logs accepts")
+    ] = Field(365, description="Retention of the VPC flow log group, in days.")
 
     @field_validator("vpc_cidr")
     @classmethod
     def _vpc_cidr_size(cls, value: IPv4Network) -> IPv4Network:
         if not 16 <= value.prefixlen <= 24:
             raise ValueError("VPC CIDR prefix must be /16 to /24 for subnets of this layout")
-        return value
-
-    @field_validator("flow_log_retention_days")
-    @classmethod
-    def _retention(cls, value: int) -> int:
-        if value not in LOG_RETENTION_DAYS:
-            raise ValueError(
-                f"CloudWatch Logs accepts only {', '.join(map(str, LOG_RETENTION_DAYS))}"
-            )
         return value
 
     def required_addresses(self) -> int:
@@ -350,7 +334,6 @@ class Cluster(Section):
 
     @model_validator(mode="after")
     def _endpoint(self) -> Cluster:
-        opens_to_world = IPv4Network("0.0.0.0/0") in self.public_access_cidrs
         if self.endpoint_access == "public_and_private" and not self.public_access_cidrs:
             raise ValueError(
                 "endpoint_access 'public_and_private' needs public_access_cidrs (for example your "
@@ -361,11 +344,12 @@ class Cluster(Section):
                 "public_access_cidrs is set but endpoint_access is 'private'; set endpoint_access "
                 "to 'public_and_private' or remove the CIDRs"
             )
-        if opens_to_world and not self.allow_public_access_from_anywhere:
-            raise ValueError(
-                "public_access_cidrs contains 0.0.0.0/0, which opens the Kubernetes API to the "
-                "internet; list specific CIDRs, or set allow_public_access_from_anywhere: true"
-            )
+        require_consent_for_anywhere(
+            self.public_access_cidrs,
+            self.allow_public_access_from_anywhere,
+            "allow_public_access_from_anywhere",
+            "the Kubernetes API",
+        )
         return self
 
 
@@ -383,7 +367,9 @@ class Settings(Section):
         description="Target AWS account. Unset: CDK_DEFAULT_ACCOUNT, else account-agnostic "
         "templates (synth needs no credentials).",
     )
-    region: str = Field(description="Target AWS Region.")
+    region: Annotated[str, one_of(REGIONS, "an AWS Region with EKS")] = Field(
+        description="Target AWS Region."
+    )
     tags: dict[str, str] = Field({}, description="Tags applied to every resource.")
     retain_data_on_destroy: bool = Field(
         True,
@@ -394,13 +380,6 @@ class Settings(Section):
     cluster: Cluster = Field(Cluster(), description="EKS cluster settings.")
     gpu_nodes: GpuNodes = Field(GpuNodes(), description="EFA GPU node groups.")
     serving: Serving = Field(Serving(), description="The prefill/decode Ray service.")
-
-    @field_validator("region")
-    @classmethod
-    def _known_region(cls, value: str) -> str:
-        if value not in REGIONS:
-            raise ValueError(f"not an AWS Region with EKS; valid: {', '.join(sorted(REGIONS))}")
-        return value
 
     @field_validator("tags")
     @classmethod

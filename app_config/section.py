@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Hashable
 from ipaddress import IPv4Network
 from typing import Annotated
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
+
+ANYWHERE = IPv4Network("0.0.0.0/0")
 
 
 def _cidr(value: object) -> object:
@@ -29,3 +32,26 @@ class Section(BaseModel):
     """Every section rejects unknown keys: a typo must fail, not silently fall back to a default."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def one_of(valid: Collection[Hashable], what: str, hint: str = "") -> AfterValidator:
+    """A validator for a value that must come from a table (catalog, region list, ...)."""
+
+    def check(value: Hashable) -> Hashable:
+        if value not in valid:
+            listed = ", ".join(str(item) for item in sorted(valid))
+            raise ValueError(f"not {what}; valid: {listed}{hint}")
+        return value
+
+    return AfterValidator(check)
+
+
+def require_consent_for_anywhere(
+    cidrs: list[IPv4Network], consent: bool, consent_field: str, exposes: str
+) -> None:
+    """0.0.0.0/0 only with an explicit flag: a typo must not open something to the internet."""
+    if ANYWHERE in cidrs and not consent:
+        raise ValueError(
+            f"contains 0.0.0.0/0, which opens {exposes} to the internet; list specific CIDRs, "
+            f"or set {consent_field}: true"
+        )

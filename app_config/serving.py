@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import re
-from ipaddress import IPv4Network
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from app_config.section import CidrBlock, Section
+from app_config.section import CidrBlock, Section, one_of, require_consent_for_anywhere
 from catalog.ray_llm_image import DEFAULT_IMAGE_TAG, IMAGES
 
 # KubeRay names the Serve service "<name>-serve-svc": 63 - len("-serve-svc") = 53 characters.
@@ -123,11 +122,9 @@ class Endpoint(Section):
                 "an internet-facing endpoint needs source_cidrs (the clients' CIDRs); use scheme "
                 "'internal' to keep it inside the VPC"
             )
-        if IPv4Network("0.0.0.0/0") in self.source_cidrs and not self.allow_from_anywhere:
-            raise ValueError(
-                "source_cidrs contains 0.0.0.0/0, which opens the model to the internet; list "
-                "specific CIDRs, or set allow_from_anywhere: true"
-            )
+        require_consent_for_anywhere(
+            self.source_cidrs, self.allow_from_anywhere, "allow_from_anywhere", "the model endpoint"
+        )
         return self
 
 
@@ -141,9 +138,9 @@ class Serving(Section):
         description=f"RayService name (at most {RAYSERVICE_NAME_MAX} characters: KubeRay appends "
         "-serve-svc).",
     )
-    image_tag: str = Field(
-        DEFAULT_IMAGE_TAG, description=f"Ray LLM DLC tag, one of: {', '.join(IMAGES)}."
-    )
+    image_tag: Annotated[
+        str, one_of(IMAGES, "a known Ray LLM image tag", " (add one to catalog/ray_llm_image.py)")
+    ] = Field(DEFAULT_IMAGE_TAG, description=f"Ray LLM DLC tag, one of: {', '.join(IMAGES)}.")
     model: Model = Field(Model(), description="The model to serve.")
     max_model_len: int = Field(32768, ge=512, le=1048576, description="Context length in tokens.")
     kv_transfer: KvTransfer = Field(KvTransfer(), description="How decode reads prefill's KV.")
@@ -158,16 +155,6 @@ class Serving(Section):
             raise ValueError(
                 f"{len(value)} characters; at most {RAYSERVICE_NAME_MAX}, because KubeRay names "
                 "the Serve service '<name>-serve-svc' and Service names stop at 63"
-            )
-        return value
-
-    @field_validator("image_tag")
-    @classmethod
-    def _known_image(cls, value: str) -> str:
-        if value not in IMAGES:
-            raise ValueError(
-                f"unknown Ray LLM image tag; known: {', '.join(IMAGES)} (add a tag with its Ray "
-                "version to catalog/ray_llm_image.py)"
             )
         return value
 

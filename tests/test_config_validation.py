@@ -29,7 +29,11 @@ INVALID = [
         "network.private_subnet_mask",
         "less than or equal to 28",
     ),
-    ({"network.flow_log_retention_days": "42"}, "network.flow_log_retention_days", "accepts only"),
+    (
+        {"network.flow_log_retention_days": "42"},
+        "network.flow_log_retention_days",
+        "a retention CloudWatch Logs accepts",
+    ),
     ({"network.availability_zones": '["usw2-az1"]'}, "network.availability_zones", "at least 2"),
     (
         {"network.availability_zones": '["usw2-az1", "use1-az2"]'},
@@ -207,7 +211,7 @@ INVALID = [
         "serving.endpoint",
         "allow_from_anywhere",
     ),
-    ({"serving.image_tag": "latest"}, "serving.image_tag", "unknown Ray LLM image tag"),
+    ({"serving.image_tag": "latest"}, "serving.image_tag", "not a known Ray LLM image tag"),
     (
         {"serving.model.hf_token_secret_arn": "my-token"},
         "serving.model.hf_token_secret_arn",

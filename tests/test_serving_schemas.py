@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import copy
 import importlib.metadata
-import json
 import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +22,8 @@ from catalog.eks_versions import KUBERNETES
 from catalog.ray_llm_image import IMAGES
 from serving_manifests import ServingManifests, render
 from serving_manifests.rayservice import POD_CHECKOV_SKIPS
+from tests.checkov import run_checkov
 from tests.configurations import CONFIGURATIONS, context_for
-from tests.test_scanners import checkov_command
 from tools.write_manifests import write_manifests
 
 CRD_ENV = "KUBERAY_CRD"
@@ -150,33 +148,7 @@ def test_checkov_kubernetes_has_no_unskipped_failures(tmp_path: Path) -> None:
     assert write_manifests(manifests, tmp_path)
     for pod in _pods(manifests):
         (tmp_path / f"pod-{pod['metadata']['name']}.yaml").write_text(yaml.safe_dump(pod))
-    result = subprocess.run(
-        [
-            *checkov_command(),
-            "--directory",
-            str(tmp_path),
-            "--framework",
-            "kubernetes",
-            "--skip-download",
-            "--quiet",
-            "--compact",
-            "--output",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
-    reports = json.loads(result.stdout or "[]")
-    reports = reports if isinstance(reports, list) else [reports]
-    failed = [
-        (check["check_id"], check["resource"])
-        for report in reports
-        for check in report.get("results", {}).get("failed_checks", [])
-    ]
-    assert failed == [], result.stderr[-2000:]
-    passed = sum(report.get("summary", {}).get("passed", 0) for report in reports)
-    skipped = sum(report.get("summary", {}).get("skipped", 0) for report in reports)
-    assert passed > 20, "checkov evaluated too little"
-    assert skipped == 3 * len(POD_CHECKOV_SKIPS)  # each reasoned skip, on each of 3 pods
+    result = run_checkov(tmp_path, "kubernetes")
+    assert result.failed == [], result.stderr
+    assert result.passed > 20, "checkov evaluated too little"
+    assert result.skipped == 3 * len(POD_CHECKOV_SKIPS)  # each reasoned skip, on each of 3 pods
