@@ -25,8 +25,9 @@ class PdRayServiceProps:
 
 
 class PdRayService(Construct):
-    """Publishes ``manifests`` (what was applied) and ``endpoint_hostname`` (the NLB's DNS name,
-    read from the Service once the load balancer controller has provisioned it)."""
+    """Publishes ``manifests`` (what was applied), ``model_access_role`` (None for a public
+    Hugging Face model) and ``endpoint_hostname`` (the NLB's DNS name, read from the Service once
+    the load balancer controller has provisioned it)."""
 
     def __init__(self, scope: Construct, construct_id: str, props: PdRayServiceProps) -> None:
         super().__init__(scope, construct_id)
@@ -42,6 +43,7 @@ class PdRayService(Construct):
                 service_account=SERVICE_ACCOUNT,
                 model=model,
             ).role
+        self.model_access_role = role
         self.manifests: ServingManifests = render(settings, role.role_arn if role else None)
         m = self.manifests
 

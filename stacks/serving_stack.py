@@ -61,6 +61,13 @@ class ServingStack(Stack):
             f'\'{{"model": "{serving.model.id}", "messages": [{{"role": "user", '
             f'"content": "Hello"}}]}}\'',
         )
+        if self.ray_service.model_access_role:
+            CfnOutput(
+                self,
+                "ModelAccessRoleArn",
+                value=self.ray_service.model_access_role.role_arn,
+                description="IRSA role of the Ray pods (make manifests ROLE_ARN=...)",
+            )
         CfnOutput(
             self,
             "RayDashboardCommand",

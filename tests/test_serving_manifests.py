@@ -15,6 +15,7 @@ from serving_manifests import ServingManifests, render
 from serving_manifests.names import RAYSERVICE_LABEL, SERVE_PORT, endpoint_source_cidrs
 from serving_manifests.serve_config import NIXL_CONNECTOR, PD_BUILDER, ray_resource, replica_gpus
 from tests.configurations import CONFIGURATIONS, context_for
+from tools.write_manifests import main
 
 ROLE_ARN = "arn:aws:iam::123456789012:role/ray-pods"
 
@@ -249,3 +250,21 @@ def test_every_pod_of_the_service_carries_the_selector_label(rendered) -> None:
         w["template"] for w in cluster["workerGroupSpecs"]
     ]
     assert {t["metadata"]["labels"][RAYSERVICE_LABEL] for t in templates} == {settings.serving.name}
+
+
+def test_make_manifests_writes_one_file_per_object(tmp_path, capsys) -> None:
+    main(["--out", str(tmp_path), "-c", "serving.name=demo", "--role-arn", ROLE_ARN])
+    written = sorted(path.name for path in tmp_path.glob("*.yaml"))
+    settings = load_settings({**context_for("default"), "serving.name": "demo"})
+    expected = render(settings, ROLE_ARN).all()
+    assert len(written) == len(expected) + 1  # + the readable serve-config.yaml
+    assert "08-rayservice-demo.yaml" in written
+    reread = [
+        yaml.safe_load((tmp_path / name).read_text()) for name in written if name[0].isdigit()
+    ]
+    assert reread == expected
+
+
+def test_make_manifests_reports_bad_input_as_configuration_errors(tmp_path) -> None:
+    with pytest.raises(SystemExit, match=r"serving\.name"):
+        main(["--out", str(tmp_path), "-c", "serving.name=Not_Valid"])

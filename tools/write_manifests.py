@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "build" / "manifests")
     parser.add_argument("--config", help="YAML configuration file, as `cdk synth -c config=...`")
     parser.add_argument("-c", "--context", action="append", default=[], metavar="KEY=VALUE")
-    parser.add_argument("--role-arn", help="the ServingModelAccessRoleArn stack output")
+    parser.add_argument("--role-arn", help="the serving stack's ModelAccessRoleArn output")
     args = parser.parse_args(argv)
     context: dict[str, Any] = json.loads((ROOT / "cdk.json").read_text())["context"]
     if args.config:
