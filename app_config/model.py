@@ -109,7 +109,13 @@ class SystemNodes(Section):
         Scaling(min_size=2, desired_size=2, max_size=4),
         description="Node counts; two nodes keep CoreDNS and the operators available.",
     )
-    disk_size_gib: int = Field(50, ge=20, le=16384, description="Encrypted gp3 root volume size.")
+    disk_size_gib: int = Field(
+        150,
+        ge=20,
+        le=16384,
+        description="Encrypted gp3 root volume size; the Ray head runs the 20+ GB Ray LLM image "
+        "here, twice during a NewCluster upgrade.",
+    )
 
 
 # Kubernetes label/taint keys: optional DNS-subdomain prefix, then a name of at most 63 characters.
@@ -392,7 +398,7 @@ class Settings(Section):
         return tags
 
     @model_validator(mode="after")
-    def _placement(self) -> Settings:
+    def _cross_section_problems(self) -> Settings:
         """Checks that span sections. Raises ConfigError directly (see its docstring)."""
         problems = (
             _zone_problems(self) + _address_space_problems(self.network) + _serving_problems(self)
@@ -407,6 +413,13 @@ class Settings(Section):
 
     def stack_name(self, role: str) -> str:
         return f"{self.prefix}-{role}"
+
+    def replica_gpus(self, role: str) -> tuple[int, int]:
+        """(tensor parallel, pipeline parallel) of one engine replica of the side; TP defaults
+        to every GPU of one node."""
+        engine = self.serving.engine(role)
+        gpus = self.gpu_nodes.groups()[role].instance.gpus
+        return engine.tensor_parallel_size or gpus, engine.pipeline_parallel_size
 
 
 def _zone_problems(settings: Settings) -> list[Problem]:
@@ -477,7 +490,8 @@ def _address_space_problems(network: Network) -> list[Problem]:
 
 
 def _serving_problems(settings: Settings) -> list[Problem]:
-    """What the serving settings must fit: the region's image registry and the GPU nodes."""
+    """What the serving settings must fit: the region's image registry and the GPU nodes that
+    exist (desired_size: no node autoscaler is deployed, so no more will appear)."""
     problems = []
     if settings.region not in REGISTRY_ACCOUNTS:
         problems.append(Problem(
@@ -486,21 +500,19 @@ def _serving_problems(settings: Settings) -> list[Problem]:
         ))  # fmt: skip
     for role, group in settings.gpu_nodes.groups().items():
         engine, gpus = settings.serving.engine(role), group.instance.gpus
-        tp = engine.tensor_parallel_size or gpus
-        if tp * engine.pipeline_parallel_size > gpus:
+        tp, pp = settings.replica_gpus(role)
+        if tp * pp > gpus:
             problems.append(Problem(
                 f"serving.{role}.tensor_parallel_size",
-                f"TP {tp} x PP {engine.pipeline_parallel_size} needs more GPUs than one "
-                f"{group.instance_type} has ({gpus}); a replica must fit one node",
+                f"TP {tp} x PP {pp} needs more GPUs than one {group.instance_type} has ({gpus}); "
+                "a replica must fit one node",
                 tp,
             ))  # fmt: skip
-        elif engine.max_replicas * tp * engine.pipeline_parallel_size > (
-            gpus * group.scaling.max_size
-        ):
+        elif engine.max_replicas * tp * pp > gpus * group.scaling.desired_size:
             problems.append(Problem(
                 f"serving.{role}.max_replicas",
-                f"{engine.max_replicas} replicas x {tp * engine.pipeline_parallel_size} GPUs "
-                f"exceed gpu_nodes.{role} ({group.scaling.max_size} nodes x {gpus} GPUs)",
+                f"{engine.max_replicas} replicas x {tp * pp} GPUs exceed the GPUs of "
+                f"gpu_nodes.{role} ({group.scaling.desired_size} nodes x {gpus} GPUs)",
                 engine.max_replicas,
             ))  # fmt: skip
     return problems

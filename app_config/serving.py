@@ -10,11 +10,15 @@ from pydantic import Field, field_validator, model_validator
 from app_config.section import CidrBlock, Section, one_of, require_consent_for_anywhere
 from catalog.ray_llm_image import DEFAULT_IMAGE_TAG, IMAGES
 
-# KubeRay names the Serve service "<name>-serve-svc": 63 - len("-serve-svc") = 53 characters.
-RAYSERVICE_NAME_MAX = 53
+# KubeRay's own limit (MaxRayServiceNameLength = 53 - 6): its RayClusters are "<name>-<5 chars>"
+# and their Services add suffixes such as "-serve-svc" within the 63 characters of a name.
+RAYSERVICE_NAME_MAX = 47
 _DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 _S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/(?P<prefix>.*))?$")
-_SECRET_ARN = r"^arn:aws(-us-gov)?:secretsmanager:[a-z0-9-]+:\d{12}:secret:[\w/+=.@-]+$"
+# The complete ARN, with the 6-character suffix Secrets Manager appends: IAM matches it exactly.
+_SECRET_ARN = (
+    r"^arn:aws(-us-gov)?:secretsmanager:[a-z0-9-]+:\d{12}:secret:[\w/+=.@-]+-[A-Za-z0-9]{6}$"
+)
 
 
 class Model(Section):
@@ -106,6 +110,12 @@ class Endpoint(Section):
     scheme: Literal["internal", "internet-facing"] = Field(
         "internal", description="The Network Load Balancer in front of the OpenAI-compatible API."
     )
+    certificate_arn: str | None = Field(
+        None,
+        pattern=r"^arn:aws(-us-gov)?:acm:[a-z0-9-]+:\d{12}:certificate/[0-9a-f-]{36}$",
+        description="ACM certificate: the endpoint listens with TLS on 443 instead of TCP on 80. "
+        "Required for internet-facing.",
+    )
     source_cidrs: list[CidrBlock] = Field(
         [],
         description="Who may connect. Internal: defaults to the VPC CIDR. Internet-facing: "
@@ -115,12 +125,21 @@ class Endpoint(Section):
         False, description="Explicit consent to 0.0.0.0/0 in source_cidrs."
     )
 
+    @property
+    def port(self) -> int:
+        return 443 if self.certificate_arn else 80
+
     @model_validator(mode="after")
     def _sources(self) -> Endpoint:
         if self.scheme == "internet-facing" and not self.source_cidrs:
             raise ValueError(
                 "an internet-facing endpoint needs source_cidrs (the clients' CIDRs); use scheme "
                 "'internal' to keep it inside the VPC"
+            )
+        if self.scheme == "internet-facing" and not self.certificate_arn:
+            raise ValueError(
+                "an internet-facing endpoint needs certificate_arn (an ACM certificate): prompts "
+                "and completions must not cross the internet in clear text"
             )
         require_consent_for_anywhere(
             self.source_cidrs, self.allow_from_anywhere, "allow_from_anywhere", "the model endpoint"
@@ -135,12 +154,17 @@ class Serving(Section):
     name: str = Field(
         "pd-llm",
         pattern=_DNS_LABEL,
-        description=f"RayService name (at most {RAYSERVICE_NAME_MAX} characters: KubeRay appends "
-        "-serve-svc).",
+        description=f"RayService name (at most {RAYSERVICE_NAME_MAX} characters, KubeRay's limit).",
     )
     image_tag: Annotated[
         str, one_of(IMAGES, "a known Ray LLM image tag", " (add one to catalog/ray_llm_image.py)")
     ] = Field(DEFAULT_IMAGE_TAG, description=f"Ray LLM DLC tag, one of: {', '.join(IMAGES)}.")
+    upgrade_strategy: Literal["NewCluster", "None"] = Field(
+        "NewCluster",
+        description="NewCluster: an image or model change starts a second Ray cluster and "
+        "switches traffic when it is healthy, which needs a second set of GPU nodes (raise "
+        "desired_size first). None: Serve config changes apply in place.",
+    )
     model: Model = Field(Model(), description="The model to serve.")
     max_model_len: int = Field(32768, ge=512, le=1048576, description="Context length in tokens.")
     kv_transfer: KvTransfer = Field(KvTransfer(), description="How decode reads prefill's KV.")
@@ -153,8 +177,8 @@ class Serving(Section):
     def _name_length(cls, value: str) -> str:
         if len(value) > RAYSERVICE_NAME_MAX:
             raise ValueError(
-                f"{len(value)} characters; at most {RAYSERVICE_NAME_MAX}, because KubeRay names "
-                "the Serve service '<name>-serve-svc' and Service names stop at 63"
+                f"{len(value)} characters; at most {RAYSERVICE_NAME_MAX}: KubeRay rejects longer "
+                "RayService names (its clusters and Services append suffixes within 63)"
             )
         return value
 

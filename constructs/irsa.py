@@ -22,7 +22,7 @@ class ServiceAccountRole(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        cluster: eks.Cluster,
+        cluster: eks.ICluster,
         namespace: str,
         service_account: str,
         description: str,

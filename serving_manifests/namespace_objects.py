@@ -10,14 +10,17 @@ import yaml
 from app_config import Settings
 from catalog.helm_charts import KUBERAY_OPERATOR
 from serving_manifests.names import (
-    ENDPOINT_PORT,
+    DASHBOARD_PORT,
+    HEAD_SERVICE_ACCOUNT,
     HF_TOKEN_ALIAS,
     HF_TOKEN_PROVIDER_CLASS,
     RAYSERVICE_LABEL,
     SERVE_PORT,
-    SERVICE_ACCOUNT,
-    endpoint_service_name,
+    WORKER_SERVICE_ACCOUNT,
+    EndpointBinding,
+    endpoint_binding_name,
     endpoint_source_cidrs,
+    kuberay_serve_service_name,
 )
 from serving_manifests.templates import load, load_all
 
@@ -30,14 +33,20 @@ def render_namespace(settings: Settings) -> dict[str, Any]:
     return namespace
 
 
-def render_service_account(settings: Settings, role_arn: str | None) -> dict[str, Any]:
-    account = load("service-account.yaml")
-    account["metadata"].update(name=SERVICE_ACCOUNT, namespace=settings.serving.namespace)
-    if role_arn:
-        account["metadata"]["annotations"] = {IRSA_ANNOTATION: role_arn}
-    else:
-        del account["metadata"]["annotations"]
-    return account
+def render_service_accounts(
+    settings: Settings, worker_role_arn: str | None
+) -> list[dict[str, Any]]:
+    """The head's (no cloud permissions) and the workers' (the model's IAM role, if any)."""
+    accounts = []
+    for name, role_arn in ((HEAD_SERVICE_ACCOUNT, None), (WORKER_SERVICE_ACCOUNT, worker_role_arn)):
+        account = load("service-account.yaml")
+        account["metadata"].update(name=name, namespace=settings.serving.namespace)
+        if role_arn:
+            account["metadata"]["annotations"] = {IRSA_ANNOTATION: role_arn}
+        else:
+            del account["metadata"]["annotations"]
+        accounts.append(account)
+    return accounts
 
 
 def render_network_policies(settings: Settings) -> list[dict[str, Any]]:
@@ -56,6 +65,11 @@ def render_network_policies(settings: Settings) -> list[dict[str, Any]]:
             (rule,) = spec["ingress"]
             rule["from"] = sources
             rule["ports"] = [{"protocol": "TCP", "port": SERVE_PORT}]
+        if policy["metadata"]["name"] == "allow-kuberay-operator":
+            (rule,) = spec["ingress"]
+            rule["ports"] = [
+                {"protocol": "TCP", "port": port} for port in (DASHBOARD_PORT, SERVE_PORT)
+            ]
     return policies
 
 
@@ -64,25 +78,27 @@ def _retarget_peer(peer: dict[str, Any], settings: Settings) -> None:
     if RAYSERVICE_LABEL in pod_labels:
         pod_labels[RAYSERVICE_LABEL] = settings.serving.name
     namespace_labels = peer.get("namespaceSelector", {}).get("matchLabels", {})
-    if namespace_labels.get("kubernetes.io/metadata.name") == "kuberay-system":
+    if namespace_labels and peer.get("podSelector") is None:  # the operator's namespace
         namespace_labels["kubernetes.io/metadata.name"] = KUBERAY_OPERATOR.namespace
 
 
-def render_endpoint_service(settings: Settings) -> dict[str, Any]:
-    service = load("endpoint-service.yaml")
-    endpoint = settings.serving.endpoint
-    service["metadata"].update(
-        name=endpoint_service_name(settings), namespace=settings.serving.namespace
+def render_target_group_binding(
+    settings: Settings, binding: EndpointBinding | None
+) -> dict[str, Any] | None:
+    """None until the load balancer exists: its ARNs come from CloudFormation."""
+    if binding is None:
+        return None
+    document = load("target-group-binding.yaml")
+    document["metadata"].update(
+        name=endpoint_binding_name(settings), namespace=settings.serving.namespace
     )
-    service["metadata"]["annotations"]["service.beta.kubernetes.io/aws-load-balancer-scheme"] = (
-        endpoint.scheme
-    )
-    spec = service["spec"]
-    spec["selector"][RAYSERVICE_LABEL] = settings.serving.name
-    (port,) = spec["ports"]
-    port.update(port=ENDPOINT_PORT, targetPort=SERVE_PORT)
-    spec["loadBalancerSourceRanges"] = endpoint_source_cidrs(settings)
-    return service
+    spec = document["spec"]
+    spec["serviceRef"] = {"name": kuberay_serve_service_name(settings), "port": SERVE_PORT}
+    spec["targetGroupARN"] = binding.target_group_arn
+    (rule,) = spec["networking"]["ingress"]
+    rule["from"] = [{"securityGroup": {"groupID": binding.load_balancer_security_group_id}}]
+    rule["ports"] = [{"protocol": "TCP", "port": SERVE_PORT}]
+    return document
 
 
 def render_secret_provider_class(settings: Settings) -> dict[str, Any] | None:

@@ -17,11 +17,13 @@ from app_config.node_labels import (
 )
 from catalog.ray_llm_image import IMAGES, image_uri
 from serving_manifests.names import (
+    HEAD_SERVICE_ACCOUNT,
     HF_TOKEN_ALIAS,
     HF_TOKEN_MOUNT,
     HF_TOKEN_PROVIDER_CLASS,
     RAYSERVICE_LABEL,
-    SERVICE_ACCOUNT,
+    SERVE_PORT,
+    WORKER_SERVICE_ACCOUNT,
 )
 from serving_manifests.serve_config import ray_resource
 from serving_manifests.templates import load
@@ -55,15 +57,18 @@ def render_rayservice(settings: Settings, serve_config: dict[str, Any]) -> dict[
     service["metadata"].update(name=serving.name, namespace=serving.namespace)
     spec = service["spec"]
     spec["serveConfigV2"] = yaml.safe_dump(serve_config, sort_keys=False)
+    spec["upgradeStrategy"] = {"type": serving.upgrade_strategy}
     cluster = spec["rayClusterConfig"]
     cluster["rayVersion"] = IMAGES[serving.image_tag].ray_version
 
     head = cluster["headGroupSpec"]["template"]
     head["metadata"]["labels"][RAYSERVICE_LABEL] = serving.name
     head["metadata"]["annotations"] = checkov_skip_annotations()
-    head["spec"]["serviceAccountName"] = SERVICE_ACCOUNT
+    head["spec"]["serviceAccountName"] = HEAD_SERVICE_ACCOUNT
     head["spec"]["nodeSelector"] = {ROLE_LABEL: SYSTEM_ROLE}
-    head["spec"]["containers"][0]["image"] = image
+    (head_container,) = head["spec"]["containers"]
+    head_container["image"] = image
+    _set_serve_port(head_container)
 
     (worker_skeleton,) = cluster["workerGroupSpecs"]
     cluster["workerGroupSpecs"] = [
@@ -73,21 +78,20 @@ def render_rayservice(settings: Settings, serve_config: dict[str, Any]) -> dict[
 
 
 def _worker_group(group: dict[str, Any], settings: Settings, role: str, image: str) -> dict:
-    node_group = getattr(settings.gpu_nodes, role)
+    node_group = settings.gpu_nodes.groups()[role]
     instance, placement = node_group.instance, node_group.placement(role)
     group["groupName"] = role
-    group.update(
-        replicas=node_group.scaling.desired_size,
-        minReplicas=node_group.scaling.min_size,
-        maxReplicas=node_group.scaling.max_size,
-    )
+    # One worker pod per node that exists: no node autoscaler is deployed, so a pod beyond
+    # desired_size would wait forever. Serve autoscales replicas within these workers.
+    nodes = node_group.scaling.desired_size
+    group.update(replicas=nodes, minReplicas=nodes, maxReplicas=nodes)
     group["resources"] = {ray_resource(role): str(instance.gpus)}
 
     pod = group["template"]
     pod["metadata"]["labels"].update({RAYSERVICE_LABEL: settings.serving.name, ROLE_LABEL: role})
     pod["metadata"]["annotations"] = checkov_skip_annotations()
     spec = pod["spec"]
-    spec["serviceAccountName"] = SERVICE_ACCOUNT
+    spec["serviceAccountName"] = WORKER_SERVICE_ACCOUNT
     spec["nodeSelector"] = dict(placement.labels)
     spec["tolerations"] = [
         {"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect}
@@ -146,6 +150,12 @@ def _mount_hf_token(spec: dict[str, Any], container: dict[str, Any]) -> None:
     container["env"].append(
         {"name": "HF_TOKEN_PATH", "value": f"{HF_TOKEN_MOUNT}/{HF_TOKEN_ALIAS}"}
     )
+
+
+def _set_serve_port(container: dict[str, Any]) -> None:
+    for port in container.get("ports", []):
+        if port["name"] == "serve":
+            port["containerPort"] = SERVE_PORT
 
 
 def checkov_skip_annotations() -> dict[str, str]:

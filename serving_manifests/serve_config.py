@@ -6,6 +6,7 @@ from typing import Any
 
 from app_config import Settings
 from app_config.node_labels import GPU_ROLES
+from serving_manifests.names import SERVE_PORT
 from serving_manifests.templates import load
 
 PD_BUILDER = "ray.serve.llm:build_pd_openai_app"
@@ -18,15 +19,9 @@ def ray_resource(role: str) -> str:
     return role
 
 
-def replica_gpus(settings: Settings, role: str) -> tuple[int, int]:
-    """(tensor parallel size, pipeline parallel size) of one replica of the side."""
-    engine = settings.serving.engine(role)
-    gpus = getattr(settings.gpu_nodes, role).instance.gpus
-    return engine.tensor_parallel_size or gpus, engine.pipeline_parallel_size
-
-
 def render_serve_config(settings: Settings) -> dict[str, Any]:
     config = load("serve-pd-app.yaml")
+    config["http_options"]["port"] = SERVE_PORT
     (application,) = config["applications"]
     application["name"] = settings.serving.name
     for role in GPU_ROLES:
@@ -35,9 +30,9 @@ def render_serve_config(settings: Settings) -> dict[str, Any]:
 
 
 def _fill_llm_config(llm: dict[str, Any], settings: Settings, role: str) -> None:
-    serving, group = settings.serving, getattr(settings.gpu_nodes, role)
+    serving, group = settings.serving, settings.gpu_nodes.groups()[role]
     engine = serving.engine(role)
-    tp, pp = replica_gpus(settings, role)
+    tp, pp = settings.replica_gpus(role)
     llm["model_loading_config"] = {
         "model_id": serving.model.id,
         "model_source": _model_source(settings),
@@ -58,9 +53,8 @@ def _fill_llm_config(llm: dict[str, Any], settings: Settings, role: str) -> None
         "min_replicas": engine.min_replicas,
         "max_replicas": engine.max_replicas,
     }
-    llm["placement_group_config"]["bundles"] = [
-        {"CPU": 1, "GPU": 1, ray_resource(role): 1} for _ in range(tp * pp)
-    ]
+    # Ray Serve LLM repeats this bundle once per engine worker (TP x PP times).
+    llm["placement_group_config"]["bundle_per_worker"] = {"CPU": 1, "GPU": 1, ray_resource(role): 1}
 
 
 def _model_source(settings: Settings) -> str | dict[str, str]:

@@ -48,6 +48,7 @@ def build_stacks(app: App, settings: Settings) -> Stacks:
         settings.stack_name("serving"),
         settings=settings,
         cluster=cluster.control_plane.cluster,
+        gpu_placements=[group.placement for group in cluster.gpu_node_groups.values()],
         env=env,
         description="Device plugins and the prefill/decode Ray service on the cluster",
     )

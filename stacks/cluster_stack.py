@@ -7,6 +7,7 @@ from aws_cdk import aws_ec2 as ec2
 
 from app_config import Settings
 from constructs import Construct
+from constructs.cluster_placement_group import ClusterPlacementGroup
 from constructs.core_addons import CoreAddons
 from constructs.efa_node_group import EfaNodeGroup, EfaNodeGroupProps
 from constructs.efa_security_group import EfaSecurityGroup
@@ -54,15 +55,11 @@ class ClusterStack(Stack):
             vpc=vpc,
             description="EFA traffic between prefill and decode nodes, and nothing else",
         )
-        # One cluster placement group for both sides (the KV cache crosses between them), needed
-        # only by on-demand groups: a reservation replaces it.
         on_demand = [
             g for g in settings.gpu_nodes.groups().values() if g.capacity.type == "on_demand"
         ]
         self.placement_group = (
-            ec2.CfnPlacementGroup(self, "GpuPlacementGroup", strategy="cluster")
-            if on_demand
-            else None
+            ClusterPlacementGroup(self, "GpuPlacementGroup") if on_demand else None
         )
         self.gpu_node_groups = {
             role: EfaNodeGroup(
@@ -75,7 +72,10 @@ class ClusterStack(Stack):
                     node_role=self.node_role.role,
                     subnets=gpu_subnets,
                     efa_security_group_id=self.efa_security_group.security_group_id,
-                    placement_group_name=self.placement_group.ref if self.placement_group else None,
+                    placement_group_name=self.placement_group.name
+                    if self.placement_group
+                    else None,
+                    tags=settings.tags,
                 ),
             )
             for role, group in settings.gpu_nodes.groups().items()

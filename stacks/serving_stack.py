@@ -6,11 +6,13 @@ from aws_cdk import Annotations, CfnOutput, Stack
 from aws_cdk import aws_eks_v2 as eks
 
 from app_config import Settings
+from app_config.model import NodePlacement
 from constructs import Construct
 from constructs.device_plugins import DevicePlugins
 from constructs.pd_ray_service import PdRayService, PdRayServiceProps
+from constructs.serving_endpoint import ServingEndpoint
 from constructs.serving_operators import ServingOperators
-from serving_manifests.names import ENDPOINT_PORT
+from serving_manifests.names import DASHBOARD_PORT
 
 
 class ServingStack(Stack):
@@ -21,12 +23,10 @@ class ServingStack(Stack):
         *,
         settings: Settings,
         cluster: eks.Cluster,
+        gpu_placements: list[NodePlacement],
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        gpu_placements = [
-            group.placement(role) for role, group in settings.gpu_nodes.groups().items()
-        ]
         self.device_plugins = DevicePlugins(
             self, "DevicePlugins", cluster=cluster, gpu_placements=gpu_placements
         )
@@ -37,10 +37,16 @@ class ServingStack(Stack):
             gpu_placements=gpu_placements,
             with_secrets_store=settings.serving.model.hf_token_secret_arn is not None,
         )
+        self.endpoint = ServingEndpoint(self, "Endpoint", settings=settings, vpc=cluster.vpc)
         self.ray_service = PdRayService(
             self,
             "PdRayService",
-            PdRayServiceProps(settings=settings, cluster=cluster, operators=self.operators),
+            PdRayServiceProps(
+                settings=settings,
+                cluster=cluster,
+                operators=self.operators,
+                endpoint=self.endpoint.binding,
+            ),
         )
         if settings.serving.kv_transfer.backend == "UCX":
             Annotations.of(self.ray_service).add_warning_v2(
@@ -52,7 +58,7 @@ class ServingStack(Stack):
 
     def _outputs(self, settings: Settings) -> None:
         serving = settings.serving
-        url = f"http://{self.ray_service.endpoint_hostname}:{ENDPOINT_PORT}"
+        url = self.endpoint.url
         CfnOutput(self, "EndpointUrl", value=url, description="OpenAI-compatible API (/v1/...)")
         CfnOutput(
             self,
@@ -66,11 +72,11 @@ class ServingStack(Stack):
                 self,
                 "ModelAccessRoleArn",
                 value=self.ray_service.model_access_role.role_arn,
-                description="IRSA role of the Ray pods (make manifests ROLE_ARN=...)",
+                description="IRSA role of the Ray workers (make manifests ROLE_ARN=...)",
             )
         CfnOutput(
             self,
             "RayDashboardCommand",
             value=f"kubectl -n {serving.namespace} port-forward service/{serving.name}-head-svc "
-            "8265:8265  # then open http://localhost:8265",
+            f"{DASHBOARD_PORT}:{DASHBOARD_PORT}  # then open http://localhost:{DASHBOARD_PORT}",
         )

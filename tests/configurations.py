@@ -35,6 +35,9 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
         "tags": '{"team": "ml-platform"}',
         "serving.endpoint.scheme": "internet-facing",
         "serving.endpoint.source_cidrs": '["198.51.100.0/24"]',
+        "serving.endpoint.certificate_arn": (
+            "arn:aws:acm:us-west-2:123456789012:certificate/0f1e2d3c-4b5a-6978-8695-a4b3c2d1e0f9"
+        ),
         "serving.model.id": "meta-llama/Llama-3.1-70B-Instruct",
         "serving.model.hf_token_secret_arn": (
             "arn:aws:secretsmanager:us-west-2:123456789012:secret:hf-token-AbCdEf"

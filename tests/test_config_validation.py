@@ -13,6 +13,9 @@ from app_config import ConfigError, load_settings
 from tests.configurations import PROJECT_ROOT, cdk_json_context
 
 SECRET_ARN = "arn:aws:secretsmanager:us-west-2:123456789012:secret:t-AbCdEf"
+CERTIFICATE_ARN = (
+    "arn:aws:acm:us-west-2:123456789012:certificate/0f1e2d3c-4b5a-6978-8695-a4b3c2d1e0f9"
+)
 
 # Each row: `-c` overrides, the setting the message must name, a fragment of the explanation.
 INVALID = [
@@ -177,7 +180,7 @@ INVALID = [
     (
         {"serving.decode.max_replicas": "3"},
         "serving.decode.max_replicas",
-        "exceed gpu_nodes.decode",
+        "exceed the GPUs of gpu_nodes.decode",
     ),
     (
         {"serving.kv_transfer.backend": "MOONCAKE"},
@@ -194,7 +197,7 @@ INVALID = [
         "region",
         "no Ray LLM DLC registry mapping",
     ),
-    ({"serving.name": "a" * 54}, "serving.name", "at most 53"),
+    ({"serving.name": "a" * 48}, "serving.name", "at most 47"),
     ({"serving.name": "Pd_LLM"}, "serving.name", "should match pattern"),
     ({"serving.model.s3_uri": "s3:/models/qwen"}, "serving.model.s3_uri", "not an S3 URI"),
     (
@@ -207,9 +210,23 @@ INVALID = [
         {
             "serving.endpoint.scheme": "internet-facing",
             "serving.endpoint.source_cidrs": '["0.0.0.0/0"]',
+            "serving.endpoint.certificate_arn": CERTIFICATE_ARN,
         },
         "serving.endpoint",
         "allow_from_anywhere",
+    ),
+    (
+        {
+            "serving.endpoint.scheme": "internet-facing",
+            "serving.endpoint.source_cidrs": '["198.51.100.0/24"]',
+        },
+        "serving.endpoint",
+        "needs certificate_arn",
+    ),
+    (
+        {"serving.model.hf_token_secret_arn": SECRET_ARN.removesuffix("-AbCdEf")},
+        "serving.model.hf_token_secret_arn",
+        "should match pattern",
     ),
     ({"serving.image_tag": "latest"}, "serving.image_tag", "not a known Ray LLM image tag"),
     (

@@ -5,21 +5,22 @@ from __future__ import annotations
 import json
 import re
 
-import aws_cdk as cdk
 import pytest
-from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_eks_v2 as eks
-from aws_cdk import aws_iam as iam
 
 from app_config.model import Capacity, GpuNodeGroup
+from app_config.node_labels import GPU_ROLES, ROLE_LABEL
 from catalog.efa_layout import efa_interface_layout
 from catalog.instances import CATALOG
-from constructs.efa_node_group import EfaNodeGroup, EfaNodeGroupProps
 from nag.serving_checks import EFA_SECURITY_GROUP_METADATA
 from tests.conftest import Synthesized
+from tools.efa_coverage import (
+    CLUSTER_SECURITY_GROUP,
+    EFA_SECURITY_GROUP,
+    PLACEMENT_GROUP,
+    efa_rails,
+    render_efa_node_groups,
+)
 
-CLUSTER_SG = "sg-0c1c1c1c1c1c1c1c1"
-EFA_SG = "sg-0efa0efa0efa0efa0"
 CAPACITIES = {
     "on_demand": Capacity(),
     "capacity_reservation": Capacity(
@@ -30,54 +31,20 @@ CAPACITIES = {
 
 
 Case = tuple[str, str]  # (instance type, capacity kind)
+CASES: list[Case] = [(name, "on_demand") for name in CATALOG] + [
+    ("p5.48xlarge", "capacity_reservation"),
+    ("p5.48xlarge", "capacity_block"),
+]
+TAGS = {"team": "ml-platform"}
 
 
 @pytest.fixture(scope="module")
 def rendered() -> dict[Case, tuple[dict, dict]]:
-    """One EfaNodeGroup per catalog type and per capacity kind, on an imported cluster, all in one
-    stack: one synth. Maps each case to (launch template data, node group properties)."""
-    stack = cdk.Stack(cdk.App(), "NodeGroups", env=cdk.Environment(region="us-west-2"))
-    vpc = ec2.Vpc.from_vpc_attributes(
-        stack, "Vpc", vpc_id="vpc-0abc", availability_zones=["us-west-2a"],
-        private_subnet_ids=["subnet-0abc"],
-    )  # fmt: skip
-    cluster = eks.Cluster.from_cluster_attributes(
-        stack, "Cluster", cluster_name="test", cluster_security_group_id=CLUSTER_SG, vpc=vpc
-    )
-    node_role = iam.Role.from_role_arn(stack, "NodeRole", "arn:aws:iam::123456789012:role/node")
-    subnets = ec2.SubnetSelection(subnets=vpc.private_subnets)
-    cases: list[Case] = [(name, "on_demand") for name in CATALOG] + [
-        ("p5.48xlarge", "capacity_reservation"),
-        ("p5.48xlarge", "capacity_block"),
-    ]
+    """Every catalog type on demand, plus p5 on each kind of reservation: one synth."""
     groups = {
-        case: EfaNodeGroup(
-            stack,
-            f"Case{index}",
-            EfaNodeGroupProps(
-                role="prefill",
-                settings=GpuNodeGroup(instance_type=case[0], capacity=CAPACITIES[case[1]]),
-                cluster=cluster,
-                node_role=node_role,
-                subnets=subnets,
-                efa_security_group_id=EFA_SG,
-                placement_group_name="pg-test",
-            ),
-        )
-        for index, case in enumerate(cases)
+        case: GpuNodeGroup(instance_type=case[0], capacity=CAPACITIES[case[1]]) for case in CASES
     }
-    resources = cdk.assertions.Template.from_stack(stack).to_json()["Resources"]
-
-    def properties(element: cdk.CfnElement) -> dict:
-        return resources[stack.resolve(element.logical_id)]["Properties"]
-
-    return {
-        case: (
-            properties(group.launch_template)["LaunchTemplateData"],
-            properties(group.nodegroup.node.default_child),
-        )
-        for case, group in groups.items()
-    }
+    return render_efa_node_groups(groups, tags=TAGS)
 
 
 @pytest.mark.parametrize("instance_type", list(CATALOG))
@@ -103,7 +70,7 @@ def test_every_interface_carries_both_groups_and_no_subnet(
 ) -> None:
     data, _ = rendered[(instance_type, "on_demand")]
     for interface in data["NetworkInterfaces"]:
-        assert interface["Groups"] == [CLUSTER_SG, EFA_SG]
+        assert interface["Groups"] == [CLUSTER_SECURITY_GROUP, EFA_SECURITY_GROUP]
         assert "SubnetId" not in interface
     assert "SecurityGroupIds" not in data
     assert "SubnetId" not in json.dumps(data)
@@ -134,7 +101,7 @@ def test_root_volume_is_encrypted_gp3_and_nvme_is_raided(
 
 def test_on_demand_uses_the_cluster_placement_group(rendered: dict) -> None:
     data, nodegroup = rendered[("p5.48xlarge", "on_demand")]
-    assert data["Placement"] == {"GroupName": "pg-test"}
+    assert data["Placement"] == {"GroupName": PLACEMENT_GROUP}
     assert nodegroup["CapacityType"] == "ON_DEMAND"
     assert "CapacityReservationSpecification" not in data
     assert "InstanceMarketOptions" not in data
@@ -161,9 +128,9 @@ def test_capacity_block_uses_the_capacity_block_market(rendered: dict) -> None:
 def _gpu_nodegroups(synthesized: Synthesized) -> dict[str, dict]:
     groups = synthesized.resources("cluster", "AWS::EKS::Nodegroup").values()
     return {
-        g["Properties"]["Labels"]["llm-serving/role"]: g["Properties"]
+        g["Properties"]["Labels"][ROLE_LABEL]: g["Properties"]
         for g in groups
-        if g["Properties"]["Labels"]["llm-serving/role"] in ("prefill", "decode")
+        if g["Properties"]["Labels"][ROLE_LABEL] in GPU_ROLES
     }
 
 
@@ -237,3 +204,18 @@ def test_efa_security_group_admits_only_itself(default_app: Synthesized) -> None
         assert peer == self_ref
         assert rule["IpProtocol"] == "-1"
     assert "0.0.0.0/0" not in json.dumps(resources[efa_id])
+
+
+def test_configured_tags_reach_what_the_launch_template_launches(rendered: dict) -> None:
+    data, _ = rendered[("p5.48xlarge", "on_demand")]
+    tagged = {spec["ResourceType"]: spec["Tags"] for spec in data["TagSpecifications"]}
+    assert set(tagged) == {"instance", "volume", "network-interface"}
+    expected = [{"Key": key, "Value": value} for key, value in TAGS.items()]
+    assert all(tags == expected for tags in tagged.values())
+
+
+@pytest.mark.parametrize("instance_type", list(CATALOG))
+def test_every_efa_rail_of_the_instance_is_attached(rendered: dict, instance_type: str) -> None:
+    """The figure `make bench` prints, measured on the same rendered templates."""
+    data, _ = rendered[(instance_type, "on_demand")]
+    assert efa_rails(data) / CATALOG[instance_type].network_cards == 1.0

@@ -6,7 +6,6 @@ import pytest
 
 from catalog.efa_layout import EFA_ONLY, ENA, efa_interface_layout
 from catalog.instances import CATALOG, GpuInstance
-from tools.bench import efa_coverage
 
 INSTANCES = list(CATALOG.values())
 REQUIRED_TYPES = {
@@ -62,7 +61,3 @@ def test_without_efa_only_support_every_card_gets_a_full_efa_interface() -> None
     assert [(s.network_card_index, s.device_index, s.interface_type) for s in layout] == [
         (card, 0, "efa") for card in range(4)
     ]
-
-
-def test_benchmark_reports_full_efa_coverage_for_every_type() -> None:
-    assert efa_coverage() == dict.fromkeys(CATALOG, 1.0)

@@ -84,5 +84,6 @@ def test_load_balancer_controller_can_discover_subnets(default_app: Synthesized)
         for subnet in default_app.resources("network", "AWS::EC2::Subnet").values()
         for tag in subnet["Properties"]["Tags"]
     ]
-    assert tag_keys.count("kubernetes.io/role/elb") == 2
-    assert tag_keys.count("kubernetes.io/role/internal-elb") == 2
+    zones = len(default_app.built.settings.network.availability_zones)
+    assert tag_keys.count("kubernetes.io/role/elb") == zones
+    assert tag_keys.count("kubernetes.io/role/internal-elb") == zones

@@ -12,18 +12,32 @@ from app_config import Settings, load_settings
 from app_config.node_labels import EFA_RESOURCE, GPU_RESOURCE, GPU_ROLES, ROLE_LABEL, SYSTEM_ROLE
 from catalog.ray_llm_image import IMAGES, REGISTRY_ACCOUNTS
 from serving_manifests import ServingManifests, render
-from serving_manifests.names import RAYSERVICE_LABEL, SERVE_PORT, endpoint_source_cidrs
-from serving_manifests.serve_config import NIXL_CONNECTOR, PD_BUILDER, ray_resource, replica_gpus
+from serving_manifests.names import (
+    DASHBOARD_PORT,
+    HEAD_SERVICE_ACCOUNT,
+    RAYSERVICE_LABEL,
+    SERVE_PORT,
+    WORKER_SERVICE_ACCOUNT,
+    EndpointBinding,
+    endpoint_source_cidrs,
+    kuberay_serve_service_name,
+)
+from serving_manifests.rayservice import HUGEPAGES
+from serving_manifests.serve_config import NIXL_CONNECTOR, PD_BUILDER, ray_resource
 from tests.configurations import CONFIGURATIONS, context_for
 from tools.write_manifests import main
 
 ROLE_ARN = "arn:aws:iam::123456789012:role/ray-pods"
+BINDING = EndpointBinding(
+    target_group_arn="arn:aws:elasticloadbalancing:us-west-2:123456789012:targetgroup/pd/0a1b2c3d",
+    load_balancer_security_group_id="sg-0a1b2c3d4e5f60718",
+)
 
 
 @pytest.fixture(scope="module", params=list(CONFIGURATIONS))
 def rendered(request: pytest.FixtureRequest) -> tuple[Settings, ServingManifests]:
     settings = load_settings(context_for(request.param))
-    return settings, render(settings, ROLE_ARN)
+    return settings, render(settings, ROLE_ARN, BINDING)
 
 
 def _workers(manifests: ServingManifests) -> dict[str, dict]:
@@ -61,20 +75,19 @@ def test_workers_request_every_gpu_and_efa_device_of_their_node(rendered) -> Non
         assert resources["requests"] == resources["limits"]  # hugepages demand it
         assert resources["limits"][GPU_RESOURCE] == str(group.instance.gpus)
         assert resources["limits"][EFA_RESOURCE] == str(group.instance.network_cards)
-        assert resources["limits"]["hugepages-2Mi"] == "5120Mi"
+        assert {k: resources["limits"][k] for k in HUGEPAGES} == HUGEPAGES
 
 
-def test_worker_group_sizes_follow_the_node_groups(rendered) -> None:
+def test_one_worker_pod_per_gpu_node_that_exists(rendered) -> None:
     settings, manifests = rendered
+    assert manifests.rayservice["spec"]["rayClusterConfig"]["enableInTreeAutoscaling"] is False
     for role, group in settings.gpu_nodes.groups().items():
         worker = _workers(manifests)[role]
-        scaling = group.scaling
-        assert (worker["minReplicas"], worker["replicas"], worker["maxReplicas"]) == (
-            scaling.min_size, scaling.desired_size, scaling.max_size,
-        )  # fmt: skip
+        nodes = group.scaling.desired_size
+        assert (worker["minReplicas"], worker["replicas"], worker["maxReplicas"]) == (nodes,) * 3
 
 
-def test_efa_environment_and_pod_ip(rendered) -> None:
+def test_workers_get_the_efa_environment_pod_ip_and_shared_memory(rendered) -> None:
     _, manifests = rendered
     for worker in _workers(manifests).values():
         (container,) = worker["template"]["spec"]["containers"]
@@ -156,19 +169,18 @@ def test_parallelism_fits_one_node_and_bundles_pin_each_side(rendered) -> None:
     settings, manifests = rendered
     for role, config in _llm_configs(manifests).items():
         group = getattr(settings.gpu_nodes, role)
-        tp, pp = replica_gpus(settings, role)
+        tp, pp = settings.replica_gpus(role)
         kwargs = config["engine_kwargs"]
         assert (kwargs["tensor_parallel_size"], kwargs["pipeline_parallel_size"]) == (tp, pp)
         assert tp * pp <= group.instance.gpus
-        bundles = config["placement_group_config"]["bundles"]
-        assert len(bundles) == tp * pp
-        assert all(bundle[ray_resource(role)] == 1 and bundle["GPU"] == 1 for bundle in bundles)
+        bundle = config["placement_group_config"]["bundle_per_worker"]  # repeated TP x PP times
+        assert (bundle["GPU"], bundle[ray_resource(role)]) == (1, 1)
         advertised = _workers(manifests)[role]["resources"][ray_resource(role)]
         assert int(advertised) == group.instance.gpus  # one unit per GPU: bundles fit exactly
         assert config["accelerator_type"] == group.instance.ray_accelerator_type
 
 
-def test_replicas_and_prewarm(rendered) -> None:
+def test_serve_replicas_per_side_and_decode_prewarms_nixl(rendered) -> None:
     settings, manifests = rendered
     configs = _llm_configs(manifests)
     for role, config in configs.items():
@@ -206,13 +218,20 @@ def test_hf_token_is_mounted_from_secrets_manager_only_when_configured(rendered)
         assert manifests.secret_provider_class is None
 
 
-def test_service_account_carries_the_irsa_role(rendered) -> None:
+def test_only_the_workers_service_account_carries_the_irsa_role(rendered) -> None:
     settings, manifests = rendered
-    account = manifests.service_account["metadata"]
-    assert account["namespace"] == settings.serving.namespace
-    assert account["annotations"] == {"eks.amazonaws.com/role-arn": ROLE_ARN}
-    without_role = render(settings, None).service_account["metadata"]
-    assert "annotations" not in without_role
+    accounts = {a["metadata"]["name"]: a["metadata"] for a in manifests.service_accounts}
+    assert {a["namespace"] for a in accounts.values()} == {settings.serving.namespace}
+    worker_annotations = accounts[WORKER_SERVICE_ACCOUNT]["annotations"]
+    assert worker_annotations == {"eks.amazonaws.com/role-arn": ROLE_ARN}
+    assert "annotations" not in accounts[HEAD_SERVICE_ACCOUNT]
+    cluster = manifests.rayservice["spec"]["rayClusterConfig"]
+    head_spec = cluster["headGroupSpec"]["template"]["spec"]
+    assert head_spec["serviceAccountName"] == HEAD_SERVICE_ACCOUNT
+    for worker in cluster["workerGroupSpecs"]:
+        assert worker["template"]["spec"]["serviceAccountName"] == WORKER_SERVICE_ACCOUNT
+    without_role = render(settings, None).service_accounts
+    assert all("annotations" not in a["metadata"] for a in without_role)
 
 
 def test_network_policies_deny_by_default_and_open_the_endpoint_to_allowed_cidrs(rendered) -> None:
@@ -229,18 +248,25 @@ def test_network_policies_deny_by_default_and_open_the_endpoint_to_allowed_cidrs
         assert labels.get(RAYSERVICE_LABEL, settings.serving.name) == settings.serving.name
 
 
-def test_endpoint_is_one_nlb_in_front_of_healthy_serve_proxies(rendered) -> None:
+def test_load_balancer_targets_the_serve_service_kuberay_switches(rendered) -> None:
     settings, manifests = rendered
-    service = manifests.endpoint_service
-    annotations = service["metadata"]["annotations"]
-    assert annotations["service.beta.kubernetes.io/aws-load-balancer-scheme"] == (
-        settings.serving.endpoint.scheme
-    )
-    spec = service["spec"]
-    assert spec["loadBalancerClass"] == "service.k8s.aws/nlb"
-    assert spec["selector"] == {RAYSERVICE_LABEL: settings.serving.name, "ray.io/serve": "true"}
-    assert spec["loadBalancerSourceRanges"] == endpoint_source_cidrs(settings)
-    assert "0.0.0.0/0" not in spec["loadBalancerSourceRanges"]
+    binding = manifests.target_group_binding
+    assert binding["metadata"]["namespace"] == settings.serving.namespace
+    spec = binding["spec"]
+    assert spec["serviceRef"] == {"name": kuberay_serve_service_name(settings), "port": SERVE_PORT}
+    assert spec["targetGroupARN"] == BINDING.target_group_arn
+    assert spec["targetType"] == "ip"
+    (rule,) = spec["networking"]["ingress"]
+    assert rule["from"] == [{"securityGroup": {"groupID": BINDING.load_balancer_security_group_id}}]
+    assert rule["ports"] == [{"protocol": "TCP", "port": SERVE_PORT}]
+    assert render(settings, ROLE_ARN).target_group_binding is None  # before the NLB exists
+
+
+def test_kuberay_operator_reaches_dashboard_and_proxies(rendered) -> None:
+    _, manifests = rendered
+    policies = {p["metadata"]["name"]: p for p in manifests.network_policies}
+    (rule,) = policies["allow-kuberay-operator"]["spec"]["ingress"]
+    assert {port["port"] for port in rule["ports"]} == {DASHBOARD_PORT, SERVE_PORT}
 
 
 def test_every_pod_of_the_service_carries_the_selector_label(rendered) -> None:
@@ -258,7 +284,7 @@ def test_make_manifests_writes_one_file_per_object(tmp_path, capsys) -> None:
     settings = load_settings({**context_for("default"), "serving.name": "demo"})
     expected = render(settings, ROLE_ARN).all()
     assert len(written) == len(expected) + 1  # + the readable serve-config.yaml
-    assert "08-rayservice-demo.yaml" in written
+    assert any(name.endswith("-rayservice-demo.yaml") for name in written)
     reread = [
         yaml.safe_load((tmp_path / name).read_text()) for name in written if name[0].isdigit()
     ]

@@ -10,8 +10,10 @@ import pytest
 
 import app
 from catalog.helm_charts import KUBERAY_OPERATOR, SECRETS_STORE_CSI_AWS
-from serving_manifests.names import SERVICE_ACCOUNT, endpoint_service_name
-from tests.configurations import context_for
+from constructs.serving_endpoint import PROXY_HEALTH_PATH
+from constructs.serving_operators import ON_SYSTEM_NODES
+from serving_manifests.names import SERVE_PORT, WORKER_SERVICE_ACCOUNT, endpoint_source_cidrs
+from tests.configurations import CONFIGURATIONS, context_for
 from tests.conftest import Synthesized
 
 
@@ -22,16 +24,25 @@ def _charts(synthesized: Synthesized) -> dict[str, dict]:
     }
 
 
-def _manifests(synthesized: Synthesized) -> list[dict]:
-    """Every Kubernetes object the stack applies (CloudFormation tokens left as they are)."""
-    objects = []
-    for resource in synthesized.resources(
-        "serving", "Custom::AWSCDK-EKS-KubernetesResource"
-    ).values():
-        manifest = resource["Properties"]["Manifest"]
-        if isinstance(manifest, str):  # objects with tokens render as Fn::Join instead
-            objects.extend(json.loads(manifest))
-    return objects
+def _text(value: object) -> str:
+    """A CloudFormation string value as text, with each token shown as <token>."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return separator.join(_text(part) for part in parts)
+    return "<token>"
+
+
+def _applied(synthesized: Synthesized) -> list[dict]:
+    """Every Kubernetes object the Ray service applies, tokens shown as <token>."""
+    resources = synthesized.resources("serving", "Custom::AWSCDK-EKS-KubernetesResource")
+    return [
+        document
+        for logical_id, resource in resources.items()
+        if logical_id.startswith("PdRayService")
+        for document in json.loads(_text(resource["Properties"]["Manifest"]))
+    ]
 
 
 def test_kuberay_operator_is_pinned_and_on_system_nodes(default_app: Synthesized) -> None:
@@ -41,7 +52,7 @@ def test_kuberay_operator_is_pinned_and_on_system_nodes(default_app: Synthesized
         KUBERAY_OPERATOR.version,
         KUBERAY_OPERATOR.namespace,
     )
-    assert json.loads(chart["Values"])["nodeSelector"] == {"llm-serving/role": "system"}
+    assert json.loads(chart["Values"])["nodeSelector"] == ON_SYSTEM_NODES["nodeSelector"]
 
 
 def test_load_balancer_controller_runs_with_its_own_irsa_role(default_app: Synthesized) -> None:
@@ -62,13 +73,16 @@ def test_secrets_store_driver_only_for_gated_models(
     assert (SECRETS_STORE_CSI_AWS.chart in _charts(synthesize(configuration))) is expected
 
 
-def test_every_rendered_object_is_applied(default_app: Synthesized) -> None:
-    applied = {(o["kind"], o["metadata"]["name"]) for o in _manifests(default_app)}
-    settings = default_app.built.settings
-    assert ("RayService", settings.serving.name) in applied
-    assert ("Service", endpoint_service_name(settings)) in applied
-    assert ("Namespace", settings.serving.namespace) in applied
-    assert ("NetworkPolicy", "default-deny") in applied
+@pytest.mark.parametrize("configuration", list(CONFIGURATIONS))
+def test_every_rendered_object_is_applied(
+    synthesize: Callable[[str], Synthesized], configuration: str
+) -> None:
+    synthesized = synthesize(configuration)
+    rendered = synthesized.built.stacks.serving.ray_service.manifests.all()
+    applied = _applied(synthesized)
+    assert sorted((o["kind"], o["metadata"]["name"]) for o in applied) == sorted(
+        (o["kind"], o["metadata"]["name"]) for o in rendered
+    )
 
 
 def _model_role(synthesized: Synthesized) -> dict | None:
@@ -91,7 +105,7 @@ def test_model_role_is_trusted_by_the_ray_service_account_only(
     claims_id = statement["Condition"]["StringEquals"]["Fn::GetAtt"][0]
     claims = json.dumps(synthesized.templates["serving"]["Resources"][claims_id]["Properties"])
     namespace = synthesized.built.settings.serving.namespace
-    assert f"system:serviceaccount:{namespace}:{SERVICE_ACCOUNT}" in claims
+    assert f"system:serviceaccount:{namespace}:{WORKER_SERVICE_ACCOUNT}" in claims
 
 
 def _model_policy_statements(synthesized: Synthesized) -> list[dict]:
@@ -141,7 +155,7 @@ def test_outputs_give_the_endpoint_a_curl_example_and_the_dashboard(
     example = json.dumps(outputs["ChatCompletionsExample"]["Value"])
     assert "/v1/chat/completions" in example
     assert settings.serving.model.id in example
-    assert "EndpointHostname" in json.dumps(outputs["EndpointUrl"]["Value"])
+    assert "DNSName" in json.dumps(outputs["EndpointUrl"]["Value"])
     assert (
         f"service/{settings.serving.name}-head-svc 8265:8265"
         in outputs["RayDashboardCommand"]["Value"]
@@ -154,3 +168,53 @@ def test_ucx_backend_synthesizes_with_a_warning(tmp_path) -> None:
     )
     annotations = cdk.assertions.Annotations.from_stack(built.stacks.serving)
     annotations.has_warning("*", cdk.assertions.Match.string_like_regexp("UCX silently falls back"))
+
+
+def _load_balancer(synthesized: Synthesized) -> dict:
+    (balancer,) = synthesized.resources(
+        "serving", "AWS::ElasticLoadBalancingV2::LoadBalancer"
+    ).values()
+    return balancer["Properties"]
+
+
+def test_endpoint_is_internal_plain_tcp_by_default(default_app: Synthesized) -> None:
+    assert _load_balancer(default_app)["Scheme"] == "internal"
+    (listener,) = default_app.resources("serving", "AWS::ElasticLoadBalancingV2::Listener").values()
+    endpoint = default_app.built.settings.serving.endpoint
+    assert (listener["Properties"]["Protocol"], listener["Properties"]["Port"]) == (
+        "TCP",
+        endpoint.port,
+    )
+
+
+def test_internet_facing_endpoint_terminates_tls_with_the_certificate(
+    public_app: Synthesized,
+) -> None:
+    endpoint = public_app.built.settings.serving.endpoint
+    assert _load_balancer(public_app)["Scheme"] == "internet-facing"
+    (listener,) = public_app.resources("serving", "AWS::ElasticLoadBalancingV2::Listener").values()
+    props = listener["Properties"]
+    assert (props["Protocol"], props["Port"]) == ("TLS", endpoint.port)
+    assert props["Certificates"] == [{"CertificateArn": endpoint.certificate_arn}]
+
+
+@pytest.mark.parametrize("configuration", ["default", "public-endpoint"])
+def test_only_the_allowed_cidrs_reach_the_endpoint(
+    synthesize: Callable[[str], Synthesized], configuration: str
+) -> None:
+    synthesized = synthesize(configuration)
+    settings = synthesized.built.settings
+    groups = synthesized.resources("serving", "AWS::EC2::SecurityGroup").values()
+    (group,) = [g for g in groups if "SecurityGroupIngress" in g["Properties"]]
+    ingress = group["Properties"]["SecurityGroupIngress"]
+    assert sorted(rule["CidrIp"] for rule in ingress) == sorted(endpoint_source_cidrs(settings))
+    assert {rule["FromPort"] for rule in ingress} == {settings.serving.endpoint.port}
+
+
+def test_target_group_checks_serve_proxy_health_on_pod_ips(default_app: Synthesized) -> None:
+    (group,) = default_app.resources("serving", "AWS::ElasticLoadBalancingV2::TargetGroup").values()
+    props = group["Properties"]
+    assert (props["TargetType"], props["Port"]) == ("ip", SERVE_PORT)
+    assert (props["HealthCheckProtocol"], props["HealthCheckPath"]) == ("HTTP", PROXY_HEALTH_PATH)
+    binding = next(o for o in _applied(default_app) if o["kind"] == "TargetGroupBinding")
+    assert binding["spec"]["targetGroupARN"] == "<token>"  # the target group above, by reference

@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tools.efa_coverage import efa_coverage
+
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = 3
 
@@ -35,19 +37,6 @@ def _cold() -> None:
 
 def _median(command: list[str], prepare: Callable[[], None] = lambda: None) -> float:
     return statistics.median(_timed(command, prepare) for _ in range(RUNS))
-
-
-def efa_coverage() -> dict[str, float]:
-    """EFA interfaces a node group's launch template attaches / network cards of the instance.
-    1.0 means every EFA rail is in use; anything less caps KV-cache transfer bandwidth."""
-    from catalog.efa_layout import efa_interface_layout
-    from catalog.instances import CATALOG
-
-    return {
-        name: sum(slot.carries_efa for slot in efa_interface_layout(instance))
-        / instance.network_cards
-        for name, instance in CATALOG.items()
-    }
 
 
 def main() -> None:

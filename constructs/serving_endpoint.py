@@ -1,0 +1,109 @@
+"""The OpenAI-compatible endpoint: a Network Load Balancer owned by CloudFormation.
+
+CloudFormation owns the load balancer, its security group and listener, so the endpoint's DNS
+name is a stack output the moment the stack is deployed, and cdk-nag, cfn-lint and checkov see
+it. Kubernetes only binds its target group to KubeRay's Serve service (TargetGroupBinding), which
+KubeRay switches between Ray clusters without downtime.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+
+from app_config import Settings
+from constructs import Construct
+from constructs.checkov_skips import skip_checks
+from constructs.nag_acknowledgments import acknowledge
+from serving_manifests.names import SERVE_PORT, EndpointBinding, endpoint_source_cidrs
+
+# Ray Serve's proxy answers here once it can route (Ray Serve docs, "Health checks").
+PROXY_HEALTH_PATH = "/-/healthz"
+
+
+class ServingEndpoint(Construct):
+    """Publishes ``url`` and ``binding`` (what the TargetGroupBinding needs)."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, settings: Settings, vpc: ec2.IVpc
+    ) -> None:
+        super().__init__(scope, construct_id)
+        endpoint = settings.serving.endpoint
+        internet_facing = endpoint.scheme == "internet-facing"
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            description=f"Clients of the {settings.serving.name} endpoint",
+            allow_all_outbound=False,
+        )
+        for cidr in endpoint_source_cidrs(settings):
+            self.security_group.add_ingress_rule(
+                ec2.Peer.ipv4(cidr), ec2.Port.tcp(endpoint.port), "Clients of the endpoint"
+            )
+        self.security_group.add_egress_rule(
+            ec2.Peer.ipv4(str(settings.network.vpc_cidr)),
+            ec2.Port.tcp(SERVE_PORT),
+            "Ray Serve proxies (pod IPs)",
+        )
+        self.load_balancer = elbv2.NetworkLoadBalancer(
+            self,
+            "LoadBalancer",
+            vpc=vpc,
+            internet_facing=internet_facing,
+            vpc_subnets=ec2.SubnetSelection(
+                subnet_type=ec2.SubnetType.PUBLIC
+                if internet_facing
+                else ec2.SubnetType.PRIVATE_WITH_EGRESS
+            ),
+            security_groups=[self.security_group],
+            cross_zone_enabled=True,
+        )
+        self.target_group = elbv2.NetworkTargetGroup(
+            self,
+            "ServeProxies",
+            vpc=vpc,
+            port=SERVE_PORT,
+            protocol=elbv2.Protocol.TCP,
+            target_type=elbv2.TargetType.IP,
+            deregistration_delay=Duration.seconds(30),
+            health_check=elbv2.HealthCheck(
+                protocol=elbv2.Protocol.HTTP, path=PROXY_HEALTH_PATH, port=str(SERVE_PORT)
+            ),
+        )
+        if endpoint.certificate_arn:
+            self.load_balancer.add_listener(
+                "Tls",
+                port=endpoint.port,
+                protocol=elbv2.Protocol.TLS,
+                certificates=[elbv2.ListenerCertificate.from_arn(endpoint.certificate_arn)],
+                ssl_policy=elbv2.SslPolicy.RECOMMENDED_TLS,
+                default_target_groups=[self.target_group],
+            )
+        else:
+            self.load_balancer.add_listener(
+                "Tcp",
+                port=endpoint.port,
+                protocol=elbv2.Protocol.TCP,
+                default_target_groups=[self.target_group],
+            )
+        if endpoint.allow_from_anywhere:
+            acknowledge(
+                self.security_group,
+                "AwsSolutions-EC23",
+                "serving.endpoint.allow_from_anywhere is set: the operator chose to open the "
+                "TLS endpoint to every address.",
+            )
+        no_access_logs = (
+            "NLB access logs record TLS connections only; the endpoint's requests are logged per "
+            "request by Ray Serve on the pods, and VPC flow logs record every connection."
+        )
+        acknowledge(self.load_balancer, "AwsSolutions-ELB2", no_access_logs)
+        skip_checks(self.load_balancer.node.default_child, {"CKV_AWS_91": no_access_logs})
+        scheme = "https" if endpoint.certificate_arn else "http"
+        self.url = f"{scheme}://{self.load_balancer.load_balancer_dns_name}:{endpoint.port}"
+        self.binding = EndpointBinding(
+            target_group_arn=self.target_group.target_group_arn,
+            load_balancer_security_group_id=self.security_group.security_group_id,
+        )
