@@ -9,6 +9,7 @@ Sources (AWS documentation, checked 2026-10):
   cards" / "EFA for accelerated instance types"
   https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html (one EFA per network
   card; EFA-only interfaces on every EFA-capable instance since 2024-10)
+- [nvidia] NVIDIA A100, H100/H200 and B200 datasheets (dense BF16 Tensor Core TFLOPS, SXM).
 - [ray] Ray, python/ray/util/accelerators/accelerators.py and the NVIDIA GPU auto-detection in
   ray/_private/accelerators/nvidia_gpu.py: the node resource is ``accelerator_type:<name>`` with
   the name taken from the GPU's NVML name (A100 for both A100 sizes).
@@ -34,6 +35,7 @@ class GpuInstance:
     efa_peer_group: str  # instances that can exchange EFA traffic with each other [efa]
     vcpus: int  # [specs]
     memory_gib: int  # [specs]
+    gpu_bf16_tflops: int  # dense BF16 tensor throughput per GPU [nvidia]
 
     @property
     def has_local_nvme(self) -> bool:
@@ -42,31 +44,34 @@ class GpuInstance:
 
 # "P4d and P4de instances can communicate over EFA only with other P4d/P4de instances of the same
 # type" is how the EFA user guide's limitations put it: each p4 type is its own peer group.
-# Columns: name, gpus, gpu_model, gpu_memory_gib, network_cards, efa_bandwidth_gbps,
-# efa_only_interfaces, ray_accelerator_type, nvme_disks, nvme_disk_gb, efa_peer_group, vcpus,
-# memory_gib.
+def _p4(name: str, gpu_memory_gib: int, peer_group: str) -> GpuInstance:
+    return GpuInstance(
+        name=name, gpus=8, gpu_model="A100", gpu_memory_gib=gpu_memory_gib, network_cards=4,
+        efa_bandwidth_gbps=400, efa_only_interfaces=True, ray_accelerator_type="A100",
+        nvme_disks=8, nvme_disk_gb=1000, efa_peer_group=peer_group, vcpus=96, memory_gib=1152,
+        gpu_bf16_tflops=312,
+    )  # fmt: skip
+
+
+def _p5_class(
+    name: str, gpu: str, gpu_memory_gib: int, network_cards: int, tflops: int
+) -> GpuInstance:
+    return GpuInstance(
+        name=name, gpus=8, gpu_model=gpu, gpu_memory_gib=gpu_memory_gib,
+        network_cards=network_cards, efa_bandwidth_gbps=3200, efa_only_interfaces=True,
+        ray_accelerator_type=gpu, nvme_disks=8, nvme_disk_gb=3800, efa_peer_group="p5+",
+        vcpus=192, memory_gib=2048, gpu_bf16_tflops=tflops,
+    )  # fmt: skip
+
+
 CATALOG: dict[str, GpuInstance] = {
     instance.name: instance
     for instance in (
-        GpuInstance("p4d.24xlarge", 8, "A100", 40, 4, 400, True, "A100", 8, 1000, "p4d", 96, 1152),
-        GpuInstance(
-            "p4de.24xlarge", 8, "A100", 80, 4, 400, True, "A100", 8, 1000, "p4de", 96, 1152
-        ),
-        GpuInstance(
-            "p5.48xlarge", 8, "H100", 80, 32, 3200, True, "H100", 8, 3800, "p5+", 192, 2048
-        ),
-        GpuInstance(
-            "p5e.48xlarge", 8, "H200", 141, 32, 3200, True, "H200", 8, 3800, "p5+", 192, 2048
-        ),
-        GpuInstance(
-            "p5en.48xlarge", 8, "H200", 141, 16, 3200, True, "H200", 8, 3800, "p5+", 192, 2048
-        ),
-        GpuInstance(
-            "p6-b200.48xlarge", 8, "B200", 179, 8, 3200, True, "B200", 8, 3800, "p5+", 192, 2048
-        ),
+        _p4("p4d.24xlarge", gpu_memory_gib=40, peer_group="p4d"),
+        _p4("p4de.24xlarge", gpu_memory_gib=80, peer_group="p4de"),
+        _p5_class("p5.48xlarge", "H100", gpu_memory_gib=80, network_cards=32, tflops=989),
+        _p5_class("p5e.48xlarge", "H200", gpu_memory_gib=141, network_cards=32, tflops=989),
+        _p5_class("p5en.48xlarge", "H200", gpu_memory_gib=141, network_cards=16, tflops=989),
+        _p5_class("p6-b200.48xlarge", "B200", gpu_memory_gib=179, network_cards=8, tflops=2250),
     )
 }
-
-
-def gpu_instance(name: str) -> GpuInstance:
-    return CATALOG[name]

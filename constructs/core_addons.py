@@ -18,7 +18,7 @@ CNI_POLICY = "AmazonEKS_CNI_Policy"
 
 class CoreAddons(Construct):
     """vpc-cni (with its IRSA role and network policy enforcement), coredns, kube-proxy and the
-    Pod Identity agent. ``addons`` maps each add-on name to its construct."""
+    Pod Identity agent. Publishes ``needed_by_nodes`` and ``needing_nodes`` for ordering."""
 
     def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.Cluster) -> None:
         super().__init__(scope, construct_id)
@@ -38,7 +38,6 @@ class CoreAddons(Construct):
             "maintains this policy for exactly that, and IRSA limits it to kube-system:aws-node.",
         )
         self.cni_role = cni_role.role
-        self.addons: dict[str, eks.Addon] = {}
         vpc_cni = self._add(cluster, VPC_CNI, VPC_CNI_CONFIGURATION)
         vpc_cni.node.default_child.add_property_override(
             "ServiceAccountRoleArn", self.cni_role.role_arn
@@ -64,5 +63,4 @@ class CoreAddons(Construct):
         )
         # aws_eks_v2.Addon (2.275) exposes neither ResolveConflicts nor a service account role.
         construct.node.default_child.add_property_override("ResolveConflicts", "OVERWRITE")
-        self.addons[addon.name] = construct
         return construct

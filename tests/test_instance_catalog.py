@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from catalog.efa_layout import EFA_ONLY, ENA, efa_interface_layout
@@ -56,8 +58,8 @@ def test_layout_follows_current_aws_guidance(instance: GpuInstance) -> None:
 
 
 def test_without_efa_only_support_every_card_gets_a_full_efa_interface() -> None:
-    legacy = GpuInstance("x.large", 8, "A100", 40, 4, 400, False, "A100", 0, 0, "x", 96, 1152)
+    legacy = replace(CATALOG["p4d.24xlarge"], efa_only_interfaces=False)
     layout = efa_interface_layout(legacy)
     assert [(s.network_card_index, s.device_index, s.interface_type) for s in layout] == [
-        (card, 0, "efa") for card in range(4)
+        (card, 0, "efa") for card in range(legacy.network_cards)
     ]
