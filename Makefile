@@ -25,8 +25,9 @@ $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
 	$(PYTHON) -m venv $(VENV)
 
-$(VENV)/.runtime: requirements.txt | $(BIN)/python
+$(VENV)/.runtime: requirements.txt pyproject.toml | $(BIN)/python
 	$(PIP) -r requirements.txt
+	$(PIP) --no-deps -e .
 	@touch $@
 
 $(VENV)/.dev: requirements-dev.txt requirements.txt | $(BIN)/python

@@ -18,6 +18,7 @@ from aws_cdk import aws_logs as logs
 
 from app_config.model import Network
 from catalog.regions import is_zone_id
+from catalog.vpc_endpoints import INTERFACE_ENDPOINT_SERVICES
 from constructs import Construct
 from constructs.checkov_skips import PROVIDER_LAMBDA_SKIPS, resources_of_type, skip_checks
 from constructs.log_encryption_key import LogEncryptionKey
@@ -25,27 +26,6 @@ from constructs.nag_acknowledgments import acknowledge
 
 # The singleton provider aws-cdk-lib adds to the stack for restrict_default_security_group.
 DEFAULT_SG_PROVIDER_ID = "Custom::VpcRestrictDefaultSGCustomResourceProvider"
-
-# Interface endpoints for what nodes and pods call on every start or every request:
-# - ECR (api + dkr): the 20+ GB Ray LLM image; its layers come through the S3 gateway endpoint.
-# - STS: IRSA's AssumeRoleWithWebIdentity from every pod with a role.
-# - EC2: the VPC CNI (ipamd) attaches ENIs and assigns pod IPs through the EC2 API.
-# - EKS_AUTH: the EKS Pod Identity agent's credential calls.
-# - CLOUDWATCH_LOGS: container and node logs.
-# - SSM, SSM_MESSAGES, EC2_MESSAGES: Session Manager, the only way onto a node (no SSH).
-# - SECRETS_MANAGER: the Hugging Face token read by the Secrets Store CSI driver.
-INTERFACE_ENDPOINTS: dict[str, ec2.InterfaceVpcEndpointAwsService] = {
-    "EcrApi": ec2.InterfaceVpcEndpointAwsService.ECR,
-    "EcrDocker": ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER,
-    "Sts": ec2.InterfaceVpcEndpointAwsService.STS,
-    "Ec2": ec2.InterfaceVpcEndpointAwsService.EC2,
-    "EksAuth": ec2.InterfaceVpcEndpointAwsService.EKS_AUTH,
-    "Logs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
-    "Ssm": ec2.InterfaceVpcEndpointAwsService.SSM,
-    "SsmMessages": ec2.InterfaceVpcEndpointAwsService.SSM_MESSAGES,
-    "Ec2Messages": ec2.InterfaceVpcEndpointAwsService.EC2_MESSAGES,
-    "SecretsManager": ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER,
-}
 
 
 @dataclass(frozen=True)
@@ -102,10 +82,10 @@ class GpuVpc(Construct):
         endpoint_security_group.add_ingress_rule(
             ec2.Peer.ipv4(str(network.vpc_cidr)), ec2.Port.HTTPS, "HTTPS from the VPC"
         )
-        for name, service in INTERFACE_ENDPOINTS.items():
+        for service in INTERFACE_ENDPOINT_SERVICES:  # why each: catalog/vpc_endpoints.py
             self.vpc.add_interface_endpoint(
-                name,
-                service=service,
+                _endpoint_id(service),
+                service=ec2.InterfaceVpcEndpointAwsService(service),
                 subnets=private,
                 security_groups=[endpoint_security_group],
                 open=False,
@@ -178,3 +158,8 @@ def _skip_default_sg_provider_checks(scope: Construct) -> None:
                 "the VPC is being created, before any endpoint or NAT path in it exists.",
             },
         )
+
+
+def _endpoint_id(service: str) -> str:
+    """ecr.api -> EcrApi, eks-auth -> EksAuth."""
+    return "".join(part.capitalize() for part in service.replace("-", ".").split("."))

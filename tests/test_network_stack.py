@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ipaddress import IPv4Network
 
-from constructs.gpu_vpc import INTERFACE_ENDPOINTS
+from catalog.vpc_endpoints import INTERFACE_ENDPOINT_SERVICES
 from tests.conftest import Synthesized
 
 
@@ -42,7 +42,7 @@ def test_image_pulls_and_aws_calls_stay_off_nat(default_app: Synthesized) -> Non
     gateway = [e for e in endpoints if e["Properties"].get("VpcEndpointType") == "Gateway"]
     interface = [e for e in endpoints if e["Properties"].get("VpcEndpointType") == "Interface"]
     assert len(gateway) == 1  # S3: ECR image layers and model weights
-    assert len(interface) == len(INTERFACE_ENDPOINTS)
+    assert len(interface) == len(INTERFACE_ENDPOINT_SERVICES)
     assert all(e["Properties"]["PrivateDnsEnabled"] for e in interface)
 
 

@@ -9,14 +9,13 @@ Uses the same configuration as `cdk synth` (cdk.json, then `--config file.yaml`,
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from app_config import ConfigError, load_settings
+from app_config.cli_context import cli_context
 from serving_manifests import ServingManifests, render
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,15 +44,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("-c", "--context", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--role-arn", help="the serving stack's ModelAccessRoleArn output")
     args = parser.parse_args(argv)
-    context: dict[str, Any] = json.loads((ROOT / "cdk.json").read_text())["context"]
-    if args.config:
-        context["config"] = args.config
-    for pair in args.context:
-        key, _, value = pair.partition("=")
-        context[key] = value
     try:
-        settings = load_settings(context)
-    except ConfigError as error:
+        settings = load_settings(cli_context(args.config, args.context))
+    except (ConfigError, ValueError) as error:
         sys.exit(str(error))
     for path in write_manifests(render(settings, args.role_arn), args.out):
         print(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)

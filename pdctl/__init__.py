@@ -1,0 +1,1 @@
+"""pdctl: the operator's companion to the CDK app; reads the same configuration."""

@@ -1,0 +1,321 @@
+"""`pdctl`: preflight before deploy, proof after deploy that KV crossed EFA, KV sizing, bench, cost.
+
+Every command reads the same configuration as `cdk synth` (cdk.json, `--config`, `-c`), prints a
+table for people or JSON for machines (`--json`), and exits non-zero when a check fails.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any
+
+import boto3
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from app_config import ConfigError, Settings, load_settings
+from app_config.cli_context import cli_context
+from catalog.instances import CATALOG
+from catalog.ray_llm_image import image_uri
+from pdctl import bench_job, cost, kv_plan, preflight, verify
+from pdctl.checks import Check
+
+app = typer.Typer(help=__doc__.splitlines()[0], no_args_is_help=True)
+console = Console()
+
+ConfigOption = Annotated[str | None, typer.Option("--config", help="YAML configuration file")]
+ContextOption = Annotated[list[str], typer.Option("-c", "--context", help="key=value override")]
+JsonOption = Annotated[bool, typer.Option("--json", help="machine-readable output")]
+
+
+def _settings(config: str | None, context: list[str]) -> Settings:
+    try:
+        return load_settings(cli_context(config, context))
+    except (ConfigError, ValueError) as error:
+        console.print(f"[red]{error}[/red]")
+        raise typer.Exit(2) from None
+
+
+def _report(checks: list[Check], as_json: bool, title: str) -> None:
+    if as_json:
+        print(json.dumps([check.as_dict() for check in checks], indent=2))
+    else:
+        table = Table(title=title)
+        for column in ("check", "result", "detail", "fix"):
+            table.add_column(column)
+        for check in checks:
+            mark = "[green]pass[/green]" if check.ok else "[red]FAIL[/red]"
+            table.add_row(check.name, mark, check.detail, check.fix)
+        console.print(table)
+    if not all(check.ok for check in checks):
+        raise typer.Exit(1)
+
+
+@app.command("preflight")
+def preflight_command(
+    config: ConfigOption = None,
+    context: ContextOption = [],  # noqa: B006 (typer reads the default)
+    window_hours: Annotated[int, typer.Option(help="reservations must outlast this")] = 24,
+    as_json: JsonOption = False,
+) -> None:
+    """Read-only checks of the target account: capacity, quota, reservations, bootstrap, image."""
+    settings = _settings(config, context)
+    session = boto3.Session(region_name=settings.region)
+    clients = {
+        name: session.client(name) for name in ("ec2", "ssm", "service-quotas", "ecr", "iam")
+    }
+    with console.status("Checking the account...", spinner="dots"):
+        checks = preflight.run_preflight(clients, settings, window=timedelta(hours=window_hours))
+    _report(checks, as_json, f"Preflight for {settings.region}")
+
+
+@app.command("plan")
+def plan_command(
+    model_config: Annotated[Path, typer.Option(help="the model's config.json")],
+    input_tokens: Annotated[int, typer.Option(min=1)] = 4096,
+    output_tokens: Annotated[int, typer.Option(min=1)] = 512,
+    instance_type: Annotated[str | None, typer.Option(help="default: the prefill nodes'")] = None,
+    tensor_parallel: Annotated[int | None, typer.Option(help="default: the configured TP")] = None,
+    config: ConfigOption = None,
+    context: ContextOption = [],  # noqa: B006
+    as_json: JsonOption = False,
+) -> None:
+    """KV bytes per token and per request, EFA vs TCP transfer time, memory, and a verdict."""
+    settings = _settings(config, context)
+    instance = CATALOG[instance_type or settings.gpu_nodes.prefill.instance_type]
+    tp = tensor_parallel or settings.replica_gpus("prefill")[0]
+    try:
+        shape = kv_plan.model_shape(json.loads(model_config.read_text()))
+    except (kv_plan.UnsupportedModelError, KeyError) as error:
+        console.print(f"[red]{model_config}: {error}[/red]")
+        raise typer.Exit(2) from None
+    result = kv_plan.plan(
+        shape,
+        instance,
+        tensor_parallel=tp,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        gpu_memory_utilization=settings.serving.prefill.gpu_memory_utilization,
+    )
+    if as_json:
+        print(
+            json.dumps(
+                {"instance_type": instance.name, "tensor_parallel": tp, **result.as_dict()},
+                indent=2,
+            )
+        )
+        return
+    table = Table(title=f"{model_config.name} on {instance.name}, TP {tp}")
+    table.add_column("figure")
+    table.add_column("value", justify="right")
+    rows = [
+        ("KV bytes per token", f"{result.kv_bytes_per_token:,}"),
+        (f"KV bytes per request ({input_tokens} input tokens)", f"{result.kv_bytes_per_request:,}"),
+        (
+            f"transfer over EFA ({instance.efa_bandwidth_gbps} Gbps x {kv_plan.EFA_EFFICIENCY})",
+            f"{result.transfer_seconds_efa * 1000:.2f} ms",
+        ),
+        (
+            f"transfer over TCP ({kv_plan.TCP_SINGLE_FLOW_GBPS:.0f} Gbps flow)",
+            f"{result.transfer_seconds_tcp * 1000:.1f} ms",
+        ),
+        ("prefill compute (estimate)", f"{result.prefill_seconds * 1000:.1f} ms"),
+        ("weights per GPU", f"{result.weights_bytes_per_gpu / 2**30:.1f} GiB"),
+        ("KV budget per GPU", f"{result.kv_budget_bytes_per_gpu / 2**30:.1f} GiB"),
+        ("concurrent sequences per replica", f"{result.max_concurrent_sequences:,}"),
+    ]
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    console.print(("[green]" if result.pays_off else "[yellow]") + result.verdict)
+
+
+@app.command("verify")
+def verify_command(
+    url: Annotated[
+        str | None, typer.Option(help="endpoint; default: the EndpointUrl output")
+    ] = None,
+    metrics_url: Annotated[
+        list[str], typer.Option(help="decode metrics URLs; default: through the Kubernetes API")
+    ] = [],  # noqa: B006
+    metrics_port: int = 8080,
+    config: ConfigOption = None,
+    context: ContextOption = [],  # noqa: B006
+    as_json: JsonOption = False,
+) -> None:
+    """List models, stream one completion (TTFT, ITL), and prove KV moved over NIXL."""
+    settings = _settings(config, context)
+    base = url or _stack_output(settings, "EndpointUrl")
+    client = verify.OpenAI(base_url=f"{base.rstrip('/')}/v1", api_key="unused")
+    checks: list[Check] = []
+    models = [model.id for model in client.models.list()]
+    served = settings.serving.model.id in models
+    checks.append(
+        Check(
+            f"model {settings.serving.model.id} listed",
+            served,
+            ", ".join(models),
+            "" if served else "wait for the RayService to turn healthy",
+        )
+    )
+    with console.status("Streaming one chat completion...", spinner="dots"):
+        timing = verify.stream_one_completion(client, settings.serving.model.id, "Say hello.")
+    checks.append(
+        Check(
+            "one streamed completion",
+            True,
+            f"{timing.tokens} chunks, TTFT {timing.time_to_first_token * 1000:.0f} ms, "
+            f"mean ITL {timing.mean_itl * 1000:.1f} ms",
+        )
+    )
+    texts = (
+        [verify.fetch_text(metrics) for metrics in metrics_url]
+        if metrics_url
+        else verify.decode_metrics_from_kubernetes(
+            settings.serving.namespace, settings.serving.name, metrics_port
+        )
+    )
+    evidence = verify.transfer_evidence(texts)
+    checks.append(verify.kv_verdict(evidence, settings.serving.kv_transfer.backend))
+    _report(checks, as_json, f"Verify {base}")
+
+
+@app.command("bench")
+def bench_command(
+    input_tokens: int = 1024,
+    output_tokens: int = 256,
+    concurrency: int = 16,
+    prompts: int = 200,
+    save: Annotated[Path, typer.Option(help="where the result JSON goes")] = Path(
+        "bench-result.json"
+    ),
+    config: ConfigOption = None,
+    context: ContextOption = [],  # noqa: B006
+    as_json: JsonOption = False,
+) -> None:
+    """Run `vllm bench serve` from the Ray LLM image as a Job against the endpoint."""
+    from kubernetes import client, utils
+    from kubernetes import config as kube_config
+
+    settings = _settings(config, context)
+    serving = settings.serving
+    parameters = bench_job.BenchParameters(
+        base_url=f"http://{serving.name}-serve-svc.{serving.namespace}.svc:8000",
+        model=serving.model.id,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        concurrency=concurrency,
+        prompts=prompts,
+    )
+    name = f"pdctl-bench-{int(time.time())}"
+    manifest = bench_job.job_manifest(
+        name, serving.namespace, image_uri(settings.region, serving.image_tag), parameters
+    )
+    kube_config.load_kube_config()
+    utils.create_from_dict(client.ApiClient(), manifest)
+    batch, core = client.BatchV1Api(), client.CoreV1Api()
+    with console.status(f"Job {name}: running vllm bench serve...", spinner="dots") as status:
+        while True:
+            job = batch.read_namespaced_job_status(name, serving.namespace).status
+            if job.succeeded or job.failed:
+                break
+            status.update(f"Job {name}: {job.active or 0} pod(s) active")
+            time.sleep(10)
+    (pod,) = core.list_namespaced_pod(serving.namespace, label_selector=f"job-name={name}").items
+    logs = core.read_namespaced_pod_log(pod.metadata.name, serving.namespace)
+    result = bench_job.result_from_logs(logs)
+    save.write_text(json.dumps(result, indent=2))
+    _print_bench(bench_job.summarize(result), as_json, save)
+
+
+def _print_bench(summary: bench_job.BenchSummary, as_json: bool, saved: Path) -> None:
+    if as_json:
+        print(json.dumps(summary.as_dict(), indent=2))
+        return
+    table = Table(
+        title=f"vllm bench serve ({summary.completed} completed, {summary.failed} failed)"
+    )
+    table.add_column("metric")
+    for column in ("mean", "median", "p50", "p90", "p99"):
+        table.add_column(f"{column} (ms)", justify="right")
+    for metric, figures in summary.latencies_ms.items():
+        cells = [
+            f"{figures[c]:.1f}" if c in figures else ""
+            for c in ("mean", "median", "p50", "p90", "p99")
+        ]
+        table.add_row(metric.upper(), *cells)
+    console.print(table)
+    console.print(
+        f"{summary.request_throughput:.2f} requests/s, {summary.output_throughput:.0f} output "
+        f"tokens/s over {summary.duration_s:.0f} s; result saved to {saved}"
+    )
+
+
+@app.command("cost")
+def cost_command(
+    config: ConfigOption = None,
+    context: ContextOption = [],  # noqa: B006
+    as_json: JsonOption = False,
+) -> None:
+    """Hourly and daily on-demand cost of the configuration (AWS Price List API)."""
+    settings = _settings(config, context)
+    pricing = boto3.client("pricing", region_name="us-east-1")  # the API's home region
+    lines = cost.cost_lines(pricing, settings)
+    total = sum(line.per_hour for line in lines)
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "lines": [line.as_dict() for line in lines],
+                    "per_hour": total,
+                    "per_day": total * cost.HOURS_PER_DAY,
+                },
+                indent=2,
+            )
+        )
+        return
+    table = Table(title=f"Cost of {settings.prefix} in {settings.region} (USD)")
+    for column, justify in (
+        ("item", "left"),
+        ("qty", "right"),
+        ("per hour", "right"),
+        ("per day", "right"),
+        ("note", "left"),
+    ):
+        table.add_column(column, justify=justify)
+    for line in lines:
+        table.add_row(
+            line.item,
+            str(line.quantity),
+            f"{line.per_hour:,.2f}",
+            f"{line.per_hour * cost.HOURS_PER_DAY:,.2f}",
+            line.note,
+        )
+    table.add_row("total", "", f"{total:,.2f}", f"{total * cost.HOURS_PER_DAY:,.2f}", "")
+    console.print(table)
+
+
+def _stack_output(settings: Settings, key: str) -> str:
+    stack = settings.stack_name("serving")
+    outputs = (
+        boto3.client("cloudformation", region_name=settings.region)
+        .describe_stacks(StackName=stack)["Stacks"][0]
+        .get("Outputs", [])
+    )
+    for output in outputs:
+        if output["OutputKey"] == key:
+            return output["OutputValue"]
+    console.print(f"[red]{stack} has no output {key}; pass --url[/red]")
+    raise typer.Exit(2)
+
+
+def main() -> Any:
+    return app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""KV-cache sizing for prefill/decode disaggregation, from a model's Hugging Face config.json.
+
+KV bytes per token = 2 (K and V) x layers x KV heads x head dim x bytes per element. Grouped-query
+attention is handled through num_key_value_heads. Not handled, and refused with a clear error:
+multi-head latent attention (DeepSeek's kv_lora_rank), whose cache is a compressed latent.
+Sliding-window layers are counted at full length (an upper bound).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from catalog.instances import GpuInstance
+
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float8_e4m3fn": 1, "fp8": 1}
+
+# Share of EFA's line rate a NIXL READ achieves (NIXL over LIBFABRIC, large blocks).
+EFA_EFFICIENCY = 0.7
+# EC2 limits one TCP flow to 10 Gbps inside a cluster placement group (EC2 user guide, "Amazon
+# EC2 instance network bandwidth"): the path UCX falls back to on EFA.
+TCP_SINGLE_FLOW_GBPS = 10.0
+# Model FLOPs utilisation of a prefill pass; published vLLM/SGLang prefill runs reach 0.4-0.6.
+PREFILL_MFU = 0.4
+# Calibration: DistServe (Zhong et al., OSDI 2024) and Splitwise (Patel et al., ISCA 2024) gain
+# from disaggregation when prompts are long enough that prefill interferes with decode, and lose
+# it when the KV transfer is no longer small against the prefill it replaces.
+MIN_INPUT_TOKENS = 1024
+MAX_TRANSFER_SHARE = 0.2
+
+
+class UnsupportedModelError(ValueError):
+    """The config describes an attention layout this estimate cannot size."""
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    layers: int
+    attention_heads: int
+    kv_heads: int
+    head_dim: int
+    hidden_size: int
+    intermediate_size: int
+    vocab_size: int
+    tied_embeddings: bool
+    experts: int
+    dtype_bytes: int
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        return 2 * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes
+
+    @property
+    def parameters(self) -> int:
+        """Dense-transformer estimate: attention and (per-expert) gated MLP per layer, plus the
+        embeddings; norms and biases are negligible."""
+        h, q = self.hidden_size, self.attention_heads * self.head_dim
+        kv = self.kv_heads * self.head_dim
+        attention = h * q + 2 * h * kv + q * h
+        mlp = 3 * h * self.intermediate_size * max(self.experts, 1)
+        embeddings = self.vocab_size * h * (1 if self.tied_embeddings else 2)
+        return self.layers * (attention + mlp) + embeddings
+
+
+def model_shape(config: dict[str, Any]) -> ModelShape:
+    if "kv_lora_rank" in config:
+        raise UnsupportedModelError("multi-head latent attention (kv_lora_rank) is not handled")
+    config = config.get("text_config", config)  # multimodal configs nest the language model
+    heads = config["num_attention_heads"]
+    dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
+    if dtype not in DTYPE_BYTES:
+        raise UnsupportedModelError(f"dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}")
+    return ModelShape(
+        layers=config["num_hidden_layers"],
+        attention_heads=heads,
+        kv_heads=config.get("num_key_value_heads") or heads,
+        head_dim=config.get("head_dim") or config["hidden_size"] // heads,
+        hidden_size=config["hidden_size"],
+        intermediate_size=config.get("moe_intermediate_size") or config["intermediate_size"],
+        vocab_size=config["vocab_size"],
+        tied_embeddings=bool(config.get("tie_word_embeddings", False)),
+        experts=config.get("num_experts") or config.get("num_local_experts") or 0,
+        dtype_bytes=DTYPE_BYTES[dtype],
+    )
+
+
+@dataclass(frozen=True)
+class KvPlan:
+    kv_bytes_per_token: int
+    kv_bytes_per_request: int
+    transfer_seconds_efa: float
+    transfer_seconds_tcp: float
+    prefill_seconds: float
+    weights_bytes_per_gpu: int
+    kv_budget_bytes_per_gpu: int
+    max_concurrent_sequences: int
+    verdict: str
+    pays_off: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def plan(
+    shape: ModelShape,
+    instance: GpuInstance,
+    *,
+    tensor_parallel: int,
+    input_tokens: int,
+    output_tokens: int,
+    gpu_memory_utilization: float = 0.9,
+) -> KvPlan:
+    per_request = shape.kv_bytes_per_token * input_tokens
+    efa_bytes_per_second = instance.efa_bandwidth_gbps * 1e9 / 8 * EFA_EFFICIENCY
+    transfer_efa = per_request / efa_bytes_per_second
+    transfer_tcp = per_request / (TCP_SINGLE_FLOW_GBPS * 1e9 / 8)
+    weights_per_gpu = shape.parameters * shape.dtype_bytes // tensor_parallel
+    usable = int(instance.gpu_memory_gib * 2**30 * gpu_memory_utilization)
+    kv_budget = max(usable - weights_per_gpu, 0)
+    sequence_bytes = shape.kv_bytes_per_token * (input_tokens + output_tokens)
+    sequences = math.floor(kv_budget * tensor_parallel / sequence_bytes)
+    flops = 2 * shape.parameters * input_tokens
+    prefill = flops / (instance.gpu_bf16_tflops * 1e12 * tensor_parallel * PREFILL_MFU)
+    verdict, pays_off = _verdict(input_tokens, transfer_efa, prefill, sequences)
+    return KvPlan(
+        kv_bytes_per_token=shape.kv_bytes_per_token,
+        kv_bytes_per_request=per_request,
+        transfer_seconds_efa=transfer_efa,
+        transfer_seconds_tcp=transfer_tcp,
+        prefill_seconds=prefill,
+        weights_bytes_per_gpu=weights_per_gpu,
+        kv_budget_bytes_per_gpu=kv_budget,
+        max_concurrent_sequences=sequences,
+        verdict=verdict,
+        pays_off=pays_off,
+    )
+
+
+def _verdict(
+    input_tokens: int, transfer: float, prefill: float, sequences: int
+) -> tuple[str, bool]:
+    if sequences < 1:
+        return "does not fit: weights leave no room for one sequence's KV cache at this TP", False
+    share = transfer / prefill if prefill else math.inf
+    if share > MAX_TRANSFER_SHARE:
+        return (
+            f"unlikely to pay off: moving the KV cache takes {share:.0%} of the prefill it "
+            "replaces",
+            False,
+        )
+    if input_tokens < MIN_INPUT_TOKENS:
+        return (
+            f"unlikely to pay off: {input_tokens}-token prompts interfere little with decode; "
+            f"disaggregation helps from about {MIN_INPUT_TOKENS} tokens",
+            False,
+        )
+    return f"likely to pay off: KV transfer is {share:.1%} of prefill time", True

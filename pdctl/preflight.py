@@ -1,0 +1,194 @@
+"""Read-only checks of the target account before `cdk deploy`: what no template can show.
+
+Every function takes the boto3 clients it reads, so tests drive them with botocore's Stubber.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from app_config import Settings
+from app_config.model import GpuNodeGroup
+from catalog.ray_llm_image import REGISTRY_ACCOUNTS, REPOSITORY
+from catalog.regions import is_zone_id
+from pdctl.checks import Check, failed, passed
+
+# Service Quotas: "Running On-Demand P instances" (vCPUs). Capacity Blocks do not count against
+# it; On-Demand Capacity Reservations do (EC2 user guide, "On-Demand Instance quotas").
+P_INSTANCE_VCPU_QUOTA = ("ec2", "L-417A185B")
+# What `cdk bootstrap` records, and the version the synthesized templates require.
+BOOTSTRAP_VERSION_PARAMETER = "/cdk-bootstrap/hnb659fds/version"
+MIN_BOOTSTRAP_VERSION = 6
+USABLE_RESERVATION_STATES = ("active", "scheduled")
+
+
+def instance_offered(ec2: Any, role: str, group: GpuNodeGroup, zone: str) -> Check:
+    name = f"{role}: {group.instance_type} offered in {zone}"
+    location_type = "availability-zone-id" if is_zone_id(zone) else "availability-zone"
+    offerings = ec2.describe_instance_type_offerings(
+        LocationType=location_type,
+        Filters=[
+            {"Name": "instance-type", "Values": [group.instance_type]},
+            {"Name": "location", "Values": [zone]},
+        ],
+    )["InstanceTypeOfferings"]
+    if offerings:
+        return passed(name, "offered")
+    return failed(
+        name,
+        "not offered in this zone",
+        "pick a network.gpu_availability_zone where `aws ec2 describe-instance-type-offerings "
+        f"--location-type {location_type}` lists {group.instance_type}, or use a reservation there",
+    )
+
+
+def efa_matches_catalog(ec2: Any, role: str, group: GpuNodeGroup) -> Check:
+    name = f"{role}: {group.instance_type} EFA interfaces"
+    (info,) = ec2.describe_instance_types(InstanceTypes=[group.instance_type])["InstanceTypes"]
+    network = info["NetworkInfo"]
+    maximum = network.get("EfaInfo", {}).get("MaximumEfaInterfaces", 0)
+    if network.get("EfaSupported") and maximum == group.instance.network_cards:
+        return passed(name, f"EFA supported, {maximum} interfaces, as the catalog says")
+    return failed(
+        name,
+        f"EFA supported: {network.get('EfaSupported')}, maximum interfaces {maximum}; the catalog "
+        f"expects {group.instance.network_cards}",
+        "correct catalog/instances.py from `aws ec2 describe-instance-types` before deploying",
+    )
+
+
+def vcpu_quota(quotas: Any, settings: Settings) -> Check:
+    needed = sum(
+        group.scaling.max_size * group.instance.vcpus
+        for group in settings.gpu_nodes.groups().values()
+        if group.capacity.type != "capacity_block"
+    )
+    service, code = P_INSTANCE_VCPU_QUOTA
+    name = f"vCPU quota for P instances ({code})"
+    if needed == 0:
+        return passed(name, "all GPU capacity comes from Capacity Blocks, which the quota excludes")
+    value = quotas.get_service_quota(ServiceCode=service, QuotaCode=code)["Quota"]["Value"]
+    if value >= needed:
+        return passed(name, f"{value:.0f} vCPUs available, {needed} needed at max_size")
+    return failed(
+        name,
+        f"{value:.0f} vCPUs, {needed} needed at max_size",
+        f"request an increase: aws service-quotas request-service-quota-increase "
+        f"--service-code {service} --quota-code {code} --desired-value {needed}",
+    )
+
+
+def reservation(
+    ec2: Any, role: str, group: GpuNodeGroup, zone: str, now: datetime, window: timedelta
+) -> Check | None:
+    reservation_id = group.capacity.reservation_id
+    if reservation_id is None:
+        return None
+    name = f"{role}: reservation {reservation_id}"
+    try:
+        (found,) = ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])[
+            "CapacityReservations"
+        ]
+    except ClientError as error:
+        return failed(name, error.response["Error"]["Message"], "check the id and the region")
+    zone_field = "AvailabilityZoneId" if is_zone_id(zone) else "AvailabilityZone"
+    problems = []
+    if found["State"] not in USABLE_RESERVATION_STATES:
+        problems.append(f"state {found['State']}")
+    if found["InstanceType"] != group.instance_type:
+        problems.append(f"instance type {found['InstanceType']}, not {group.instance_type}")
+    if found.get(zone_field) != zone:
+        problems.append(f"zone {found.get(zone_field)}, not {zone}")
+    if found["TotalInstanceCount"] < group.scaling.desired_size:
+        problems.append(
+            f"{found['TotalInstanceCount']} instances, desired_size {group.scaling.desired_size}"
+        )
+    end = found.get("EndDate")
+    if end is not None and end <= now + window:
+        problems.append(f"ends {end:%Y-%m-%d %H:%M} UTC, within the {window} rollout window")
+    if problems:
+        return failed(
+            name,
+            "; ".join(problems),
+            "fix the reservation or gpu_nodes.<role>.capacity/instance_type/scaling so they agree",
+        )
+    return passed(
+        name, f"{found['State']}, {found['TotalInstanceCount']} x {found['InstanceType']}"
+    )
+
+
+def cdk_bootstrap(ssm: Any, settings: Settings) -> Check:
+    name = "CDK bootstrap"
+    try:
+        value = ssm.get_parameter(Name=BOOTSTRAP_VERSION_PARAMETER)["Parameter"]["Value"]
+    except ClientError:
+        value = None
+    fix = f"cdk bootstrap aws://{settings.account or '<account>'}/{settings.region}"
+    if value is None:
+        return failed(name, "not bootstrapped in this account and region", fix)
+    if int(value) < MIN_BOOTSTRAP_VERSION:
+        return failed(name, f"bootstrap version {value} < {MIN_BOOTSTRAP_VERSION}", fix)
+    return passed(name, f"bootstrap version {value}")
+
+
+def dlc_image(ecr: Any, settings: Settings) -> Check:
+    tag, region = settings.serving.image_tag, settings.region
+    name = f"Ray LLM image {REPOSITORY}:{tag} in {region}"
+    try:
+        ecr.describe_images(
+            registryId=REGISTRY_ACCOUNTS[region],
+            repositoryName=REPOSITORY,
+            imageIds=[{"imageTag": tag}],
+        )
+    except ClientError as error:
+        return failed(
+            name,
+            error.response["Error"]["Message"],
+            "choose a serving.image_tag published in this region (catalog/ray_llm_image.py)",
+        )
+    return passed(name, f"published by {REGISTRY_ACCOUNTS[region]}")
+
+
+def admin_principals(iam: Any, settings: Settings) -> list[Check]:
+    checks = []
+    for arn in settings.cluster.admin_principal_arns:
+        kind, _, path_name = arn.split(":", 5)[5].partition("/")
+        principal = path_name.rsplit("/", 1)[-1]
+        try:
+            if kind == "role":
+                iam.get_role(RoleName=principal)
+            else:
+                iam.get_user(UserName=principal)
+            checks.append(passed(f"admin principal {arn}", "exists"))
+        except ClientError:
+            checks.append(
+                failed(
+                    f"admin principal {arn}", "does not exist", "fix cluster.admin_principal_arns"
+                )
+            )
+    return checks
+
+
+def run_preflight(
+    clients: dict[str, Any],
+    settings: Settings,
+    now: datetime | None = None,
+    window: timedelta = timedelta(hours=24),
+) -> list[Check]:
+    """All checks, in the order an operator fixes them."""
+    now = now or datetime.now(UTC)
+    ec2, zone = clients["ec2"], settings.network.gpu_availability_zone
+    checks: list[Check] = [cdk_bootstrap(clients["ssm"], settings)]
+    for role, group in settings.gpu_nodes.groups().items():
+        checks.append(instance_offered(ec2, role, group, zone))
+        checks.append(efa_matches_catalog(ec2, role, group))
+        found = reservation(ec2, role, group, zone, now, window)
+        if found:
+            checks.append(found)
+    checks.append(vcpu_quota(clients["service-quotas"], settings))
+    checks.append(dlc_image(clients["ecr"], settings))
+    checks.extend(admin_principals(clients["iam"], settings))
+    return checks

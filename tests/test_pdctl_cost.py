@@ -1,0 +1,82 @@
+"""pdctl cost against botocore's Stubber for the Price List API."""
+
+from __future__ import annotations
+
+import json
+
+import boto3
+import pytest
+from botocore.stub import ANY, Stubber
+
+from app_config import load_settings
+from catalog.vpc_endpoints import INTERFACE_ENDPOINT_SERVICES
+from pdctl.cost import HOURS_PER_DAY, cost_lines
+from tests.configurations import context_for
+
+
+def _product(price: str) -> str:
+    return json.dumps(
+        {
+            "terms": {
+                "OnDemand": {
+                    "T1": {
+                        "priceDimensions": {"D1": {"unit": "Hrs", "pricePerUnit": {"USD": price}}}
+                    }
+                }
+            }
+        }
+    )
+
+
+@pytest.fixture
+def pricing():
+    client = boto3.client(
+        "pricing",
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    return client, Stubber(client)
+
+
+def test_cost_adds_nodes_control_plane_nat_and_endpoints(pricing) -> None:
+    client, stubber = pricing
+    settings = load_settings(context_for("default"))
+    prices = {"p5": "55.04", "system": "0.2016", "eks": "0.10", "nat": "0.045", "endpoint": "0.01"}
+    for key in ("p5", "p5", "system", "eks", "nat", "endpoint"):
+        stubber.add_response(
+            "get_products",
+            {"PriceList": [_product(prices[key])]},
+            {"ServiceCode": ANY, "Filters": ANY, "MaxResults": 10},
+        )
+    with stubber:
+        lines = {line.item.split(" (")[0]: line for line in cost_lines(client, settings)}
+    gpu = settings.gpu_nodes
+    assert lines["prefill nodes"].per_hour == pytest.approx(
+        55.04 * gpu.prefill.scaling.desired_size
+    )
+    assert lines["system nodes"].quantity == settings.cluster.system_nodes.scaling.desired_size
+    endpoints = len(INTERFACE_ENDPOINT_SERVICES) * len(settings.network.availability_zones)
+    assert lines["interface endpoint ENIs"].quantity == endpoints
+    assert lines["NAT gateways"].quantity == settings.network.nat_gateways
+    total = sum(line.per_hour for line in lines.values())
+    assert lines["EKS control plane"].as_dict()["per_day"] == pytest.approx(0.10 * HOURS_PER_DAY)
+    assert total > 110
+
+
+def test_reserved_capacity_is_marked_as_billed_elsewhere(pricing) -> None:
+    client, stubber = pricing
+    settings = load_settings(context_for("reserved-capacity"))
+    for _ in range(6):
+        stubber.add_response("get_products", {"PriceList": [_product("1.0")]})
+    with stubber:
+        lines = cost_lines(client, settings)
+    assert "capacity_block" in lines[0].note
+    assert "capacity_reservation" in lines[1].note
+
+
+def test_an_ambiguous_price_is_an_error_not_a_guess(pricing) -> None:
+    client, stubber = pricing
+    stubber.add_response("get_products", {"PriceList": [_product("1.0"), _product("2.0")]})
+    with stubber, pytest.raises(LookupError, match="expected one on-demand price"):
+        cost_lines(client, load_settings(context_for("default")))

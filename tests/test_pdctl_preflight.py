@@ -1,0 +1,221 @@
+"""pdctl preflight against botocore's Stubber: request and response shapes come from botocore's
+own service models, so a wrong parameter or a misread field fails here."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import ANY, Stubber
+
+from app_config import load_settings
+from catalog.instances import CATALOG
+from catalog.ray_llm_image import REGISTRY_ACCOUNTS
+from pdctl.preflight import (
+    BOOTSTRAP_VERSION_PARAMETER,
+    MIN_BOOTSTRAP_VERSION,
+    P_INSTANCE_VCPU_QUOTA,
+    run_preflight,
+)
+from tests.configurations import context_for
+
+NOW = datetime(2026, 11, 29, 12, tzinfo=UTC)
+CONFIGURATION = "reserved-capacity"  # both kinds of reservation, AZ IDs
+
+
+def _clients() -> dict[str, Any]:
+    session = boto3.Session(
+        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-west-2"
+    )
+    return {name: session.client(name) for name in ("ec2", "ssm", "service-quotas", "ecr", "iam")}
+
+
+def _settings(**overrides: str):
+    return load_settings(context_for(CONFIGURATION, **overrides))
+
+
+def _healthy_responses(settings, broken: str = "") -> dict[str, list[tuple[str, dict, dict]]]:
+    """(operation, response, expected params) per client, in call order; `broken` swaps one."""
+    zone = settings.network.gpu_availability_zone
+    calls: dict[str, list] = {name: [] for name in ("ec2", "ssm", "service-quotas", "ecr", "iam")}
+    version = "3" if broken == "bootstrap" else str(MIN_BOOTSTRAP_VERSION + 24)
+    calls["ssm"].append(
+        (
+            "get_parameter",
+            {
+                "Parameter": {
+                    "Name": BOOTSTRAP_VERSION_PARAMETER,
+                    "Type": "String",
+                    "Value": version,
+                }
+            },
+            {"Name": BOOTSTRAP_VERSION_PARAMETER},
+        )
+    )
+    for role, group in settings.gpu_nodes.groups().items():
+        offered = (
+            []
+            if broken == f"offering:{role}"
+            else [
+                {
+                    "InstanceType": group.instance_type,
+                    "LocationType": "availability-zone-id",
+                    "Location": zone,
+                }
+            ]
+        )
+        calls["ec2"].append(
+            (
+                "describe_instance_type_offerings",
+                {"InstanceTypeOfferings": offered},
+                {
+                    "LocationType": "availability-zone-id",
+                    "Filters": [
+                        {"Name": "instance-type", "Values": [group.instance_type]},
+                        {"Name": "location", "Values": [zone]},
+                    ],
+                },
+            )
+        )
+        cards = group.instance.network_cards - (1 if broken == f"efa:{role}" else 0)
+        calls["ec2"].append(
+            (
+                "describe_instance_types",
+                {
+                    "InstanceTypes": [
+                        {
+                            "InstanceType": group.instance_type,
+                            "NetworkInfo": {
+                                "EfaSupported": True,
+                                "EfaInfo": {"MaximumEfaInterfaces": cards},
+                            },
+                        }
+                    ]
+                },
+                {"InstanceTypes": [group.instance_type]},
+            )
+        )
+        ends = NOW + (timedelta(hours=3) if broken == f"ends:{role}" else timedelta(days=14))
+        calls["ec2"].append(
+            (
+                "describe_capacity_reservations",
+                {
+                    "CapacityReservations": [
+                        {
+                            "CapacityReservationId": group.capacity.reservation_id,
+                            "InstanceType": group.instance_type,
+                            "AvailabilityZoneId": zone,
+                            "TotalInstanceCount": group.scaling.desired_size,
+                            "State": "expired" if broken == f"state:{role}" else "active",
+                            "EndDate": ends,
+                        }
+                    ]
+                },
+                {"CapacityReservationIds": [group.capacity.reservation_id]},
+            )
+        )
+    vcpus = 1.0 if broken == "quota" else 10_000.0
+    calls["service-quotas"].append(
+        (
+            "get_service_quota",
+            {"Quota": {"Value": vcpus}},
+            {"ServiceCode": P_INSTANCE_VCPU_QUOTA[0], "QuotaCode": P_INSTANCE_VCPU_QUOTA[1]},
+        )
+    )
+    if broken == "image":
+        calls["ecr"].append(("!describe_images", {"code": "ImageNotFoundException"}, {}))
+    else:
+        calls["ecr"].append(
+            (
+                "describe_images",
+                {"imageDetails": []},
+                {
+                    "registryId": REGISTRY_ACCOUNTS[settings.region],
+                    "repositoryName": "ray",
+                    "imageIds": [{"imageTag": settings.serving.image_tag}],
+                },
+            )
+        )
+    for arn in settings.cluster.admin_principal_arns:
+        name = arn.rsplit("/", 1)[-1]
+        if broken == "principal":
+            calls["iam"].append(("!get_role", {"code": "NoSuchEntity"}, {}))
+        else:
+            calls["iam"].append(
+                (
+                    "get_role",
+                    {
+                        "Role": {
+                            "Path": "/",
+                            "RoleName": name,
+                            "RoleId": "AROAEXAMPLEEXAMPLE01",
+                            "Arn": arn,
+                            "CreateDate": NOW,
+                        }
+                    },
+                    {"RoleName": name},
+                )
+            )
+    return calls
+
+
+def _run(settings, broken: str = ""):
+    clients = _clients()
+    stubbers = {name: Stubber(client) for name, client in clients.items()}
+    for name, calls in _healthy_responses(settings, broken).items():
+        for operation, response, params in calls:
+            if operation.startswith("!"):
+                stubbers[name].add_client_error(operation[1:], service_error_code=response["code"])
+            else:
+                stubbers[name].add_response(operation, response, params or ANY)
+    for stubber in stubbers.values():
+        stubber.activate()
+    checks = run_preflight(clients, settings, now=NOW)
+    for stubber in stubbers.values():
+        stubber.assert_no_pending_responses()
+    return checks
+
+
+ADMIN = '["arn:aws:iam::123456789012:role/PlatformAdmins"]'
+
+
+def test_a_healthy_account_passes_every_check() -> None:
+    checks = _run(_settings(**{"cluster.admin_principal_arns": ADMIN}))
+    assert [c.name for c in checks if not c.ok] == []
+    assert len(checks) == 1 + 3 * 2 + 1 + 1 + 1
+
+
+@pytest.mark.parametrize(
+    ("broken", "name_fragment", "fix_fragment"),
+    [
+        ("bootstrap", "CDK bootstrap", "cdk bootstrap aws://"),
+        ("offering:prefill", "prefill: p5en.48xlarge offered", "describe-instance-type-offerings"),
+        ("efa:decode", "decode: p5en.48xlarge EFA interfaces", "catalog/instances.py"),
+        ("state:prefill", "prefill: reservation", "fix the reservation"),
+        ("ends:decode", "decode: reservation", "fix the reservation"),
+        ("quota", "vCPU quota", "request-service-quota-increase"),
+        ("image", "Ray LLM image", "serving.image_tag"),
+        ("principal", "admin principal", "cluster.admin_principal_arns"),
+    ],
+)
+def test_each_failing_check_fails_alone_and_names_the_fix(
+    broken, name_fragment, fix_fragment
+) -> None:
+    checks = _run(_settings(**{"cluster.admin_principal_arns": ADMIN}), broken)
+    failing = [c for c in checks if not c.ok]
+    assert len(failing) == 1, failing
+    assert name_fragment in failing[0].name
+    assert fix_fragment in failing[0].fix
+
+
+def test_capacity_blocks_do_not_count_against_the_vcpu_quota() -> None:
+    settings = _settings()
+    needed = sum(
+        g.scaling.max_size * g.instance.vcpus
+        for g in settings.gpu_nodes.groups().values()
+        if g.capacity.type != "capacity_block"
+    )
+    decode = settings.gpu_nodes.decode
+    assert needed == decode.scaling.max_size * CATALOG[decode.instance_type].vcpus

@@ -1,0 +1,115 @@
+"""pdctl verify against a local server that speaks OpenAI streaming and Prometheus text."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from typer.testing import CliRunner
+
+from app_config import load_settings
+from pdctl.cli import app
+from tests.configurations import context_for
+
+MODEL = load_settings(context_for("default")).serving.model.id
+
+
+def _metrics(transfers: int, failed: int) -> str:
+    """What Ray's metrics agent exports for vLLM's NIXL metrics on a decode worker."""
+    return (
+        "# HELP ray_vllm:nixl_xfer_time_seconds Transfer duration\n"
+        "# TYPE ray_vllm:nixl_xfer_time_seconds histogram\n"
+        f'ray_vllm:nixl_xfer_time_seconds_bucket{{le="+Inf",model_name="m"}} {transfers}\n'
+        f'ray_vllm:nixl_xfer_time_seconds_count{{model_name="m"}} {transfers}\n'
+        f'ray_vllm:nixl_xfer_time_seconds_sum{{model_name="m"}} {transfers * 0.002}\n'
+        "# HELP ray_vllm:nixl_num_failed_transfers Failed transfers\n"
+        "# TYPE ray_vllm:nixl_num_failed_transfers counter\n"
+        f'ray_vllm:nixl_num_failed_transfers_total{{model_name="m"}} {failed}\n'
+    )
+
+
+class FakeServe(BaseHTTPRequestHandler):
+    metrics = ""
+
+    def log_message(self, *args) -> None:  # keep test output clean
+        pass
+
+    def _send(self, body: bytes, content_type: str) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:
+        if self.path == "/v1/models":
+            body = {
+                "object": "list",
+                "data": [{"id": MODEL, "object": "model", "created": 0, "owned_by": "ray"}],
+            }
+            self._send(json.dumps(body).encode(), "application/json")
+        else:
+            self._send(self.metrics.encode(), "text/plain; version=0.0.4")
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        events = []
+        for word in ("Hello", " there", "!"):
+            chunk = {
+                "id": "c1",
+                "object": "chat.completion.chunk",
+                "created": 0,
+                "model": MODEL,
+                "choices": [{"index": 0, "delta": {"content": word}, "finish_reason": None}],
+            }
+            events.append(f"data: {json.dumps(chunk)}\n\n")
+        events.append("data: [DONE]\n\n")
+        self._send("".join(events).encode(), "text/event-stream")
+
+
+@pytest.fixture
+def serve() -> Iterator[tuple[str, type[FakeServe]]]:
+    handler = type("Handler", (FakeServe,), {})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", handler
+    server.shutdown()
+
+
+def _verify(url: str) -> tuple[int, list[dict]]:
+    result = CliRunner().invoke(
+        app, ["verify", "--url", url, "--metrics-url", f"{url}/metrics", "--json"]
+    )
+    return result.exit_code, json.loads(result.output)
+
+
+def test_kv_moved_over_nixl(serve) -> None:
+    url, handler = serve
+    handler.metrics = _metrics(transfers=42, failed=0)
+    code, checks = _verify(url)
+    assert code == 0
+    verdict = checks[-1]
+    assert verdict["name"] == "KV moved from prefill to decode over NIXL/LIBFABRIC: yes"
+    assert "42 NIXL transfers, 0 failed" in verdict["detail"]
+    assert "TTFT" in checks[1]["detail"]
+
+
+def test_no_kv_transferred_fails_with_the_evidence(serve) -> None:
+    url, handler = serve
+    handler.metrics = _metrics(transfers=0, failed=0)
+    code, checks = _verify(url)
+    assert code == 1
+    assert checks[-1]["name"].endswith(": no")
+    assert "Backend LIBFABRIC was instantiated" in checks[-1]["fix"]
+
+
+def test_failed_transfers_fail_verification(serve) -> None:
+    url, handler = serve
+    handler.metrics = _metrics(transfers=10, failed=3)
+    code, checks = _verify(url)
+    assert code == 1
+    assert "3 failed" in checks[-1]["detail"]
