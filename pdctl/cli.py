@@ -75,7 +75,9 @@ def preflight_command(
 
 @app.command("plan")
 def plan_command(
-    model_config: Annotated[Path, typer.Option(help="the model's config.json")],
+    model_config: Annotated[
+        str, typer.Option(help="the model's config.json, or a Hugging Face model id")
+    ],
     input_tokens: Annotated[int, typer.Option(min=1)] = 4096,
     output_tokens: Annotated[int, typer.Option(min=1)] = 512,
     instance_type: Annotated[str | None, typer.Option(help="default: the prefill nodes'")] = None,
@@ -89,9 +91,12 @@ def plan_command(
     instance = CATALOG[instance_type or settings.gpu_nodes.prefill.instance_type]
     tp = tensor_parallel or settings.replica_gpus("prefill")[0]
     try:
-        shape = kv_plan.model_shape(json.loads(model_config.read_text()))
+        shape = kv_plan.model_shape(kv_plan.load_model_config(model_config))
+    except OSError as error:
+        console.print(f"[red]{error}[/red]")
+        raise typer.Exit(2) from None
     except (kv_plan.UnsupportedModelError, KeyError) as error:
-        console.print(f"[red]{model_config}: {error}[/red]")
+        console.print(f"[red]{model_config}: cannot size this model: {error}[/red]")
         raise typer.Exit(2) from None
     result = kv_plan.plan(
         shape,
@@ -109,7 +114,7 @@ def plan_command(
             )
         )
         return
-    table = Table(title=f"{model_config.name} on {instance.name}, TP {tp}")
+    table = Table(title=f"{model_config} on {instance.name}, TP {tp}")
     table.add_column("figure")
     table.add_column("value", justify="right")
     rows = [

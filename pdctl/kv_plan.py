@@ -8,8 +8,12 @@ Sliding-window layers are counted at full length (an upper bound).
 
 from __future__ import annotations
 
+import json
 import math
+import re
+import urllib.request
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from catalog.instances import GpuInstance
@@ -61,6 +65,19 @@ class ModelShape:
         mlp = 3 * h * self.intermediate_size * max(self.experts, 1)
         embeddings = self.vocab_size * h * (1 if self.tied_embeddings else 2)
         return self.layers * (attention + mlp) + embeddings
+
+
+def load_model_config(source: str) -> dict[str, Any]:
+    """A config.json path, or a Hugging Face model id whose config.json is fetched (public
+    models; gated ones need the file downloaded with a token first)."""
+    path = Path(source)
+    if path.is_file():
+        return json.loads(path.read_text())
+    if not re.fullmatch(r"[\w.-]+/[\w.-]+", source):
+        raise OSError(f"{source}: no such file, and not a Hugging Face model id (org/name)")
+    url = f"https://huggingface.co/{source}/resolve/main/config.json"
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return json.loads(response.read())
 
 
 def model_shape(config: dict[str, Any]) -> ModelShape:

@@ -108,3 +108,9 @@ def test_cli_json_has_kv_bytes_per_token(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["plan", "--model-config", str(config), "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["kv_bytes_per_token"] == 131_072
+
+
+def test_cli_reports_a_missing_config_without_a_traceback() -> None:
+    result = CliRunner().invoke(app, ["plan", "--model-config", "no/such/file.json"])
+    assert result.exit_code == 2
+    assert "not a Hugging Face model id" in " ".join(result.output.split())
