@@ -16,7 +16,7 @@ from app_config import Settings
 from constructs import Construct
 from constructs.checkov_skips import skip_checks
 from constructs.nag_acknowledgments import acknowledge
-from serving_manifests.names import SERVE_PORT, EndpointBinding, endpoint_source_cidrs
+from serving_manifests.names import SERVE_PORT, EndpointBinding, endpoint_client_cidrs
 
 # Ray Serve's proxy answers here once it can route (Ray Serve docs, "Health checks").
 PROXY_HEALTH_PATH = "/-/healthz"
@@ -38,7 +38,7 @@ class ServingEndpoint(Construct):
             description=f"Clients of the {settings.serving.name} endpoint",
             allow_all_outbound=False,
         )
-        for cidr in endpoint_source_cidrs(settings):
+        for cidr in endpoint_client_cidrs(settings):
             self.security_group.add_ingress_rule(
                 ec2.Peer.ipv4(cidr), ec2.Port.tcp(endpoint.port), "Clients of the endpoint"
             )
@@ -68,6 +68,7 @@ class ServingEndpoint(Construct):
             protocol=elbv2.Protocol.TCP,
             target_type=elbv2.TargetType.IP,
             deregistration_delay=Duration.seconds(30),
+            preserve_client_ip=False,  # pods see the NLB's addresses (network policy: the VPC)
             health_check=elbv2.HealthCheck(
                 protocol=elbv2.Protocol.HTTP, path=PROXY_HEALTH_PATH, port=str(SERVE_PORT)
             ),

@@ -8,6 +8,8 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
+from serving_manifests.names import BENCH_LABELS
+
 RESULT_BEGIN = "=== pdctl result begin ==="
 RESULT_END = "=== pdctl result end ==="
 RESULT_FILE = "/tmp/pdctl/result.json"
@@ -77,7 +79,7 @@ def job_manifest(name: str, namespace: str, image: str, parameters: BenchParamet
             "backoffLimit": 0,
             "ttlSecondsAfterFinished": 3600,
             "template": {
-                "metadata": {"labels": {"app.kubernetes.io/name": "pdctl-bench"}},
+                "metadata": {"labels": dict(BENCH_LABELS)},  # network policy allow-pdctl-bench
                 "spec": {
                     "restartPolicy": "Never",
                     "nodeSelector": {"llm-serving/role": "system"},

@@ -23,6 +23,7 @@ from catalog.instances import CATALOG
 from catalog.ray_llm_image import image_uri
 from pdctl import bench_job, cost, kv_plan, preflight, verify
 from pdctl.checks import Check
+from serving_manifests.names import METRICS_PORT
 
 app = typer.Typer(help=__doc__.splitlines()[0], no_args_is_help=True)
 console = Console()
@@ -88,8 +89,13 @@ def plan_command(
 ) -> None:
     """KV bytes per token and per request, EFA vs TCP transfer time, memory, and a verdict."""
     settings = _settings(config, context)
-    instance = CATALOG[instance_type or settings.gpu_nodes.prefill.instance_type]
-    tp = tensor_parallel or settings.replica_gpus("prefill")[0]
+    chosen = instance_type or settings.gpu_nodes.prefill.instance_type
+    if chosen not in CATALOG:
+        console.print(f"[red]--instance-type {chosen}: valid: {', '.join(CATALOG)}[/red]")
+        raise typer.Exit(2)
+    instance = CATALOG[chosen]
+    configured_tp, pp = settings.replica_gpus("prefill")
+    tp = tensor_parallel or configured_tp
     try:
         shape = kv_plan.model_shape(kv_plan.load_model_config(model_config))
     except OSError as error:
@@ -102,6 +108,7 @@ def plan_command(
         shape,
         instance,
         tensor_parallel=tp,
+        pipeline_parallel=pp,
         input_tokens=input_tokens,
         output_tokens=output_tokens,
         gpu_memory_utilization=settings.serving.prefill.gpu_memory_utilization,
@@ -147,7 +154,7 @@ def verify_command(
     metrics_url: Annotated[
         list[str], typer.Option(help="decode metrics URLs; default: through the Kubernetes API")
     ] = [],  # noqa: B006
-    metrics_port: int = 8080,
+    metrics_port: int = METRICS_PORT,
     config: ConfigOption = None,
     context: ContextOption = [],  # noqa: B006
     as_json: JsonOption = False,
@@ -167,6 +174,18 @@ def verify_command(
             "" if served else "wait for the RayService to turn healthy",
         )
     )
+
+    def read_metrics() -> verify.TransferEvidence:
+        texts = (
+            [verify.fetch_text(metrics) for metrics in metrics_url]
+            if metrics_url
+            else verify.decode_metrics_from_kubernetes(
+                settings.serving.namespace, settings.serving.name, metrics_port
+            )
+        )
+        return verify.transfer_evidence(texts)
+
+    before = read_metrics()
     with console.status("Streaming one chat completion...", spinner="dots"):
         timing = verify.stream_one_completion(client, settings.serving.model.id, "Say hello.")
     checks.append(
@@ -177,14 +196,7 @@ def verify_command(
             f"mean ITL {timing.mean_itl * 1000:.1f} ms",
         )
     )
-    texts = (
-        [verify.fetch_text(metrics) for metrics in metrics_url]
-        if metrics_url
-        else verify.decode_metrics_from_kubernetes(
-            settings.serving.namespace, settings.serving.name, metrics_port
-        )
-    )
-    evidence = verify.transfer_evidence(texts)
+    evidence = verify.transfers_during(before, read_metrics())
     checks.append(verify.kv_verdict(evidence, settings.serving.kv_transfer.backend))
     _report(checks, as_json, f"Verify {base}")
 
@@ -198,6 +210,7 @@ def bench_command(
     save: Annotated[Path, typer.Option(help="where the result JSON goes")] = Path(
         "bench-result.json"
     ),
+    timeout_minutes: Annotated[int, typer.Option(min=1)] = 60,
     config: ConfigOption = None,
     context: ContextOption = [],  # noqa: B006
     as_json: JsonOption = False,
@@ -223,15 +236,22 @@ def bench_command(
     kube_config.load_kube_config()
     utils.create_from_dict(client.ApiClient(), manifest)
     batch, core = client.BatchV1Api(), client.CoreV1Api()
+    deadline = time.monotonic() + timeout_minutes * 60
     with console.status(f"Job {name}: running vllm bench serve...", spinner="dots") as status:
         while True:
             job = batch.read_namespaced_job_status(name, serving.namespace).status
             if job.succeeded or job.failed:
                 break
+            if time.monotonic() > deadline:
+                console.print(f"[red]Job {name} still running after {timeout_minutes} min[/red]")
+                raise typer.Exit(1)
             status.update(f"Job {name}: {job.active or 0} pod(s) active")
             time.sleep(10)
     (pod,) = core.list_namespaced_pod(serving.namespace, label_selector=f"job-name={name}").items
     logs = core.read_namespaced_pod_log(pod.metadata.name, serving.namespace)
+    if job.failed:
+        console.print(f"[red]Job {name} failed; the end of its log:[/red]\n{logs[-3000:]}")
+        raise typer.Exit(1)
     result = bench_job.result_from_logs(logs)
     save.write_text(json.dumps(result, indent=2))
     _print_bench(bench_job.summarize(result), as_json, save)

@@ -49,22 +49,38 @@ class ModelShape:
     vocab_size: int
     tied_embeddings: bool
     experts: int
+    experts_per_token: int
     dtype_bytes: int
 
     @property
     def kv_bytes_per_token(self) -> int:
         return 2 * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes
 
-    @property
-    def parameters(self) -> int:
-        """Dense-transformer estimate: attention and (per-expert) gated MLP per layer, plus the
-        embeddings; norms and biases are negligible."""
+    def kv_bytes_per_token_per_gpu(self, tensor_parallel: int) -> int:
+        """Each rank holds its share of KV heads, and at least one: with TP above the KV head
+        count vLLM replicates heads across ranks."""
+        heads = math.ceil(self.kv_heads / tensor_parallel)
+        return 2 * self.layers * heads * self.head_dim * self.dtype_bytes
+
+    def _parameters(self, experts: int) -> int:
+        """Attention and gated MLP (times the experts counted) per layer, plus the embeddings;
+        norms and biases are negligible."""
         h, q = self.hidden_size, self.attention_heads * self.head_dim
         kv = self.kv_heads * self.head_dim
         attention = h * q + 2 * h * kv + q * h
-        mlp = 3 * h * self.intermediate_size * max(self.experts, 1)
+        mlp = 3 * h * self.intermediate_size * max(experts, 1)
         embeddings = self.vocab_size * h * (1 if self.tied_embeddings else 2)
         return self.layers * (attention + mlp) + embeddings
+
+    @property
+    def parameters(self) -> int:
+        """All weights: what must sit in GPU memory."""
+        return self._parameters(self.experts)
+
+    @property
+    def active_parameters(self) -> int:
+        """Weights one token passes through: what the compute costs (MoE routes to a few)."""
+        return self._parameters(self.experts_per_token if self.experts else 0)
 
 
 def load_model_config(source: str) -> dict[str, Any]:
@@ -81,9 +97,9 @@ def load_model_config(source: str) -> dict[str, Any]:
 
 
 def model_shape(config: dict[str, Any]) -> ModelShape:
+    config = config.get("text_config", config)  # multimodal configs nest the language model
     if "kv_lora_rank" in config:
         raise UnsupportedModelError("multi-head latent attention (kv_lora_rank) is not handled")
-    config = config.get("text_config", config)  # multimodal configs nest the language model
     heads = config["num_attention_heads"]
     dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
     if dtype not in DTYPE_BYTES:
@@ -98,6 +114,7 @@ def model_shape(config: dict[str, Any]) -> ModelShape:
         vocab_size=config["vocab_size"],
         tied_embeddings=bool(config.get("tie_word_embeddings", False)),
         experts=config.get("num_experts") or config.get("num_local_experts") or 0,
+        experts_per_token=config.get("num_experts_per_tok") or 0,
         dtype_bytes=DTYPE_BYTES[dtype],
     )
 
@@ -124,6 +141,7 @@ def plan(
     instance: GpuInstance,
     *,
     tensor_parallel: int,
+    pipeline_parallel: int = 1,
     input_tokens: int,
     output_tokens: int,
     gpu_memory_utilization: float = 0.9,
@@ -132,13 +150,15 @@ def plan(
     efa_bytes_per_second = instance.efa_bandwidth_gbps * 1e9 / 8 * EFA_EFFICIENCY
     transfer_efa = per_request / efa_bytes_per_second
     transfer_tcp = per_request / (TCP_SINGLE_FLOW_GBPS * 1e9 / 8)
-    weights_per_gpu = shape.parameters * shape.dtype_bytes // tensor_parallel
+    gpus = tensor_parallel * pipeline_parallel
+    weights_per_gpu = shape.parameters * shape.dtype_bytes // gpus
     usable = int(instance.gpu_memory_gib * 2**30 * gpu_memory_utilization)
     kv_budget = max(usable - weights_per_gpu, 0)
-    sequence_bytes = shape.kv_bytes_per_token * (input_tokens + output_tokens)
-    sequences = math.floor(kv_budget * tensor_parallel / sequence_bytes)
-    flops = 2 * shape.parameters * input_tokens
-    prefill = flops / (instance.gpu_bf16_tflops * 1e12 * tensor_parallel * PREFILL_MFU)
+    # Each pipeline stage holds its layers' KV; each rank its heads' share of it.
+    per_gpu_token = shape.kv_bytes_per_token_per_gpu(tensor_parallel) // pipeline_parallel
+    sequences = kv_budget // (per_gpu_token * (input_tokens + output_tokens))
+    flops = 2 * shape.active_parameters * input_tokens
+    prefill = flops / (instance.gpu_bf16_tflops * 1e12 * gpus * PREFILL_MFU)
     verdict, pays_off = _verdict(input_tokens, transfer_efa, prefill, sequences)
     return KvPlan(
         kv_bytes_per_token=shape.kv_bytes_per_token,

@@ -47,7 +47,10 @@ def instance_offered(ec2: Any, role: str, group: GpuNodeGroup, zone: str) -> Che
 
 def efa_matches_catalog(ec2: Any, role: str, group: GpuNodeGroup) -> Check:
     name = f"{role}: {group.instance_type} EFA interfaces"
-    (info,) = ec2.describe_instance_types(InstanceTypes=[group.instance_type])["InstanceTypes"]
+    try:
+        (info,) = ec2.describe_instance_types(InstanceTypes=[group.instance_type])["InstanceTypes"]
+    except ClientError as error:
+        return failed(name, _message(error), "check the instance type and the region")
     network = info["NetworkInfo"]
     maximum = network.get("EfaInfo", {}).get("MaximumEfaInterfaces", 0)
     if network.get("EfaSupported") and maximum == group.instance.network_cards:
@@ -70,7 +73,15 @@ def vcpu_quota(quotas: Any, settings: Settings) -> Check:
     name = f"vCPU quota for P instances ({code})"
     if needed == 0:
         return passed(name, "all GPU capacity comes from Capacity Blocks, which the quota excludes")
-    value = quotas.get_service_quota(ServiceCode=service, QuotaCode=code)["Quota"]["Value"]
+    try:
+        value = quotas.get_service_quota(ServiceCode=service, QuotaCode=code)["Quota"]["Value"]
+    except ClientError as error:
+        if _code(error) != "NoSuchResourceException":
+            return failed(name, _message(error), "allow servicequotas:GetServiceQuota")
+        # Never changed in this account: the default applies.
+        value = quotas.get_aws_default_service_quota(ServiceCode=service, QuotaCode=code)["Quota"][
+            "Value"
+        ]
     if value >= needed:
         return passed(name, f"{value:.0f} vCPUs available, {needed} needed at max_size")
     return failed(
@@ -93,11 +104,14 @@ def reservation(
             "CapacityReservations"
         ]
     except ClientError as error:
-        return failed(name, error.response["Error"]["Message"], "check the id and the region")
+        return failed(name, _message(error), "check the id and the region")
     zone_field = "AvailabilityZoneId" if is_zone_id(zone) else "AvailabilityZone"
     problems = []
     if found["State"] not in USABLE_RESERVATION_STATES:
         problems.append(f"state {found['State']}")
+    start = found.get("StartDate")
+    if start is not None and start > now:
+        problems.append(f"starts {start:%Y-%m-%d %H:%M} UTC; nodes cannot launch before then")
     if found["InstanceType"] != group.instance_type:
         problems.append(f"instance type {found['InstanceType']}, not {group.instance_type}")
     if found.get(zone_field) != zone:
@@ -122,11 +136,13 @@ def reservation(
 
 def cdk_bootstrap(ssm: Any, settings: Settings) -> Check:
     name = "CDK bootstrap"
+    fix = f"cdk bootstrap aws://{settings.account or '<account>'}/{settings.region}"
     try:
         value = ssm.get_parameter(Name=BOOTSTRAP_VERSION_PARAMETER)["Parameter"]["Value"]
-    except ClientError:
+    except ClientError as error:
+        if _code(error) != "ParameterNotFound":
+            return failed(name, _message(error), "allow ssm:GetParameter on /cdk-bootstrap/*")
         value = None
-    fix = f"cdk bootstrap aws://{settings.account or '<account>'}/{settings.region}"
     if value is None:
         return failed(name, "not bootstrapped in this account and region", fix)
     if int(value) < MIN_BOOTSTRAP_VERSION:
@@ -137,18 +153,19 @@ def cdk_bootstrap(ssm: Any, settings: Settings) -> Check:
 def dlc_image(ecr: Any, settings: Settings) -> Check:
     tag, region = settings.serving.image_tag, settings.region
     name = f"Ray LLM image {REPOSITORY}:{tag} in {region}"
+    fix = "choose a serving.image_tag published in this region (catalog/ray_llm_image.py)"
     try:
-        ecr.describe_images(
+        # BatchGetImage is what a pull needs, so the DLC registry grants it to every account.
+        response = ecr.batch_get_image(
             registryId=REGISTRY_ACCOUNTS[region],
             repositoryName=REPOSITORY,
             imageIds=[{"imageTag": tag}],
         )
     except ClientError as error:
-        return failed(
-            name,
-            error.response["Error"]["Message"],
-            "choose a serving.image_tag published in this region (catalog/ray_llm_image.py)",
-        )
+        return failed(name, _message(error), fix)
+    if response.get("failures") or not response.get("images"):
+        reasons = ", ".join(f["failureReason"] for f in response.get("failures", []))
+        return failed(name, reasons or "no such image", fix)
     return passed(name, f"published by {REGISTRY_ACCOUNTS[region]}")
 
 
@@ -170,6 +187,14 @@ def admin_principals(iam: Any, settings: Settings) -> list[Check]:
                 )
             )
     return checks
+
+
+def _code(error: ClientError) -> str:
+    return error.response["Error"]["Code"]
+
+
+def _message(error: ClientError) -> str:
+    return error.response["Error"].get("Message") or _code(error)
 
 
 def run_preflight(

@@ -87,11 +87,21 @@ def transfer_evidence(metrics_texts: list[str]) -> TransferEvidence:
     )
 
 
+def transfers_during(before: TransferEvidence, after: TransferEvidence) -> TransferEvidence:
+    """What the check's own request caused. The counters are cumulative: decode's start-up
+    prewarm already transferred once, and an old failure would otherwise fail every check."""
+    return TransferEvidence(
+        transfers=after.transfers - before.transfers,
+        failed_transfers=after.failed_transfers - before.failed_transfers,
+        sources=after.sources,
+    )
+
+
 def kv_verdict(evidence: TransferEvidence, backend: str) -> Check:
     name = f"KV moved from prefill to decode over NIXL/{backend}"
     detail = (
-        f"{evidence.transfers:.0f} NIXL transfers, {evidence.failed_transfers:.0f} failed, "
-        f"on {evidence.sources} decode metrics endpoint(s)"
+        f"{evidence.transfers:.0f} NIXL transfers, {evidence.failed_transfers:.0f} failed during "
+        f"the streamed completion, on {evidence.sources} decode metrics endpoint(s)"
     )
     if evidence.transfers > 0 and evidence.failed_transfers == 0:
         return passed(f"{name}: yes", detail)

@@ -15,6 +15,8 @@ HEAD_SERVICE_ACCOUNT = "ray-head"
 WORKER_SERVICE_ACCOUNT = "ray-worker"
 SERVE_PORT = 8000
 DASHBOARD_PORT = 8265
+METRICS_PORT = 8080  # KubeRay's default metrics-export-port for Ray nodes
+BENCH_LABELS = {"app.kubernetes.io/name": "pdctl-bench"}
 HF_TOKEN_MOUNT = "/var/run/secrets/huggingface"
 HF_TOKEN_ALIAS = "token"
 HF_TOKEN_PROVIDER_CLASS = "hf-token"
@@ -37,9 +39,8 @@ def kuberay_serve_service_name(settings: Settings) -> str:
     return f"{settings.serving.name}-serve-svc"
 
 
-def endpoint_source_cidrs(settings: Settings) -> list[str]:
-    """Who may reach the endpoint: the configured CIDRs, and the VPC (the load balancer's own
-    addresses, its health checks, and every internal client when none are configured)."""
+def endpoint_client_cidrs(settings: Settings) -> list[str]:
+    """Who may connect to the load balancer: the configured CIDRs; for an internal endpoint
+    without any, the whole VPC."""
     cidrs = [str(cidr) for cidr in settings.serving.endpoint.source_cidrs]
-    vpc = str(settings.network.vpc_cidr)
-    return cidrs if vpc in cidrs else [vpc, *cidrs]
+    return cidrs or [str(settings.network.vpc_cidr)]

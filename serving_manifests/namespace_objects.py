@@ -10,16 +10,17 @@ import yaml
 from app_config import Settings
 from catalog.helm_charts import KUBERAY_OPERATOR
 from serving_manifests.names import (
+    BENCH_LABELS,
     DASHBOARD_PORT,
     HEAD_SERVICE_ACCOUNT,
     HF_TOKEN_ALIAS,
     HF_TOKEN_PROVIDER_CLASS,
+    METRICS_PORT,
     RAYSERVICE_LABEL,
     SERVE_PORT,
     WORKER_SERVICE_ACCOUNT,
     EndpointBinding,
     endpoint_binding_name,
-    endpoint_source_cidrs,
     kuberay_serve_service_name,
 )
 from serving_manifests.templates import load, load_all
@@ -51,7 +52,7 @@ def render_service_accounts(
 
 def render_network_policies(settings: Settings) -> list[dict[str, Any]]:
     policies = load_all("network-policies.yaml")
-    sources = [{"ipBlock": {"cidr": cidr}} for cidr in endpoint_source_cidrs(settings)]
+    vpc = [{"ipBlock": {"cidr": str(settings.network.vpc_cidr)}}]
     for policy in policies:
         policy["metadata"]["namespace"] = settings.serving.namespace
         spec = policy["spec"]
@@ -61,11 +62,16 @@ def render_network_policies(settings: Settings) -> list[dict[str, Any]]:
         for rule in spec.get("ingress", []) + spec.get("egress", []):
             for peer in rule.get("from", []) + rule.get("to", []):
                 _retarget_peer(peer, settings)
-        if policy["metadata"]["name"] == "allow-endpoint":
+        name = policy["metadata"]["name"]
+        if name in ("allow-endpoint", "allow-metrics"):
             (rule,) = spec["ingress"]
-            rule["from"] = sources
-            rule["ports"] = [{"protocol": "TCP", "port": SERVE_PORT}]
-        if policy["metadata"]["name"] == "allow-kuberay-operator":
+            rule["from"] = vpc
+            port = SERVE_PORT if name == "allow-endpoint" else METRICS_PORT
+            rule["ports"] = [{"protocol": "TCP", "port": port}]
+        if name == "allow-pdctl-bench":
+            spec["podSelector"] = {"matchLabels": dict(BENCH_LABELS)}
+            spec["egress"][0]["ports"] = [{"protocol": "TCP", "port": SERVE_PORT}]
+        if name == "allow-kuberay-operator":
             (rule,) = spec["ingress"]
             rule["ports"] = [
                 {"protocol": "TCP", "port": port} for port in (DASHBOARD_PORT, SERVE_PORT)

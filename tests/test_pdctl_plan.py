@@ -114,3 +114,34 @@ def test_cli_reports_a_missing_config_without_a_traceback() -> None:
     result = CliRunner().invoke(app, ["plan", "--model-config", "no/such/file.json"])
     assert result.exit_code == 2
     assert "not a Hugging Face model id" in " ".join(result.output.split())
+
+
+# Qwen3-30B-A3B: 128 experts, 8 routed per token; published 30.5 B total, 3.3 B active.
+QWEN3_30B_A3B = {
+    "hidden_size": 2048,
+    "moe_intermediate_size": 768,
+    "intermediate_size": 6144,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 48,
+    "num_key_value_heads": 4,
+    "head_dim": 128,
+    "num_experts": 128,
+    "num_experts_per_tok": 8,
+    "vocab_size": 151936,
+    "tie_word_embeddings": False,
+    "torch_dtype": "bfloat16",
+}
+
+
+def test_moe_memory_counts_every_expert_and_compute_only_the_routed_ones() -> None:
+    shape = model_shape(QWEN3_30B_A3B)
+    assert shape.parameters == pytest.approx(30.5e9, rel=0.03)
+    assert shape.active_parameters == pytest.approx(3.3e9, rel=0.1)
+
+
+def test_kv_heads_are_replicated_when_tp_exceeds_them() -> None:
+    shape = model_shape(QWEN3_30B_A3B)  # 4 KV heads
+    per_gpu_tp8 = shape.kv_bytes_per_token_per_gpu(8)
+    assert per_gpu_tp8 == shape.kv_bytes_per_token_per_gpu(4)  # one head per rank either way
+    assert per_gpu_tp8 * 4 == shape.kv_bytes_per_token
+    assert shape.kv_bytes_per_token_per_gpu(2) == shape.kv_bytes_per_token // 2

@@ -110,6 +110,8 @@ def _healthy_responses(settings, broken: str = "") -> dict[str, list[tuple[str, 
                             "TotalInstanceCount": group.scaling.desired_size,
                             "State": "expired" if broken == f"state:{role}" else "active",
                             "EndDate": ends,
+                            "StartDate": NOW
+                            + (timedelta(days=2) if broken == f"starts:{role}" else -timedelta(1)),
                         }
                     ]
                 },
@@ -124,20 +126,30 @@ def _healthy_responses(settings, broken: str = "") -> dict[str, list[tuple[str, 
             {"ServiceCode": P_INSTANCE_VCPU_QUOTA[0], "QuotaCode": P_INSTANCE_VCPU_QUOTA[1]},
         )
     )
-    if broken == "image":
-        calls["ecr"].append(("!describe_images", {"code": "ImageNotFoundException"}, {}))
-    else:
-        calls["ecr"].append(
-            (
-                "describe_images",
-                {"imageDetails": []},
-                {
-                    "registryId": REGISTRY_ACCOUNTS[settings.region],
-                    "repositoryName": "ray",
-                    "imageIds": [{"imageTag": settings.serving.image_tag}],
-                },
-            )
+    image = {"imageTag": settings.serving.image_tag}
+    found = {
+        "registryId": REGISTRY_ACCOUNTS[settings.region],
+        "repositoryName": "ray",
+        "imageId": image,
+    }
+    missing = {
+        "imageId": image,
+        "failureCode": "ImageNotFound",
+        "failureReason": "Requested image not found",
+    }
+    calls["ecr"].append(
+        (
+            "batch_get_image",
+            {"images": [], "failures": [missing]}
+            if broken == "image"
+            else {"images": [found], "failures": []},
+            {
+                "registryId": REGISTRY_ACCOUNTS[settings.region],
+                "repositoryName": "ray",
+                "imageIds": [image],
+            },
         )
+    )
     for arn in settings.cluster.admin_principal_arns:
         name = arn.rsplit("/", 1)[-1]
         if broken == "principal":
@@ -195,6 +207,7 @@ def test_a_healthy_account_passes_every_check() -> None:
         ("efa:decode", "decode: p5en.48xlarge EFA interfaces", "catalog/instances.py"),
         ("state:prefill", "prefill: reservation", "fix the reservation"),
         ("ends:decode", "decode: reservation", "fix the reservation"),
+        ("starts:prefill", "prefill: reservation", "fix the reservation"),
         ("quota", "vCPU quota", "request-service-quota-increase"),
         ("image", "Ray LLM image", "serving.image_tag"),
         ("principal", "admin principal", "cluster.admin_principal_arns"),

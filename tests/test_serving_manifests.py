@@ -13,13 +13,14 @@ from app_config.node_labels import EFA_RESOURCE, GPU_RESOURCE, GPU_ROLES, ROLE_L
 from catalog.ray_llm_image import IMAGES, REGISTRY_ACCOUNTS
 from serving_manifests import ServingManifests, render
 from serving_manifests.names import (
+    BENCH_LABELS,
     DASHBOARD_PORT,
     HEAD_SERVICE_ACCOUNT,
+    METRICS_PORT,
     RAYSERVICE_LABEL,
     SERVE_PORT,
     WORKER_SERVICE_ACCOUNT,
     EndpointBinding,
-    endpoint_source_cidrs,
     kuberay_serve_service_name,
 )
 from serving_manifests.rayservice import HUGEPAGES
@@ -241,7 +242,8 @@ def test_network_policies_deny_by_default_and_open_the_endpoint_to_allowed_cidrs
     deny = policies["default-deny"]["spec"]
     assert deny == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
     (rule,) = policies["allow-endpoint"]["spec"]["ingress"]
-    assert [peer["ipBlock"]["cidr"] for peer in rule["from"]] == endpoint_source_cidrs(settings)
+    # The load balancer does not preserve client IPs: its private addresses are in the VPC.
+    assert [peer["ipBlock"]["cidr"] for peer in rule["from"]] == [str(settings.network.vpc_cidr)]
     assert rule["ports"] == [{"protocol": "TCP", "port": SERVE_PORT}]
     for policy in policies.values():
         labels = policy["spec"]["podSelector"].get("matchLabels", {})
@@ -294,3 +296,14 @@ def test_make_manifests_writes_one_file_per_object(tmp_path, capsys) -> None:
 def test_make_manifests_reports_bad_input_as_configuration_errors(tmp_path) -> None:
     with pytest.raises(SystemExit, match=r"serving\.name"):
         main(["--out", str(tmp_path), "-c", "serving.name=Not_Valid"])
+
+
+def test_metrics_are_readable_from_the_vpc_and_bench_may_call_serve(rendered) -> None:
+    settings, manifests = rendered
+    policies = {p["metadata"]["name"]: p["spec"] for p in manifests.network_policies}
+    (metrics,) = policies["allow-metrics"]["ingress"]
+    assert metrics["ports"] == [{"protocol": "TCP", "port": METRICS_PORT}]
+    assert metrics["from"] == [{"ipBlock": {"cidr": str(settings.network.vpc_cidr)}}]
+    bench = policies["allow-pdctl-bench"]
+    assert bench["podSelector"] == {"matchLabels": BENCH_LABELS}
+    assert bench["egress"][0]["ports"] == [{"protocol": "TCP", "port": SERVE_PORT}]

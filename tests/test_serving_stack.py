@@ -12,7 +12,7 @@ import app
 from catalog.helm_charts import KUBERAY_OPERATOR, SECRETS_STORE_CSI_AWS
 from constructs.serving_endpoint import PROXY_HEALTH_PATH
 from constructs.serving_operators import ON_SYSTEM_NODES
-from serving_manifests.names import SERVE_PORT, WORKER_SERVICE_ACCOUNT, endpoint_source_cidrs
+from serving_manifests.names import SERVE_PORT, WORKER_SERVICE_ACCOUNT, endpoint_client_cidrs
 from tests.configurations import CONFIGURATIONS, context_for
 from tests.conftest import Synthesized
 
@@ -207,7 +207,7 @@ def test_only_the_allowed_cidrs_reach_the_endpoint(
     groups = synthesized.resources("serving", "AWS::EC2::SecurityGroup").values()
     (group,) = [g for g in groups if "SecurityGroupIngress" in g["Properties"]]
     ingress = group["Properties"]["SecurityGroupIngress"]
-    assert sorted(rule["CidrIp"] for rule in ingress) == sorted(endpoint_source_cidrs(settings))
+    assert sorted(rule["CidrIp"] for rule in ingress) == sorted(endpoint_client_cidrs(settings))
     assert {rule["FromPort"] for rule in ingress} == {settings.serving.endpoint.port}
 
 
