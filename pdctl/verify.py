@@ -11,8 +11,7 @@ import statistics
 import time
 import urllib.request
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 from openai import OpenAI
 from prometheus_client.parser import text_string_to_metric_families
@@ -34,9 +33,6 @@ class StreamTiming:
     @property
     def mean_itl(self) -> float:
         return statistics.fmean(self.inter_token_latencies) if self.inter_token_latencies else 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "mean_itl": self.mean_itl}
 
 
 def stream_one_completion(
