@@ -31,7 +31,14 @@ from app_config.node_labels import (
     ROLE_LABEL,
     ROLE_TAINT_KEY,
 )
-from app_config.section import CidrBlock, Section, one_of, require_consent_for_anywhere
+from app_config.observability import Observability
+from app_config.section import (
+    CidrBlock,
+    LogRetentionDays,
+    Section,
+    one_of,
+    require_consent_for_anywhere,
+)
 from app_config.serving import Serving
 from catalog.instances import CATALOG, GpuInstance
 from catalog.ray_llm_image import REGISTRY_ACCOUNTS
@@ -41,32 +48,6 @@ from catalog.regions import (
     example_zones,
     is_zone_id,
     zone_belongs_to_region,
-)
-
-# CloudWatch Logs accepts only these retention periods (AWS::Logs::LogGroup RetentionInDays).
-LOG_RETENTION_DAYS = (
-    1,
-    3,
-    5,
-    7,
-    14,
-    30,
-    60,
-    90,
-    120,
-    150,
-    180,
-    365,
-    400,
-    545,
-    731,
-    1096,
-    1827,
-    2192,
-    2557,
-    2922,
-    3288,
-    3653,
 )
 
 _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
@@ -286,9 +267,9 @@ class Network(Section):
         le=28,
         description="Prefix length of each public subnet (NAT, public load balancer).",
     )
-    flow_log_retention_days: Annotated[
-        int, one_of(LOG_RETENTION_DAYS, "a retention CloudWatch Logs accepts")
-    ] = Field(365, description="Retention of the VPC flow log group, in days.")
+    flow_log_retention_days: LogRetentionDays = Field(
+        365, description="Retention of the VPC flow log group, in days."
+    )
 
     @field_validator("vpc_cidr")
     @classmethod
@@ -386,6 +367,9 @@ class Settings(Section):
     cluster: Cluster = Field(Cluster(), description="EKS cluster settings.")
     gpu_nodes: GpuNodes = Field(GpuNodes(), description="EFA GPU node groups.")
     serving: Serving = Field(Serving(), description="The prefill/decode Ray service.")
+    observability: Observability = Field(
+        Observability(), description="Metrics, dashboard, alarms and log retention."
+    )
 
     @field_validator("tags")
     @classmethod

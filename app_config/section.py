@@ -10,6 +10,32 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 
 ANYWHERE = IPv4Network("0.0.0.0/0")
 
+# CloudWatch Logs accepts only these retention periods (AWS::Logs::LogGroup RetentionInDays).
+LOG_RETENTION_DAYS = (
+    1,
+    3,
+    5,
+    7,
+    14,
+    30,
+    60,
+    90,
+    120,
+    150,
+    180,
+    365,
+    400,
+    545,
+    731,
+    1096,
+    1827,
+    2192,
+    2557,
+    2922,
+    3288,
+    3653,
+)
+
 
 def _cidr(value: object) -> object:
     """Parse strictly, and say which network was probably meant when host bits are set."""
@@ -55,3 +81,6 @@ def require_consent_for_anywhere(
             f"contains 0.0.0.0/0, which opens {exposes} to the internet; list specific CIDRs, "
             f"or set {consent_field}: true"
         )
+
+
+LogRetentionDays = Annotated[int, one_of(LOG_RETENTION_DAYS, "a retention CloudWatch Logs accepts")]

@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from app_config.node_labels import GPU_ROLES
 from app_config.section import CidrBlock, Section, one_of, require_consent_for_anywhere
 from catalog.ray_llm_image import DEFAULT_IMAGE_TAG, IMAGES
 
@@ -147,6 +148,32 @@ class Endpoint(Section):
         return self
 
 
+class GcsFaultTolerance(Section):
+    """Ray GCS state in ElastiCache for Valkey, so a restarted head resumes the running cluster
+    instead of restarting every Serve replica (and reloading the model) with it."""
+
+    enabled: bool = Field(
+        False,
+        description="Keep GCS state in ElastiCache for Valkey (TLS, AUTH token, private "
+        "subnets, Multi-AZ).",
+    )
+    node_type: str = Field(
+        "cache.r7g.large",
+        pattern=r"^cache\.[a-z0-9]+\.[a-z0-9]+$",
+        description="ElastiCache node type of the primary and each replica.",
+    )
+    engine_version: Literal["7.2", "8.0", "8.1"] = Field(
+        "8.1", description="Valkey engine version."
+    )
+    replicas: int = Field(
+        1,
+        ge=1,
+        le=5,
+        description="Read replicas beside the primary; at least one, in another zone, so the "
+        "store survives a zone or node failure (automatic failover).",
+    )
+
+
 class Serving(Section):
     namespace: str = Field(
         "llm-serving", pattern=_DNS_LABEL, max_length=63, description="Kubernetes namespace."
@@ -171,6 +198,16 @@ class Serving(Section):
     prefill: Engine = Field(Engine(), description="Prefill engines.")
     decode: Engine = Field(Engine(), description="Decode engines.")
     endpoint: Endpoint = Field(Endpoint(), description="The OpenAI-compatible endpoint.")
+    gcs_fault_tolerance: GcsFaultTolerance = Field(
+        GcsFaultTolerance(), description="Ray GCS fault tolerance with an external store."
+    )
+    old_cluster_deletion_delay_seconds: int = Field(
+        600,
+        ge=0,
+        le=86400,
+        description="After a NewCluster upgrade switches traffic, how long the old Ray cluster "
+        "keeps running: in-flight streams finish on it before its pods go.",
+    )
 
     @field_validator("name")
     @classmethod
@@ -179,6 +216,19 @@ class Serving(Section):
             raise ValueError(
                 f"{len(value)} characters; at most {RAYSERVICE_NAME_MAX}: KubeRay rejects longer "
                 "RayService names (its clusters and Services append suffixes within 63)"
+            )
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _no_role_word(cls, value: str) -> str:
+        # The dashboard finds each side's pods by the group name in KubeRay's pod names
+        # (<name>-<id>-<group>-worker-<id>); the RayService name must not contain it as a word.
+        clashes = sorted(set(value.split("-")) & set(GPU_ROLES))
+        if clashes:
+            raise ValueError(
+                f"contains {clashes[0]!r} as a word; KubeRay pod names carry the worker group "
+                "('prefill' or 'decode'), and the dashboard tells the sides apart by it"
             )
         return value
 

@@ -47,3 +47,14 @@ KUBE_PROXY = ManagedAddon("kube-proxy", "v1.35.3-eksbuild.29")
 POD_IDENTITY_AGENT = ManagedAddon("eks-pod-identity-agent", "v1.4.0-eksbuild.3")
 
 CORE_ADDONS: tuple[ManagedAddon, ...] = (VPC_CNI, COREDNS, KUBE_PROXY, POD_IDENTITY_AGENT)
+
+# Container Insights with enhanced observability (NVIDIA GPU metrics through its dcgm-exporter,
+# EFA metrics, container logs). v6.6.0-eksbuild.1 is the newest build found listed for 1.35
+# (2026-09); AWS documents features "in 8.0.0 and later" that this app does not use.
+CLOUDWATCH_OBSERVABILITY = ManagedAddon("amazon-cloudwatch-observability", "v6.6.0-eksbuild.1")
+# Sets the AcceleratedHardwareReady / NetworkingReady / KernelReady / StorageReady /
+# ContainerRuntimeReady node conditions that managed node group auto repair acts on.
+# v1.6.4 (2026-04) is the newest build seen listed for 1.35; the agent itself is at v1.7.0.
+NODE_MONITORING_AGENT = ManagedAddon("eks-node-monitoring-agent", "v1.6.4-eksbuild.1")
+
+OBSERVABILITY_ADDONS: tuple[ManagedAddon, ...] = (CLOUDWATCH_OBSERVABILITY, NODE_MONITORING_AGENT)

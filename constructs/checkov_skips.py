@@ -33,19 +33,24 @@ def resources_of_type(scope: IConstruct, cfn_type: str) -> Iterator[CfnResource]
             yield child
 
 
-# The singleton provider aws-cdk-lib adds to a stack that uses CfnJson (IRSA trust conditions).
+# Singleton providers aws-cdk-lib adds to a stack: for CfnJson (IRSA trust conditions) and for
+# AwsCustomResource (the node groups' Auto Scaling group names).
 CFN_UTILS_PROVIDER_ID = "AWSCDKCfnUtilsProviderCustomResourceProvider"
+AWS_CUSTOM_RESOURCE_PROVIDER_ID = "AWS679f53fac002430cb0da5b7982bd2287"
+SINGLETON_PROVIDER_OUTSIDE_VPC = {
+    CFN_UTILS_PROVIDER_ID: "Turns CloudFormation values into JSON inside the deployment and "
+    "calls no network service, so it has no reason to run in the VPC.",
+    AWS_CUSTOM_RESOURCE_PROVIDER_ID: "Calls the regional EKS API (DescribeNodegroup) at deploy "
+    "time and nothing inside the VPC, so it has no reason to run in it.",
+}
 
 
-def skip_cfn_utils_provider_checks(stack: Stack) -> None:
-    """Called once per stack after its constructs exist: the provider appears wherever CfnJson
-    is used, including inside aws-cdk-lib's own constructs (the load balancer controller)."""
-    provider = stack.node.try_find_child(CFN_UTILS_PROVIDER_ID)
-    if provider is None:
-        return
-    for function in resources_of_type(provider, "AWS::Lambda::Function"):
-        skip_checks(function, {
-            **PROVIDER_LAMBDA_SKIPS,
-            "CKV_AWS_117": "Turns CloudFormation values into JSON inside the deployment and "
-            "calls no network service, so it has no reason to run in the VPC.",
-        })  # fmt: skip
+def skip_singleton_provider_checks(stack: Stack) -> None:
+    """Called once per stack after its constructs exist: the providers appear wherever their
+    constructs are used, including inside aws-cdk-lib's own (the load balancer controller)."""
+    for provider_id, outside_vpc in SINGLETON_PROVIDER_OUTSIDE_VPC.items():
+        provider = stack.node.try_find_child(provider_id)
+        if provider is None:
+            continue
+        for function in resources_of_type(provider, "AWS::Lambda::Function"):
+            skip_checks(function, {**PROVIDER_LAMBDA_SKIPS, "CKV_AWS_117": outside_vpc})

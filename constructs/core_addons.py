@@ -5,9 +5,10 @@ from __future__ import annotations
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 
-from catalog.eks_versions import COREDNS, KUBE_PROXY, POD_IDENTITY_AGENT, VPC_CNI, ManagedAddon
+from catalog.eks_versions import COREDNS, KUBE_PROXY, POD_IDENTITY_AGENT, VPC_CNI
 from constructs import Construct
 from constructs.irsa import ServiceAccountRole
+from constructs.managed_addon import managed_addon
 from constructs.nag_acknowledgments import acknowledge, aws_managed_policy_finding
 
 # The VPC CNI add-on's own network policy agent enforces Kubernetes NetworkPolicy (EKS user
@@ -38,29 +39,16 @@ class CoreAddons(Construct):
             "maintains this policy for exactly that, and IRSA limits it to kube-system:aws-node.",
         )
         self.cni_role = cni_role.role
-        vpc_cni = self._add(cluster, VPC_CNI, VPC_CNI_CONFIGURATION)
-        vpc_cni.node.default_child.add_property_override(
-            "ServiceAccountRoleArn", self.cni_role.role_arn
+        vpc_cni = managed_addon(
+            self,
+            cluster,
+            VPC_CNI,
+            configuration=VPC_CNI_CONFIGURATION,
+            service_account_role=self.cni_role,
         )
-        kube_proxy = self._add(cluster, KUBE_PROXY)
-        pod_identity_agent = self._add(cluster, POD_IDENTITY_AGENT)
-        coredns = self._add(cluster, COREDNS)
+        kube_proxy = managed_addon(self, cluster, KUBE_PROXY)
+        pod_identity_agent = managed_addon(self, cluster, POD_IDENTITY_AGENT)
+        coredns = managed_addon(self, cluster, COREDNS)
         # DaemonSets a node needs to turn Ready, and Deployments that need a Ready node.
         self.needed_by_nodes = (vpc_cni, kube_proxy, pod_identity_agent)
         self.needing_nodes = (coredns,)
-
-    def _add(
-        self, cluster: eks.Cluster, addon: ManagedAddon, configuration: dict | None = None
-    ) -> eks.Addon:
-        construct = eks.Addon(
-            self,
-            addon.name,
-            cluster=cluster,
-            addon_name=addon.name,
-            addon_version=addon.version,
-            configuration_values=configuration,
-            preserve_on_delete=False,
-        )
-        # aws_eks_v2.Addon (2.275) exposes neither ResolveConflicts nor a service account role.
-        construct.node.default_child.add_property_override("ResolveConflicts", "OVERWRITE")
-        return construct

@@ -91,6 +91,10 @@ class EfaNodeGroup(Construct):
                 for t in self.placement.taints
             ],
         )
+        # Repair one GPU node at a time: the other keeps its side serving meanwhile.
+        self.nodegroup.node.default_child.add_property_override(
+            "NodeRepairConfig.MaxParallelNodesRepairedCount", 1
+        )
 
     def _launch_template_data(
         self, props: EfaNodeGroupProps

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 
 from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_logs as logs
 
 from app_config.model import Network
 from catalog.regions import is_zone_id
 from catalog.vpc_endpoints import INTERFACE_ENDPOINT_SERVICES
 from constructs import Construct
 from constructs.checkov_skips import PROVIDER_LAMBDA_SKIPS, resources_of_type, skip_checks
+from constructs.encrypted_log_group import encrypted_log_group
 from constructs.log_encryption_key import LogEncryptionKey
 from constructs.nag_acknowledgments import acknowledge
 
@@ -97,14 +97,13 @@ class GpuVpc(Construct):
             description="Encrypts the VPC flow log group",
             removal_policy=props.removal_policy,
         ).key
-        self.flow_log_group = logs.LogGroup(
+        self.flow_log_group = encrypted_log_group(
             self,
             "FlowLogs",
-            encryption_key=self.flow_log_key,
+            key=self.flow_log_key,
+            retention_days=network.flow_log_retention_days,
             removal_policy=props.removal_policy,
         )
-        # RetentionDays is a jsii enum of names; the validated number goes straight to the L1.
-        self.flow_log_group.node.default_child.retention_in_days = network.flow_log_retention_days
         self.vpc.add_flow_log(
             "FlowLog",
             destination=ec2.FlowLogDestination.to_cloud_watch_logs(self.flow_log_group),

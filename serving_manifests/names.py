@@ -16,6 +16,7 @@ WORKER_SERVICE_ACCOUNT = "ray-worker"
 SERVE_PORT = 8000
 DASHBOARD_PORT = 8265
 METRICS_PORT = 8080  # KubeRay's default metrics-export-port for Ray nodes
+METRICS_PORT_NAME = "metrics"  # the port name KubeRay itself gives it; the scraper keeps it
 BENCH_LABELS = {"app.kubernetes.io/name": "pdctl-bench"}
 HF_TOKEN_MOUNT = "/var/run/secrets/huggingface"
 HF_TOKEN_ALIAS = "token"

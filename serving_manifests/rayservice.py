@@ -21,6 +21,8 @@ from serving_manifests.names import (
     HF_TOKEN_ALIAS,
     HF_TOKEN_MOUNT,
     HF_TOKEN_PROVIDER_CLASS,
+    METRICS_PORT,
+    METRICS_PORT_NAME,
     RAYSERVICE_LABEL,
     SERVE_PORT,
     WORKER_SERVICE_ACCOUNT,
@@ -68,7 +70,7 @@ def render_rayservice(settings: Settings, serve_config: dict[str, Any]) -> dict[
     head["spec"]["nodeSelector"] = {ROLE_LABEL: SYSTEM_ROLE}
     (head_container,) = head["spec"]["containers"]
     head_container["image"] = image
-    _set_serve_port(head_container)
+    _set_ports(head_container)
 
     (worker_skeleton,) = cluster["workerGroupSpecs"]
     cluster["workerGroupSpecs"] = [
@@ -115,6 +117,7 @@ def _worker_group(group: dict[str, Any], settings: Settings, role: str, image: s
 
     (container,) = spec["containers"]
     container["image"] = image
+    _set_ports(container)
     memory_gib = int(instance.memory_gib * MEMORY_REQUEST_SHARE)
     resources = {
         "cpu": str(instance.vcpus - RESERVED_VCPUS),
@@ -152,10 +155,11 @@ def _mount_hf_token(spec: dict[str, Any], container: dict[str, Any]) -> None:
     )
 
 
-def _set_serve_port(container: dict[str, Any]) -> None:
+def _set_ports(container: dict[str, Any]) -> None:
+    numbers = {"serve": SERVE_PORT, METRICS_PORT_NAME: METRICS_PORT}
     for port in container.get("ports", []):
-        if port["name"] == "serve":
-            port["containerPort"] = SERVE_PORT
+        if port["name"] in numbers:
+            port["containerPort"] = numbers[port["name"]]
 
 
 def checkov_skip_annotations() -> dict[str, str]:

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 from aws_cdk import App, Stack, Tags
 
 from app_config import Settings
-from constructs.checkov_skips import skip_cfn_utils_provider_checks
+from constructs.checkov_skips import skip_singleton_provider_checks
 from stacks.cluster_stack import ClusterStack
 from stacks.common import environment
 from stacks.network_stack import NetworkStack
+from stacks.observability_stack import ObservabilityStack
 from stacks.serving_stack import ServingStack
 
 
@@ -19,10 +20,11 @@ class Stacks:
     network: NetworkStack
     cluster: ClusterStack
     serving: ServingStack
+    observability: ObservabilityStack
 
     def all(self) -> list[Stack]:
         """In deployment order."""
-        return [self.network, self.cluster, self.serving]
+        return [self.network, self.cluster, self.serving, self.observability]
 
 
 def build_stacks(app: App, settings: Settings) -> Stacks:
@@ -52,9 +54,22 @@ def build_stacks(app: App, settings: Settings) -> Stacks:
         env=env,
         description="Device plugins and the prefill/decode Ray service on the cluster",
     )
-    stacks = Stacks(network=network, cluster=cluster, serving=serving)
+    observability = ObservabilityStack(
+        app,
+        settings.stack_name("observability"),
+        settings=settings,
+        cluster=cluster.control_plane.cluster,
+        topic=cluster.alarm_topic.topic,
+        node_group_alarms=cluster.node_group_alarms,
+        env=env,
+        description="Prometheus metrics, alert rules, dashboard and health alarms for "
+        "disaggregated LLM serving",
+    )
+    # The scraper reads the RayService's pods; its alert rules are about them.
+    observability.add_stack_dependency(serving)
+    stacks = Stacks(network=network, cluster=cluster, serving=serving, observability=observability)
     for stack in stacks.all():
-        skip_cfn_utils_provider_checks(stack)
+        skip_singleton_provider_checks(stack)
     for key, value in settings.tags.items():
         Tags.of(app).add(key, value)
     return stacks

@@ -7,12 +7,16 @@ from aws_cdk import aws_ec2 as ec2
 
 from app_config import Settings
 from constructs import Construct
+from constructs.alarm_topic import AlarmTopic
 from constructs.cluster_placement_group import ClusterPlacementGroup
 from constructs.core_addons import CoreAddons
 from constructs.efa_node_group import EfaNodeGroup, EfaNodeGroupProps
 from constructs.efa_security_group import EfaSecurityGroup
 from constructs.eks_control_plane import EksControlPlane, EksControlPlaneProps
+from constructs.log_encryption_key import LogEncryptionKey
+from constructs.node_group_capacity_alarm import NodeGroupCapacityAlarm
 from constructs.node_role import NodeRole
+from constructs.observability_addons import ObservabilityAddons, ObservabilityAddonsProps
 from constructs.system_node_group import SystemNodeGroup
 from stacks.common import removal_policy
 
@@ -90,7 +94,51 @@ class ClusterStack(Stack):
                 nodegroup.node.add_dependency(addon)
         for addon in self.addons.needing_nodes:
             addon.node.add_dependency(self.system_nodes.nodegroup)
+        self._observability(settings)
         self._outputs(settings)
+
+    def _observability(self, settings: Settings) -> None:
+        """Node-level watching lives with the nodes: the add-ons, and an alarm per GPU node group
+        that needs the group's Auto Scaling group (replaced with the group, never exported)."""
+        cluster = self.control_plane.cluster
+        log_key = LogEncryptionKey(
+            self,
+            "ContainerInsightsLogKey",
+            description="Encrypts the Container Insights log groups",
+            removal_policy=removal_policy(settings),
+        ).key
+        self.observability_addons = ObservabilityAddons(
+            self,
+            "ObservabilityAddons",
+            ObservabilityAddonsProps(
+                cluster=cluster,
+                cluster_name=settings.cluster_name,
+                settings=settings.observability,
+                gpu_placements=[group.placement for group in self.gpu_node_groups.values()],
+                log_key=log_key,
+                removal_policy=removal_policy(settings),
+            ),
+        )
+        for addon in self.observability_addons.addons:
+            addon.node.add_dependency(self.system_nodes.nodegroup)
+        self.alarm_topic = AlarmTopic(
+            self,
+            "AlarmTopic",
+            emails=[str(email) for email in settings.observability.alarms.emails],
+            removal_policy=removal_policy(settings),
+        )
+        self.node_group_alarms = {
+            role: NodeGroupCapacityAlarm(
+                self,
+                f"{role.capitalize()}NodesCapacityAlarm",
+                cluster_name=settings.cluster_name,
+                nodegroup=group.nodegroup,
+                role=role,
+                minutes=settings.observability.alarms.node_shortfall_minutes,
+                topic=self.alarm_topic.topic,
+            ).alarm
+            for role, group in self.gpu_node_groups.items()
+        }
 
     def _outputs(self, settings: Settings) -> None:
         cluster = self.control_plane.cluster

@@ -1,0 +1,83 @@
+"""Observability settings: who gets alarms, the objectives they guard, and what is kept."""
+
+from __future__ import annotations
+
+from pydantic import EmailStr, Field, model_validator
+
+from app_config.section import LogRetentionDays, Section
+
+
+class Alarms(Section):
+    """Thresholds of the alarms; every alarm notifies the encrypted SNS topic."""
+
+    emails: list[EmailStr] = Field(
+        [],
+        description="Addresses subscribed to the alarm topic (each must confirm the "
+        "subscription e-mail AWS sends).",
+    )
+    ttft_p95_objective_seconds: float = Field(
+        2.0,
+        gt=0,
+        le=600,
+        description="Time-to-first-token objective: alarm when the p95 over 5 minutes exceeds it.",
+    )
+    itl_p95_objective_seconds: float = Field(
+        0.2,
+        gt=0,
+        le=60,
+        description="Inter-token latency objective: alarm when the decode p95 over 5 minutes "
+        "exceeds it.",
+    )
+    node_shortfall_minutes: int = Field(
+        20,
+        ge=5,
+        le=1440,
+        description="Alarm when a GPU node group has had fewer nodes in service than desired for "
+        "this many minutes (a p5 node takes about 10 to join and load the image).",
+    )
+    decode_queue_growth_minutes: int = Field(
+        10,
+        ge=2,
+        le=120,
+        description="Alarm when decode's waiting requests grow for this many minutes in a row.",
+    )
+    efa_error_events_threshold: int = Field(
+        0,
+        ge=0,
+        description="Alarm when EFA reports more unresponsive or impaired remote connections "
+        "than this in 5 minutes, cluster-wide.",
+    )
+
+
+class Observability(Section):
+    """Container Insights, Prometheus metrics of Ray and vLLM, the dashboard and the alarms."""
+
+    alarms: Alarms = Field(Alarms(), description="Alarm thresholds and recipients.")
+    container_logs: bool = Field(
+        True,
+        description="Ship container stdout/stderr to CloudWatch Logs (Fluent Bit in the "
+        "Container Insights add-on). Off saves ingestion cost; vLLM and NIXL errors appear there.",
+    )
+    log_retention_days: LogRetentionDays = Field(
+        30, description="Retention of the Container Insights log groups, in days."
+    )
+    scrape_interval_seconds: int = Field(
+        30,
+        ge=30,
+        le=300,
+        description="How often the managed Prometheus scraper reads the Ray pods' metrics "
+        "(30 s is its minimum).",
+    )
+    metrics_retention_days: int = Field(
+        150,
+        ge=1,
+        le=1095,
+        description="How long Amazon Managed Service for Prometheus keeps samples.",
+    )
+
+    @model_validator(mode="after")
+    def _distinct_emails(self) -> Observability:
+        emails = [email.lower() for email in self.alarms.emails]
+        if len(set(emails)) != len(emails):
+            raise ValueError("alarms.emails lists an address twice")
+        return self

@@ -1,0 +1,199 @@
+"""Every metric the dashboard and the alarms read, with the component that emits it and where
+that is written down. Nothing outside this module spells a metric name; tests check the
+synthesized dashboard and alert rules against this list, and the Ray names against the installed
+Ray package itself.
+
+Prometheus names are as scraped from a Ray pod's metrics port. vLLM runs inside Ray Serve LLM
+with ``RayPrometheusStatLogger``: vLLM's ``vllm:x`` metrics go through ``ray.util.metrics``, which
+replaces every character outside ``[a-zA-Z0-9_]`` with ``_`` (vllm/v1/metrics/ray_wrappers.py), and
+Ray's exporter prefixes ``ray_`` (ray/_private/telemetry/open_telemetry_metric_recorder.py). So
+``vllm:time_to_first_token_seconds`` is scraped as ``ray_vllm_time_to_first_token_seconds``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+VLLM_METRICS_SOURCE = "vllm-project/vllm v0.26.0, vllm/v1/metrics/loggers.py (PrometheusStatLogger)"
+NIXL_METRICS_SOURCE = (
+    "vllm-project/vllm v0.26.0, vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py "
+    "(NixlPromMetrics)"
+)
+RAY_SERVE_SOURCE = "ray-project/ray 2.58.0, python/ray/serve/_private/replica.py"
+CONTAINER_INSIGHTS_SOURCE = (
+    "CloudWatch user guide, 'Amazon EKS and Kubernetes Container Insights with enhanced "
+    "observability metrics'; amazon-cloudwatch-agent translator/translate/otel/exporter/awsemf/"
+    "kubernetes.go"
+)
+
+
+@dataclass(frozen=True)
+class PrometheusMetric:
+    """A metric family on the Ray pods' metrics port."""
+
+    name: str
+    kind: Literal["histogram", "counter", "gauge"]
+    meaning: str
+    source: str
+
+    def selector(self, *, series: str = "", **labels: str) -> str:
+        """A PromQL selector. ``series`` picks a histogram's ``_bucket``/``_sum``/``_count``.
+        Counters match with and without ``_total``: prometheus_client exposes the suffix while
+        Ray's own Grafana panels query without it, so either exporter is read right."""
+        matchers = [f'{key}="{value}"' for key, value in labels.items()]
+        if self.kind == "counter":
+            return "{" + ",".join([f'__name__=~"{self.name}(_total)?"', *matchers]) + "}"
+        if series and self.kind != "histogram":
+            raise ValueError(f"{self.name} is a {self.kind}; only histograms have {series}")
+        name = f"{self.name}{series}"
+        return f"{name}{{{','.join(matchers)}}}" if matchers else name
+
+    def exposed_names(self) -> tuple[str, ...]:
+        """Every series name the family appears under on the metrics port."""
+        if self.kind == "histogram":
+            return tuple(f"{self.name}{suffix}" for suffix in ("_bucket", "_sum", "_count"))
+        if self.kind == "counter":
+            return (self.name, f"{self.name}_total")
+        return (self.name,)
+
+
+TTFT = PrometheusMetric(
+    "ray_vllm_time_to_first_token_seconds",
+    "histogram",
+    "Engine time to first token. Prefill: the prompt's forward pass. Decode: the KV pull over "
+    "NIXL plus the first decode step.",
+    VLLM_METRICS_SOURCE,
+)
+INTER_TOKEN_LATENCY = PrometheusMetric(
+    "ray_vllm_inter_token_latency_seconds",
+    "histogram",
+    "Time between consecutive output tokens of a request.",
+    VLLM_METRICS_SOURCE,
+)
+REQUESTS_RUNNING = PrometheusMetric(
+    "ray_vllm_num_requests_running",
+    "gauge",
+    "Requests in the engine's running batch.",
+    VLLM_METRICS_SOURCE,
+)
+REQUESTS_WAITING = PrometheusMetric(
+    "ray_vllm_num_requests_waiting",
+    "gauge",
+    "Requests queued for the engine.",
+    VLLM_METRICS_SOURCE,
+)
+KV_CACHE_USAGE = PrometheusMetric(
+    "ray_vllm_kv_cache_usage_perc",
+    "gauge",
+    "Share of the engine's KV cache blocks in use (0 to 1).",
+    VLLM_METRICS_SOURCE,
+)
+NIXL_TRANSFER_TIME = PrometheusMetric(
+    "ray_vllm_nixl_xfer_time_seconds",
+    "histogram",
+    "Duration of one NIXL KV transfer (recorded where the transfer is initiated: decode).",
+    NIXL_METRICS_SOURCE,
+)
+NIXL_FAILED_TRANSFERS = PrometheusMetric(
+    "ray_vllm_nixl_num_failed_transfers",
+    "counter",
+    "NIXL KV transfers that failed.",
+    NIXL_METRICS_SOURCE,
+)
+SERVE_PROCESSING_LATENCY = PrometheusMetric(
+    "ray_serve_deployment_processing_latency_ms",
+    "histogram",
+    "Ray Serve replica processing latency, per deployment.",
+    RAY_SERVE_SOURCE,
+)
+
+# What the managed scraper keeps (everything else on the port is dropped at ingestion).
+SCRAPED: tuple[PrometheusMetric, ...] = (
+    TTFT,
+    INTER_TOKEN_LATENCY,
+    REQUESTS_RUNNING,
+    REQUESTS_WAITING,
+    KV_CACHE_USAGE,
+    NIXL_TRANSFER_TIME,
+    NIXL_FAILED_TRANSFERS,
+    SERVE_PROCESSING_LATENCY,
+)
+
+# The label the scraper's relabeling sets from the pod's llm-serving/role label.
+ROLE_LABEL = "role"
+
+
+@dataclass(frozen=True)
+class CloudWatchMetric:
+    """A metric in CloudWatch with the dimension sets its emitter publishes it under."""
+
+    namespace: str
+    name: str
+    dimension_sets: tuple[tuple[str, ...], ...]
+    meaning: str
+    source: str
+
+
+_POD = (("ClusterName",), ("ClusterName", "Namespace"), ("ClusterName", "Namespace", "PodName"))
+_NODE = (("ClusterName",), ("ClusterName", "NodeName", "InstanceId"))
+
+
+def _container_insights(name: str, dimension_sets: tuple, meaning: str) -> CloudWatchMetric:
+    return CloudWatchMetric(
+        "ContainerInsights", name, dimension_sets, meaning, CONTAINER_INSIGHTS_SOURCE
+    )
+
+
+POD_GPU_UTILIZATION = _container_insights(
+    "pod_gpu_utilization", _POD, "GPU utilisation of the pod's GPUs (DCGM), percent."
+)
+POD_GPU_MEMORY_UTILIZATION = _container_insights(
+    "pod_gpu_memory_utilization", _POD, "GPU memory in use on the pod's GPUs, percent."
+)
+POD_EFA_RX_BYTES = _container_insights(
+    "pod_efa_rx_bytes", _POD, "Bytes received over the pod's EFA devices, per second."
+)
+POD_EFA_TX_BYTES = _container_insights(
+    "pod_efa_tx_bytes", _POD, "Bytes sent over the pod's EFA devices, per second."
+)
+NODE_EFA_UNRESPONSIVE_REMOTE = _container_insights(
+    "node_efa_unresponsive_remote_events",
+    _NODE,
+    "EFA connections whose remote peer stopped responding.",
+)
+NODE_EFA_IMPAIRED_REMOTE = _container_insights(
+    "node_efa_impaired_remote_conn_events",
+    _NODE,
+    "EFA connections to a remote peer that became impaired.",
+)
+CLUSTER_FAILED_NODES = _container_insights(
+    "cluster_failed_node_count", (("ClusterName",),), "Nodes that are not Ready."
+)
+AUTO_SCALING_SOURCE = "EC2 Auto Scaling user guide, 'Amazon CloudWatch metrics for Auto Scaling'"
+GROUP_DESIRED = CloudWatchMetric(
+    "AWS/AutoScaling",
+    "GroupDesiredCapacity",
+    (("AutoScalingGroupName",),),
+    "Nodes the node group wants.",
+    AUTO_SCALING_SOURCE,
+)
+GROUP_IN_SERVICE = CloudWatchMetric(
+    "AWS/AutoScaling",
+    "GroupInServiceInstances",
+    (("AutoScalingGroupName",),),
+    "Nodes of the node group in service.",
+    AUTO_SCALING_SOURCE,
+)
+
+CLOUDWATCH_METRICS: tuple[CloudWatchMetric, ...] = (
+    POD_GPU_UTILIZATION,
+    POD_GPU_MEMORY_UTILIZATION,
+    POD_EFA_RX_BYTES,
+    POD_EFA_TX_BYTES,
+    NODE_EFA_UNRESPONSIVE_REMOTE,
+    NODE_EFA_IMPAIRED_REMOTE,
+    CLUSTER_FAILED_NODES,
+    GROUP_DESIRED,
+    GROUP_IN_SERVICE,
+)

@@ -1,0 +1,63 @@
+"""The encrypted SNS topic every alarm and health event of the deployment notifies."""
+
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+
+from constructs import Construct
+
+# Who publishes: CloudWatch alarms, EventBridge rules (health events) and the Amazon Managed
+# Service for Prometheus alert manager. Each needs the key to encrypt what it publishes
+# (SNS developer guide, "Configure AWS KMS permissions for AWS services").
+PUBLISHERS = ("cloudwatch.amazonaws.com", "events.amazonaws.com", "aps.amazonaws.com")
+
+
+class AlarmTopic(Construct):
+    """Publishes ``topic`` and ``key``."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        emails: list[str],
+        removal_policy: RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        account = Stack.of(self).account
+        self.key = kms.Key(
+            self,
+            "Key",
+            description="Encrypts the alarm topic's messages at rest",
+            enable_key_rotation=True,
+            removal_policy=removal_policy,
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                actions=["kms:GenerateDataKey*", "kms:Decrypt"],
+                principals=[iam.ServicePrincipal(service) for service in PUBLISHERS],
+                resources=["*"],  # in a key policy, "*" means this key
+                conditions={"StringEquals": {"aws:SourceAccount": account}},
+            )
+        )
+        self.topic = sns.Topic(
+            self,
+            "Topic",
+            display_name="LLM serving alarms",
+            master_key=self.key,
+            enforce_ssl=True,
+        )
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                actions=["sns:Publish"],
+                principals=[iam.ServicePrincipal(service) for service in PUBLISHERS],
+                resources=[self.topic.topic_arn],
+                conditions={"StringEquals": {"aws:SourceAccount": account}},
+            )
+        )
+        for email in emails:
+            self.topic.add_subscription(subscriptions.EmailSubscription(email))

@@ -1,0 +1,100 @@
+"""An alarm for a managed node group that has fewer nodes in service than it wants: capacity
+that did not come (no reservation, no quota, no instances in the zone) or a node being repaired.
+
+EKS names the node group's Auto Scaling group itself and CloudFormation does not return it, so a
+custom resource reads it from DescribeNodegroup on every change to the node group. EKS enables
+the group's metrics on managed node groups (EKS user guide, "View Auto Scaling group metrics").
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_sns as sns
+from aws_cdk import custom_resources as cr
+
+from catalog.metrics import GROUP_DESIRED, GROUP_IN_SERVICE
+from constructs import Construct
+from constructs.checkov_skips import AWS_CUSTOM_RESOURCE_PROVIDER_ID
+from constructs.nag_acknowledgments import acknowledge, aws_managed_policy_finding
+
+ASG_NAME_PATH = "nodegroup.resources.autoScalingGroups.0.name"
+PERIOD = Duration.minutes(1)
+
+
+class NodeGroupCapacityAlarm(Construct):
+    """Publishes ``alarm``, ``in_service`` and ``desired`` (the metrics, for dashboards)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster_name: str,
+        nodegroup: eks.Nodegroup,
+        role: str,
+        minutes: int,
+        topic: sns.ITopic,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        lookup = cr.AwsCustomResource(
+            self,
+            "AutoScalingGroupName",
+            on_update=cr.AwsSdkCall(
+                service="EKS",
+                action="DescribeNodegroup",
+                parameters={
+                    "clusterName": cluster_name,
+                    "nodegroupName": nodegroup.nodegroup_name,
+                },
+                physical_resource_id=cr.PhysicalResourceId.of(nodegroup.nodegroup_name),
+                output_paths=[ASG_NAME_PATH],
+            ),
+            policy=cr.AwsCustomResourcePolicy.from_sdk_calls(resources=[nodegroup.nodegroup_arn]),
+            install_latest_aws_sdk=False,
+        )
+        acknowledge(
+            Stack.of(self).node.find_child(AWS_CUSTOM_RESOURCE_PROVIDER_ID),
+            aws_managed_policy_finding("service-role/AWSLambdaBasicExecutionRole"),
+            "aws-cdk-lib's AwsCustomResource handler writes its own logs with the AWS managed "
+            "Lambda execution policy; it runs only while CloudFormation updates this stack.",
+        )
+        group = {"AutoScalingGroupName": lookup.get_response_field(ASG_NAME_PATH)}
+        self.desired = cloudwatch.Metric(
+            namespace=GROUP_DESIRED.namespace,
+            metric_name=GROUP_DESIRED.name,
+            dimensions_map=group,
+            statistic="Maximum",
+            period=PERIOD,
+            label=f"{role} desired",
+        )
+        self.in_service = cloudwatch.Metric(
+            namespace=GROUP_IN_SERVICE.namespace,
+            metric_name=GROUP_IN_SERVICE.name,
+            dimensions_map=group,
+            statistic="Minimum",
+            period=PERIOD,
+            label=f"{role} in service",
+        )
+        shortfall = cloudwatch.MathExpression(
+            expression="desired - inService",
+            using_metrics={"desired": self.desired, "inService": self.in_service},
+            period=PERIOD,
+            label=f"{role} nodes missing",
+        )
+        self.alarm = shortfall.create_alarm(
+            self,
+            "Alarm",
+            alarm_description=(
+                f"The {role} GPU node group has had fewer nodes in service than desired for "
+                f"{minutes} minutes. See README, Operating: 'GPU node group below desired size'."
+            ),
+            threshold=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=minutes,
+            treat_missing_data=cloudwatch.TreatMissingData.MISSING,
+        )
+        self.alarm.add_alarm_action(actions.SnsAction(topic))
+        self.alarm.add_ok_action(actions.SnsAction(topic))

@@ -1,0 +1,95 @@
+"""GPU and EFA health signals to the alarm topic: EFA connection errors and NotReady nodes from
+Container Insights, and AWS Health's EC2 events (hardware degradation, retirement, maintenance).
+
+The node monitoring agent's GPU findings (XID errors, NVLink, DCGM) become node conditions that
+node auto repair acts on; what reaches operators is the repair itself, which shows as a node
+group below its desired size (NodeGroupCapacityAlarm in the cluster stack).
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_sns as sns
+
+from app_config import Settings
+from catalog.metrics import (
+    CLUSTER_FAILED_NODES,
+    NODE_EFA_IMPAIRED_REMOTE,
+    NODE_EFA_UNRESPONSIVE_REMOTE,
+    CloudWatchMetric,
+)
+from constructs import Construct
+
+WINDOW = Duration.minutes(5)
+
+
+class NodeHealthAlarms(Construct):
+    """Publishes ``alarms`` (the CloudWatch alarms, for the dashboard's status widget)."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, settings: Settings, topic: sns.ITopic
+    ) -> None:
+        super().__init__(scope, construct_id)
+        cluster = {"ClusterName": settings.cluster_name}
+        efa_errors = cloudwatch.MathExpression(
+            expression="unresponsive + impaired",
+            using_metrics={
+                "unresponsive": self._cluster_metric(NODE_EFA_UNRESPONSIVE_REMOTE, cluster, "Sum"),
+                "impaired": self._cluster_metric(NODE_EFA_IMPAIRED_REMOTE, cluster, "Sum"),
+            },
+            period=WINDOW,
+            label="EFA remote connection errors",
+        )
+        efa_alarm = efa_errors.create_alarm(
+            self,
+            "EfaErrors",
+            alarm_description="EFA reported unresponsive or impaired remote connections. See "
+            "README, Operating: 'EFA connection errors'.",
+            threshold=settings.observability.alarms.efa_error_events_threshold,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        failed_nodes = self._cluster_metric(CLUSTER_FAILED_NODES, cluster, "Maximum").create_alarm(
+            self,
+            "NodesNotReady",
+            alarm_description="A node of the cluster has been NotReady for 10 minutes. See "
+            "README, Operating: 'Nodes not Ready'.",
+            threshold=0,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=2,
+            treat_missing_data=cloudwatch.TreatMissingData.MISSING,
+        )
+        self.alarms = [efa_alarm, failed_nodes]
+        for alarm in self.alarms:
+            alarm.add_alarm_action(actions.SnsAction(topic))
+            alarm.add_ok_action(actions.SnsAction(topic))
+        events.Rule(
+            self,
+            "Ec2HealthEvents",
+            description="AWS Health events about EC2 instances of this account and region "
+            "(GPU hardware degradation, instance retirement, scheduled maintenance)",
+            event_pattern=events.EventPattern(
+                source=["aws.health"],
+                detail_type=["AWS Health Event"],
+                detail={"service": ["EC2"]},
+            ),
+            targets=[targets.SnsTopic(topic)],
+        )
+
+    @staticmethod
+    def _cluster_metric(
+        metric: CloudWatchMetric, dimensions: dict[str, str], statistic: str
+    ) -> cloudwatch.Metric:
+        assert tuple(dimensions) in metric.dimension_sets, f"{metric.name}: no {tuple(dimensions)}"
+        return cloudwatch.Metric(
+            namespace=metric.namespace,
+            metric_name=metric.name,
+            dimensions_map=dimensions,
+            statistic=statistic,
+            period=WINDOW,
+        )

@@ -1,0 +1,186 @@
+"""The CloudWatch dashboard: prefill on the left, decode on the right, one row per signal.
+
+Ray and vLLM panels are PromQL on the Prometheus workspace through the CloudWatch data source
+(histogram quantiles need PromQL). GPU and EFA panels are Container Insights, whose pod metrics
+name a KubeRay pod by its full name, <rayservice>-<id>-<group>-worker-<id>: a search on the
+group's word picks each side's pods (app_config.serving refuses RayService names containing it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+from aws_cdk import Duration
+from aws_cdk import aws_cloudwatch as cloudwatch
+
+from app_config import Settings
+from app_config.node_labels import GPU_ROLES
+from catalog.metrics import (
+    INTER_TOKEN_LATENCY,
+    KV_CACHE_USAGE,
+    NIXL_FAILED_TRANSFERS,
+    NIXL_TRANSFER_TIME,
+    POD_EFA_RX_BYTES,
+    POD_EFA_TX_BYTES,
+    POD_GPU_MEMORY_UTILIZATION,
+    POD_GPU_UTILIZATION,
+    REQUESTS_RUNNING,
+    REQUESTS_WAITING,
+    TTFT,
+    CloudWatchMetric,
+    PrometheusMetric,
+)
+from constructs import Construct
+from monitoring import promql
+
+PERIOD = Duration.minutes(1)
+HALF = 12  # the dashboard grid is 24 units wide
+HEIGHT = 6
+
+
+@dataclass(frozen=True)
+class Panel:
+    title: str
+    unit: str
+    lines: dict[str, Callable[[str], str]]  # legend -> the PromQL for a side
+
+
+class ServingDashboard(Construct):
+    """Publishes ``dashboard``."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        data_source_function_name: str,
+        node_alarms: dict[str, cloudwatch.IAlarm],
+        alarms: list[cloudwatch.IAlarm],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self._function = data_source_function_name
+        self._settings = settings
+        self.dashboard = cloudwatch.Dashboard(
+            self,
+            "Dashboard",
+            dashboard_name=f"{settings.prefix}-serving",
+            default_interval=Duration.hours(3),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.TextWidget(
+                markdown=f"# {settings.serving.name}: prefill (left) and decode (right)\n"
+                "Alarm runbooks: README, *Operating*. Ray and vLLM panels query the managed "
+                "Prometheus workspace; GPU and EFA panels are Container Insights.",
+                width=2 * HALF,
+                height=2,
+            )
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.AlarmStatusWidget(alarms=alarms, title="Alarms", width=2 * HALF, height=3)
+        )
+        for row in self._rows():
+            self.dashboard.add_widgets(*row)
+        self.dashboard.add_widgets(
+            *(
+                cloudwatch.AlarmWidget(
+                    alarm=node_alarms[role],
+                    title=f"{role}: GPU nodes missing (desired - in service)",
+                    width=HALF,
+                    height=HEIGHT,
+                )
+                for role in GPU_ROLES
+            )
+        )
+
+    def _rows(self) -> list[list[cloudwatch.IWidget]]:
+        return [
+            [self._promql_graph(role, panel) for role in GPU_ROLES]
+            for panel in (
+                self._latency_panel("Time to first token", TTFT),
+                self._latency_panel("Inter-token latency", INTER_TOKEN_LATENCY),
+                Panel(
+                    "Requests",
+                    "Count",
+                    {
+                        "running": partial(promql.total, REQUESTS_RUNNING),
+                        "waiting": partial(promql.total, REQUESTS_WAITING),
+                    },
+                ),
+                Panel(
+                    "KV cache usage (0-1)",
+                    "None",
+                    {"busiest engine": partial(promql.peak, KV_CACHE_USAGE)},
+                ),
+                self._latency_panel("NIXL KV transfer time", NIXL_TRANSFER_TIME),
+                Panel(
+                    "NIXL failed transfers (per 5 min)",
+                    "Count",
+                    {"failed": partial(promql.increase, NIXL_FAILED_TRANSFERS)},
+                ),
+            )
+        ] + [
+            [self._pod_graph(role, title, metrics) for role in GPU_ROLES]
+            for title, metrics in (
+                (
+                    "GPU utilisation and memory (%)",
+                    (POD_GPU_UTILIZATION, POD_GPU_MEMORY_UTILIZATION),
+                ),
+                ("EFA throughput (bytes/s)", (POD_EFA_RX_BYTES, POD_EFA_TX_BYTES)),
+            )
+        ]
+
+    @staticmethod
+    def _latency_panel(title: str, metric: PrometheusMetric) -> Panel:
+        return Panel(
+            f"{title} (s)",
+            "Seconds",
+            {
+                "p50": partial(promql.quantile, metric, 0.5),
+                "p95": partial(promql.quantile, metric, 0.95),
+            },
+        )
+
+    def _promql_graph(self, role: str, panel: Panel) -> cloudwatch.GraphWidget:
+        lines = [
+            cloudwatch.MathExpression(
+                expression=f"LAMBDA('{self._function}', '{query(role)}')",
+                using_metrics={},
+                label=legend,
+                period=PERIOD,
+            )
+            for legend, query in panel.lines.items()
+        ]
+        return cloudwatch.GraphWidget(
+            title=f"{role}: {panel.title}", left=lines, width=HALF, height=HEIGHT
+        )
+
+    def _pod_graph(
+        self, role: str, title: str, metrics: tuple[CloudWatchMetric, ...]
+    ) -> cloudwatch.GraphWidget:
+        return cloudwatch.GraphWidget(
+            title=f"{role}: {title}",
+            left=[
+                cloudwatch.MathExpression(
+                    expression=self._pod_search(metric, role),
+                    using_metrics={},
+                    label=metric.name,
+                    period=PERIOD,
+                )
+                for metric in metrics
+            ],
+            width=HALF,
+            height=HEIGHT,
+        )
+
+    def _pod_search(self, metric: CloudWatchMetric, role: str) -> str:
+        dimensions = ("ClusterName", "Namespace", "PodName")
+        assert dimensions in metric.dimension_sets, f"{metric.name} has no {dimensions}"
+        schema = ",".join((metric.namespace, *dimensions))
+        terms = (
+            f'MetricName="{metric.name}" ClusterName="{self._settings.cluster_name}" '
+            f'Namespace="{self._settings.serving.namespace}" PodName={role}'
+        )
+        return f"SEARCH('{{{schema}}} {terms}', 'Average', {int(PERIOD.to_seconds())})"

@@ -1,0 +1,111 @@
+"""Alert rules that Amazon Managed Service for Prometheus evaluates on the Ray and vLLM metrics,
+with thresholds from the configuration. Histogram quantiles need PromQL, which is why these are
+Prometheus rules and not CloudWatch alarms (README, "Operating")."""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+import yaml
+
+from app_config import Settings
+from catalog.metrics import INTER_TOKEN_LATENCY, NIXL_FAILED_TRANSFERS, REQUESTS_WAITING, TTFT
+from monitoring import promql
+
+GROUP_NAME = "llm-serving"
+EVALUATION_INTERVAL = "1m"
+
+
+def ttft_p95_estimate() -> str:
+    """Client-seen time to first token is prefill's (the prompt) plus decode's (the KV pull
+    and first step): the sum of the two p95s bounds the client's p95 from above."""
+    return f"{promql.quantile(TTFT, 0.95, 'prefill')} + {promql.quantile(TTFT, 0.95, 'decode')}"
+
+
+def render_alert_rules(settings: Settings) -> dict[str, Any]:
+    alarms = settings.observability.alarms
+    service = settings.serving.name
+    labels = {"severity": "page", "service": service}
+    queue_minutes = alarms.decode_queue_growth_minutes
+    waiting = promql.total(REQUESTS_WAITING, "decode")
+    rules = [
+        {
+            "alert": "NixlKvTransfersFailing",
+            "expr": f"{promql.increase(NIXL_FAILED_TRANSFERS, 'decode')} > 0",
+            "labels": labels,
+            "annotations": {
+                "summary": f"{service}: NIXL KV transfers failed on decode in the last 5 minutes",
+                "runbook": "README, Operating: 'NixlKvTransfersFailing'",
+            },
+        },
+        {
+            "alert": "DecodeQueueGrowing",
+            "expr": f"{waiting} > 0 and {promql.rising(waiting)}",
+            "for": f"{queue_minutes}m",
+            "labels": labels,
+            "annotations": {
+                "summary": f"{service}: decode's waiting requests have grown for "
+                f"{queue_minutes} minutes",
+                "runbook": "README, Operating: 'DecodeQueueGrowing'",
+            },
+        },
+        {
+            "alert": "TimeToFirstTokenAboveObjective",
+            "expr": f"({ttft_p95_estimate()}) > {alarms.ttft_p95_objective_seconds}",
+            "for": "5m",
+            "labels": labels,
+            "annotations": {
+                "summary": f"{service}: time to first token p95 above "
+                f"{alarms.ttft_p95_objective_seconds} s",
+                "runbook": "README, Operating: 'TimeToFirstTokenAboveObjective'",
+            },
+        },
+        {
+            "alert": "InterTokenLatencyAboveObjective",
+            "expr": f"{promql.quantile(INTER_TOKEN_LATENCY, 0.95, 'decode')} > "
+            f"{alarms.itl_p95_objective_seconds}",
+            "for": "5m",
+            "labels": labels,
+            "annotations": {
+                "summary": f"{service}: inter-token latency p95 above "
+                f"{alarms.itl_p95_objective_seconds} s",
+                "runbook": "README, Operating: 'InterTokenLatencyAboveObjective'",
+            },
+        },
+    ]
+    return {"groups": [{"name": GROUP_NAME, "interval": EVALUATION_INTERVAL, "rules": rules}]}
+
+
+def render_alertmanager_definition(topic_arn: str, region: str) -> str:
+    """The workspace's AlertManagerDefinition: a document whose ``alertmanager_config`` is the
+    alert manager's own YAML as a string."""
+    config = yaml.safe_dump(render_alertmanager(topic_arn, region), sort_keys=False)
+    return "alertmanager_config: |\n" + textwrap.indent(config, "  ")
+
+
+def render_alertmanager(topic_arn: str, region: str) -> dict[str, Any]:
+    """Every alert to the alarm topic; a short subject, since SNS caps subjects at 100 chars."""
+    receiver = "alarm-topic"
+    return {
+        "route": {
+            "receiver": receiver,
+            "group_by": ["alertname"],
+            "group_wait": "30s",
+            "group_interval": "5m",
+            "repeat_interval": "4h",
+        },
+        "receivers": [
+            {
+                "name": receiver,
+                "sns_configs": [
+                    {
+                        "topic_arn": topic_arn,
+                        "sigv4": {"region": region},
+                        "subject": "[{{ .Status }}] {{ .GroupLabels.alertname }}",
+                        "attributes": {"source": "amazon-managed-prometheus"},
+                    }
+                ],
+            }
+        ],
+    }

@@ -1,0 +1,69 @@
+"""The managed scraper's Prometheus configuration: the RayService's pods, their metrics port,
+each series labelled with the pod's side (prefill, decode or head), and only the metrics the
+dashboard and alerts read (samples are what Amazon Managed Service for Prometheus bills)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from app_config import Settings
+from app_config.node_labels import ROLE_LABEL as POD_ROLE_LABEL
+from catalog.metrics import ROLE_LABEL, SCRAPED
+from serving_manifests.names import METRICS_PORT_NAME, RAYSERVICE_LABEL
+
+JOB_NAME = "ray"
+HEAD_ROLE = "head"
+
+
+def meta_label(pod_label: str) -> str:
+    """The discovery label Prometheus gives a pod label (non-word characters become _)."""
+    return "__meta_kubernetes_pod_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", pod_label)
+
+
+def kept_series_regex() -> str:
+    names = sorted(name for metric in SCRAPED for name in metric.exposed_names())
+    return "|".join(re.escape(name) for name in names)
+
+
+def render_scrape_config(settings: Settings) -> dict[str, Any]:
+    interval = f"{settings.observability.scrape_interval_seconds}s"
+    return {
+        "global": {"scrape_interval": interval, "scrape_timeout": "10s"},
+        "scrape_configs": [
+            {
+                "job_name": JOB_NAME,
+                "kubernetes_sd_configs": [
+                    {"role": "pod", "namespaces": {"names": [settings.serving.namespace]}}
+                ],
+                "relabel_configs": [
+                    {
+                        "action": "keep",
+                        "source_labels": [meta_label(RAYSERVICE_LABEL)],
+                        "regex": re.escape(settings.serving.name),
+                    },
+                    {
+                        "action": "keep",
+                        "source_labels": ["__meta_kubernetes_pod_container_port_name"],
+                        "regex": METRICS_PORT_NAME,
+                    },
+                    {"source_labels": [meta_label(POD_ROLE_LABEL)], "target_label": ROLE_LABEL},
+                    {
+                        "source_labels": [meta_label("ray.io/node-type")],
+                        "regex": HEAD_ROLE,
+                        "target_label": ROLE_LABEL,
+                        "replacement": HEAD_ROLE,
+                    },
+                    {
+                        "source_labels": [meta_label("ray.io/cluster")],
+                        "target_label": "ray_cluster",
+                    },
+                    {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+                    {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "node"},
+                ],
+                "metric_relabel_configs": [
+                    {"action": "keep", "source_labels": ["__name__"], "regex": kept_series_regex()}
+                ],
+            }
+        ],
+    }
