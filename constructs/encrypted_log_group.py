@@ -28,3 +28,11 @@ def encrypted_log_group(
     # RetentionDays is a jsii enum of names; the validated number goes straight to the L1.
     log_group.node.default_child.retention_in_days = retention_days
     return log_group
+
+
+def encrypt_log_groups_under(scope: Construct, key: kms.IKey) -> None:
+    """Put ``key`` on log groups that aws-cdk-lib creates inside its own constructs (custom
+    resource providers) and leaves on the default key."""
+    for child in scope.node.find_all():
+        if isinstance(child, logs.CfnLogGroup):
+            child.add_property_override("KmsKeyId", key.key_arn)

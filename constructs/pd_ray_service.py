@@ -8,10 +8,17 @@ from aws_cdk import aws_eks_v2 as eks
 
 from app_config import Settings
 from constructs import Construct
+from constructs.gcs_store import GcsStore
+from constructs.irsa import ServiceAccountRole
 from constructs.model_access_role import ModelAccessRole
 from constructs.serving_operators import ServingOperators
 from serving_manifests import ServingManifests, render
-from serving_manifests.names import WORKER_SERVICE_ACCOUNT, EndpointBinding
+from serving_manifests.names import (
+    HEAD_SERVICE_ACCOUNT,
+    WORKER_SERVICE_ACCOUNT,
+    EndpointBinding,
+    GcsStoreBinding,
+)
 
 
 @dataclass(frozen=True)
@@ -20,6 +27,7 @@ class PdRayServiceProps:
     cluster: eks.ICluster
     operators: ServingOperators
     endpoint: EndpointBinding
+    gcs_store: GcsStore | None  # with serving.gcs_fault_tolerance
 
 
 class PdRayService(Construct):
@@ -41,7 +49,9 @@ class PdRayService(Construct):
                 model=model,
             ).role
         role_arn = self.model_access_role.role_arn if self.model_access_role else None
-        self.manifests: ServingManifests = render(settings, role_arn, props.endpoint)
+        self.manifests: ServingManifests = render(
+            settings, role_arn, props.endpoint, self._gcs_store_binding(props)
+        )
         m = self.manifests
 
         namespace = self._apply("Namespace", cluster, [m.namespace])
@@ -49,12 +59,37 @@ class PdRayService(Construct):
         identity.node.add_dependency(namespace)
         ray_service = self._apply("RayService", cluster, [m.rayservice])
         ray_service.node.add_dependency(identity, operators.kuberay)
-        if m.secret_provider_class:
-            secret = self._apply("HfTokenProvider", cluster, [m.secret_provider_class])
-            secret.node.add_dependency(namespace, operators.secrets_store)
-            ray_service.node.add_dependency(secret)
+        for construct_id, provider_class in (
+            ("HfTokenProvider", m.secret_provider_class),
+            ("GcsStoreAuthProvider", m.gcs_store_provider_class),
+        ):
+            if provider_class:
+                secret = self._apply(construct_id, cluster, [provider_class])
+                secret.node.add_dependency(namespace, operators.secrets_store)
+                ray_service.node.add_dependency(secret)
+        budgets = self._apply("DisruptionBudgets", cluster, m.pod_disruption_budgets)
+        budgets.node.add_dependency(namespace)
         binding = self._apply("EndpointBinding", cluster, [m.target_group_binding])
         binding.node.add_dependency(namespace, operators.load_balancer_controller)
+
+    def _gcs_store_binding(self, props: PdRayServiceProps) -> GcsStoreBinding | None:
+        """The head reads the store's token with its own IRSA role; the workers never see it."""
+        if props.gcs_store is None:
+            return None
+        head_role = ServiceAccountRole(
+            self,
+            "HeadRole",
+            cluster=props.cluster,
+            namespace=props.settings.serving.namespace,
+            service_account=HEAD_SERVICE_ACCOUNT,
+            description="Ray head: reads the GCS store's AUTH token",
+        ).role
+        props.gcs_store.grant_read_token(head_role)
+        return GcsStoreBinding(
+            address=props.gcs_store.address,
+            auth_token_secret_arn=props.gcs_store.auth_token.secret_arn,
+            head_role_arn=head_role.role_arn,
+        )
 
     def _apply(
         self, construct_id: str, cluster: eks.ICluster, objects: list[dict]

@@ -37,7 +37,8 @@ LOAD_BALANCER_CONTROLLER_POLICY_WILDCARDS = (
 
 
 class ServingOperators(Construct):
-    """Publishes ``kuberay``, ``load_balancer_controller`` and ``secrets_store`` (or None)."""
+    """Publishes ``kuberay``, ``load_balancer_controller`` and ``secrets_store`` (or None).
+    ``sync_secrets`` lets the CSI driver mirror mounted secrets into Kubernetes Secrets."""
 
     def __init__(
         self,
@@ -47,6 +48,7 @@ class ServingOperators(Construct):
         cluster: eks.Cluster,
         gpu_placements: list[NodePlacement],
         with_secrets_store: bool,
+        sync_secrets: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
         self.kuberay = helm_release(
@@ -80,13 +82,14 @@ class ServingOperators(Construct):
             # The driver's and the provider's DaemonSets must run where the Ray pods mount the
             # secret: on the GPU nodes, through their taints.
             gpu_tolerations = tolerations(gpu_placements)
+            driver: dict = {"linux": {"tolerations": gpu_tolerations}}
+            if sync_secrets:
+                # KubeRay reads the GCS store's password only from a Kubernetes Secret.
+                driver["syncSecret"] = {"enabled": True}
             self.secrets_store = helm_release(
                 self,
                 "SecretsStoreCsiAws",
                 cluster=cluster,
                 chart=SECRETS_STORE_CSI_AWS,
-                values={
-                    "tolerations": gpu_tolerations,
-                    "secrets-store-csi-driver": {"linux": {"tolerations": gpu_tolerations}},
-                },
+                values={"tolerations": gpu_tolerations, "secrets-store-csi-driver": driver},
             )

@@ -21,6 +21,13 @@ BENCH_LABELS = {"app.kubernetes.io/name": "pdctl-bench"}
 HF_TOKEN_MOUNT = "/var/run/secrets/huggingface"
 HF_TOKEN_ALIAS = "token"
 HF_TOKEN_PROVIDER_CLASS = "hf-token"
+# The GCS store's AUTH token: SecretProviderClass, the Secret it syncs, the key and the mount.
+GCS_STORE_AUTH = "gcs-store-auth"
+GCS_STORE_AUTH_KEY = "password"
+GCS_STORE_AUTH_MOUNT = "/var/run/secrets/gcs-store"
+# ElastiCache's certificates chain to Amazon Trust Services, in the image's system bundle
+# (Ubuntu's path); Ray's GCS client reads the CA from this variable for rediss:// addresses.
+SYSTEM_CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 
 
 @dataclass(frozen=True)
@@ -29,6 +36,15 @@ class EndpointBinding:
 
     target_group_arn: str
     load_balancer_security_group_id: str
+
+
+@dataclass(frozen=True)
+class GcsStoreBinding:
+    """What the RayService needs from the GCS store CloudFormation created."""
+
+    address: str  # host:port of the primary endpoint
+    auth_token_secret_arn: str
+    head_role_arn: str  # the Ray head's IRSA role, which may read the token
 
 
 def endpoint_binding_name(settings: Settings) -> str:

@@ -8,10 +8,13 @@ from typing import Any
 import yaml
 
 from app_config import Settings
+from app_config.node_labels import GPU_ROLES, ROLE_LABEL
 from catalog.helm_charts import KUBERAY_OPERATOR
 from serving_manifests.names import (
     BENCH_LABELS,
     DASHBOARD_PORT,
+    GCS_STORE_AUTH,
+    GCS_STORE_AUTH_KEY,
     HEAD_SERVICE_ACCOUNT,
     HF_TOKEN_ALIAS,
     HF_TOKEN_PROVIDER_CLASS,
@@ -20,6 +23,7 @@ from serving_manifests.names import (
     SERVE_PORT,
     WORKER_SERVICE_ACCOUNT,
     EndpointBinding,
+    GcsStoreBinding,
     endpoint_binding_name,
     kuberay_serve_service_name,
 )
@@ -35,11 +39,14 @@ def render_namespace(settings: Settings) -> dict[str, Any]:
 
 
 def render_service_accounts(
-    settings: Settings, worker_role_arn: str | None
+    settings: Settings, worker_role_arn: str | None, head_role_arn: str | None = None
 ) -> list[dict[str, Any]]:
-    """The head's (no cloud permissions) and the workers' (the model's IAM role, if any)."""
+    """The head's (the GCS store's token, if any) and the workers' (the model's, if any)."""
     accounts = []
-    for name, role_arn in ((HEAD_SERVICE_ACCOUNT, None), (WORKER_SERVICE_ACCOUNT, worker_role_arn)):
+    for name, role_arn in (
+        (HEAD_SERVICE_ACCOUNT, head_role_arn),
+        (WORKER_SERVICE_ACCOUNT, worker_role_arn),
+    ):
         account = load("service-account.yaml")
         account["metadata"].update(name=name, namespace=settings.serving.namespace)
         if role_arn:
@@ -117,4 +124,35 @@ def render_secret_provider_class(settings: Settings) -> dict[str, Any] | None:
     )
     objects = [{"objectName": secret_arn, "objectAlias": HF_TOKEN_ALIAS}]
     provider_class["spec"]["parameters"]["objects"] = yaml.safe_dump(objects, sort_keys=False)
+    return provider_class
+
+
+def render_pod_disruption_budgets(settings: Settings) -> list[dict[str, Any]]:
+    budgets = []
+    for role in GPU_ROLES:
+        budget = load("pod-disruption-budget.yaml")
+        budget["metadata"].update(
+            name=f"{settings.serving.name}-{role}", namespace=settings.serving.namespace
+        )
+        budget["spec"]["selector"]["matchLabels"] = {
+            RAYSERVICE_LABEL: settings.serving.name,
+            ROLE_LABEL: role,
+        }
+        budgets.append(budget)
+    return budgets
+
+
+def render_gcs_store_provider_class(
+    settings: Settings, store: GcsStoreBinding | None
+) -> dict[str, Any] | None:
+    if store is None:
+        return None
+    provider_class = load("gcs-store-secret-provider-class.yaml")
+    provider_class["metadata"].update(name=GCS_STORE_AUTH, namespace=settings.serving.namespace)
+    spec = provider_class["spec"]
+    objects = [{"objectName": store.auth_token_secret_arn, "objectAlias": GCS_STORE_AUTH_KEY}]
+    spec["parameters"]["objects"] = yaml.safe_dump(objects, sort_keys=False)
+    (synced,) = spec["secretObjects"]
+    synced["secretName"] = GCS_STORE_AUTH
+    synced["data"] = [{"objectName": GCS_STORE_AUTH_KEY, "key": GCS_STORE_AUTH_KEY}]
     return provider_class

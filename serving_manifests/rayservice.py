@@ -17,6 +17,9 @@ from app_config.node_labels import (
 )
 from catalog.ray_llm_image import IMAGES, image_uri
 from serving_manifests.names import (
+    GCS_STORE_AUTH,
+    GCS_STORE_AUTH_KEY,
+    GCS_STORE_AUTH_MOUNT,
     HEAD_SERVICE_ACCOUNT,
     HF_TOKEN_ALIAS,
     HF_TOKEN_MOUNT,
@@ -25,7 +28,9 @@ from serving_manifests.names import (
     METRICS_PORT_NAME,
     RAYSERVICE_LABEL,
     SERVE_PORT,
+    SYSTEM_CA_BUNDLE,
     WORKER_SERVICE_ACCOUNT,
+    GcsStoreBinding,
 )
 from serving_manifests.serve_config import ray_resource
 from serving_manifests.templates import load
@@ -52,7 +57,9 @@ POD_CHECKOV_SKIPS = {
 }
 
 
-def render_rayservice(settings: Settings, serve_config: dict[str, Any]) -> dict[str, Any]:
+def render_rayservice(
+    settings: Settings, serve_config: dict[str, Any], gcs_store: GcsStoreBinding | None = None
+) -> dict[str, Any]:
     serving = settings.serving
     image = image_uri(settings.region, serving.image_tag)
     service = load("rayservice.yaml")
@@ -60,6 +67,7 @@ def render_rayservice(settings: Settings, serve_config: dict[str, Any]) -> dict[
     spec = service["spec"]
     spec["serveConfigV2"] = yaml.safe_dump(serve_config, sort_keys=False)
     spec["upgradeStrategy"] = {"type": serving.upgrade_strategy}
+    spec["rayClusterDeletionDelaySeconds"] = serving.old_cluster_deletion_delay_seconds
     cluster = spec["rayClusterConfig"]
     cluster["rayVersion"] = IMAGES[serving.image_tag].ray_version
 
@@ -71,6 +79,8 @@ def render_rayservice(settings: Settings, serve_config: dict[str, Any]) -> dict[
     (head_container,) = head["spec"]["containers"]
     head_container["image"] = image
     _set_ports(head_container)
+    if gcs_store:
+        _use_gcs_store(cluster, head["spec"], head_container, gcs_store)
 
     (worker_skeleton,) = cluster["workerGroupSpecs"]
     cluster["workerGroupSpecs"] = [
@@ -153,6 +163,36 @@ def _mount_hf_token(spec: dict[str, Any], container: dict[str, Any]) -> None:
     container["env"].append(
         {"name": "HF_TOKEN_PATH", "value": f"{HF_TOKEN_MOUNT}/{HF_TOKEN_ALIAS}"}
     )
+
+
+def _use_gcs_store(
+    cluster: dict[str, Any],
+    head: dict[str, Any],
+    container: dict[str, Any],
+    store: GcsStoreBinding,
+) -> None:
+    """GCS state in the external store over TLS (rediss://), with its AUTH token from the Secret
+    the head's CSI mount keeps in sync."""
+    cluster["gcsFaultToleranceOptions"] = {
+        "redisAddress": f"rediss://{store.address}",
+        "redisPassword": {
+            "valueFrom": {"secretKeyRef": {"name": GCS_STORE_AUTH, "key": GCS_STORE_AUTH_KEY}}
+        },
+    }
+    head.setdefault("volumes", []).append(
+        {
+            "name": GCS_STORE_AUTH,
+            "csi": {
+                "driver": "secrets-store.csi.k8s.io",
+                "readOnly": True,
+                "volumeAttributes": {"secretProviderClass": GCS_STORE_AUTH},
+            },
+        }
+    )
+    container.setdefault("volumeMounts", []).append(
+        {"name": GCS_STORE_AUTH, "mountPath": GCS_STORE_AUTH_MOUNT, "readOnly": True}
+    )
+    container.setdefault("env", []).append({"name": "RAY_REDIS_CA_CERT", "value": SYSTEM_CA_BUNDLE})
 
 
 def _set_ports(container: dict[str, Any]) -> None:

@@ -6,10 +6,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from app_config import Settings
-from serving_manifests.names import EndpointBinding
+from serving_manifests.names import EndpointBinding, GcsStoreBinding
 from serving_manifests.namespace_objects import (
+    render_gcs_store_provider_class,
     render_namespace,
     render_network_policies,
+    render_pod_disruption_budgets,
     render_secret_provider_class,
     render_service_accounts,
     render_target_group_binding,
@@ -26,12 +28,18 @@ class ServingManifests:
     service_accounts: list[dict[str, Any]]
     network_policies: list[dict[str, Any]]
     secret_provider_class: dict[str, Any] | None  # needs the Secrets Store CSI driver's CRDs
+    gcs_store_provider_class: dict[str, Any] | None  # likewise
+    pod_disruption_budgets: list[dict[str, Any]]
     serve_config: dict[str, Any]
     rayservice: dict[str, Any]  # needs KubeRay's CRDs
     target_group_binding: dict[str, Any] | None  # needs the load balancer and its controller
 
     def all(self) -> list[dict[str, Any]]:
-        optional = [self.secret_provider_class] if self.secret_provider_class else []
+        optional = [
+            provider_class
+            for provider_class in (self.secret_provider_class, self.gcs_store_provider_class)
+            if provider_class
+        ]
         binding = [self.target_group_binding] if self.target_group_binding else []
         return [
             self.namespace,
@@ -39,6 +47,7 @@ class ServingManifests:
             *self.network_policies,
             *optional,
             self.rayservice,
+            *self.pod_disruption_budgets,
             *binding,
         ]
 
@@ -47,14 +56,26 @@ def render(
     settings: Settings,
     worker_role_arn: str | None,
     endpoint: EndpointBinding | None = None,
+    gcs_store: GcsStoreBinding | None = None,
 ) -> ServingManifests:
+    """``endpoint`` and ``gcs_store`` exist once CloudFormation has made them; a configuration
+    with GCS fault tolerance cannot render its RayService without the store."""
+    if settings.serving.gcs_fault_tolerance.enabled and gcs_store is None:
+        raise ValueError(
+            "serving.gcs_fault_tolerance is enabled: the RayService needs the GCS store's "
+            "address and token, which exist only in the deployed serving stack"
+        )
     serve_config = render_serve_config(settings)
     return ServingManifests(
         namespace=render_namespace(settings),
-        service_accounts=render_service_accounts(settings, worker_role_arn),
+        service_accounts=render_service_accounts(
+            settings, worker_role_arn, gcs_store.head_role_arn if gcs_store else None
+        ),
         network_policies=render_network_policies(settings),
         secret_provider_class=render_secret_provider_class(settings),
+        gcs_store_provider_class=render_gcs_store_provider_class(settings, gcs_store),
+        pod_disruption_budgets=render_pod_disruption_budgets(settings),
         serve_config=serve_config,
-        rayservice=render_rayservice(settings, serve_config),
+        rayservice=render_rayservice(settings, serve_config, gcs_store),
         target_group_binding=render_target_group_binding(settings, endpoint),
     )

@@ -8,11 +8,13 @@ from aws_cdk import aws_ec2 as ec2
 from app_config import Settings
 from constructs import Construct
 from constructs.alarm_topic import AlarmTopic
+from constructs.checkov_skips import AWS_CUSTOM_RESOURCE_PROVIDER_ID
 from constructs.cluster_placement_group import ClusterPlacementGroup
 from constructs.core_addons import CoreAddons
 from constructs.efa_node_group import EfaNodeGroup, EfaNodeGroupProps
 from constructs.efa_security_group import EfaSecurityGroup
 from constructs.eks_control_plane import EksControlPlane, EksControlPlaneProps
+from constructs.encrypted_log_group import encrypt_log_groups_under
 from constructs.log_encryption_key import LogEncryptionKey
 from constructs.node_group_capacity_alarm import NodeGroupCapacityAlarm
 from constructs.node_role import NodeRole
@@ -139,6 +141,7 @@ class ClusterStack(Stack):
             ).alarm
             for role, group in self.gpu_node_groups.items()
         }
+        encrypt_log_groups_under(self.node.find_child(AWS_CUSTOM_RESOURCE_PROVIDER_ID), log_key)
 
     def _outputs(self, settings: Settings) -> None:
         cluster = self.control_plane.cluster

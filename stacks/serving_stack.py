@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from aws_cdk import Annotations, CfnOutput, Stack
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 
 from app_config import Settings
 from app_config.model import NodePlacement
 from constructs import Construct
 from constructs.device_plugins import DevicePlugins
+from constructs.gcs_store import GcsStore, GcsStoreProps
 from constructs.pd_ray_service import PdRayService, PdRayServiceProps
 from constructs.serving_endpoint import ServingEndpoint
 from constructs.serving_operators import ServingOperators
 from serving_manifests.names import DASHBOARD_PORT
+from stacks.common import removal_policy
 
 
 class ServingStack(Stack):
@@ -27,6 +30,7 @@ class ServingStack(Stack):
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
+        gcs = settings.serving.gcs_fault_tolerance
         self.device_plugins = DevicePlugins(
             self, "DevicePlugins", cluster=cluster, gpu_placements=gpu_placements
         )
@@ -35,9 +39,29 @@ class ServingStack(Stack):
             "Operators",
             cluster=cluster,
             gpu_placements=gpu_placements,
-            with_secrets_store=settings.serving.model.hf_token_secret_arn is not None,
+            with_secrets_store=settings.serving.model.hf_token_secret_arn is not None
+            or gcs.enabled,
+            sync_secrets=gcs.enabled,
         )
         self.endpoint = ServingEndpoint(self, "Endpoint", settings=settings, vpc=cluster.vpc)
+        self.gcs_store = (
+            GcsStore(
+                self,
+                "GcsStore",
+                GcsStoreProps(
+                    settings=gcs,
+                    name=settings.serving.name,
+                    vpc=cluster.vpc,
+                    subnets=cluster.vpc.select_subnets(
+                        subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS
+                    ).subnets,
+                    client_security_group_id=cluster.cluster_security_group_id,
+                    removal_policy=removal_policy(settings),
+                ),
+            )
+            if gcs.enabled
+            else None
+        )
         self.ray_service = PdRayService(
             self,
             "PdRayService",
@@ -46,6 +70,7 @@ class ServingStack(Stack):
                 cluster=cluster,
                 operators=self.operators,
                 endpoint=self.endpoint.binding,
+                gcs_store=self.gcs_store,
             ),
         )
         if settings.serving.kv_transfer.backend == "UCX":

@@ -10,6 +10,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from app_config import Settings
+from serving_manifests import ServingManifests, render
+from serving_manifests.names import EndpointBinding, GcsStoreBinding
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -42,6 +46,11 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
         "serving.model.hf_token_secret_arn": (
             "arn:aws:secretsmanager:us-west-2:123456789012:secret:hf-token-AbCdEf"
         ),
+        "serving.gcs_fault_tolerance.enabled": "true",
+        "observability.alarms": '{"emails": ["oncall@example.com", "ml-platform@example.com"], '
+        '"ttft_p95_objective_seconds": 1.5, "itl_p95_objective_seconds": 0.05, '
+        '"decode_queue_growth_minutes": 15, "node_shortfall_minutes": 30}',
+        "observability.container_logs": "false",
     },
     # Reserved P5-class capacity, the usual way to get it: a Capacity Block for prefill, an
     # On-Demand Capacity Reservation for decode, extra labels and taints; weights from S3;
@@ -68,3 +77,24 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
 
 def context_for(name: str, **extra: str) -> dict[str, Any]:
     return {**cdk_json_context(), **CONFIGURATIONS[name], **extra}
+
+
+# What CloudFormation returns once the serving stack exists, for rendering manifests offline.
+ROLE_ARN = "arn:aws:iam::123456789012:role/ray-pods"
+ENDPOINT = EndpointBinding(
+    target_group_arn="arn:aws:elasticloadbalancing:us-west-2:123456789012:targetgroup/pd/0a1b2c3d",
+    load_balancer_security_group_id="sg-0a1b2c3d4e5f60718",
+)
+GCS_STORE = GcsStoreBinding(
+    address="master.pd-llm-gcs.abc123.usw2.cache.amazonaws.com:6379",
+    auth_token_secret_arn="arn:aws:secretsmanager:us-west-2:123456789012:secret:gcs-AbCdEf",
+    head_role_arn="arn:aws:iam::123456789012:role/ray-head",
+)
+
+
+def render_deployed(
+    settings: Settings, *, role_arn: str | None = ROLE_ARN, endpoint: bool = True
+) -> ServingManifests:
+    """The manifests as the serving stack applies them, with example deployed resources."""
+    gcs_store = GCS_STORE if settings.serving.gcs_fault_tolerance.enabled else None
+    return render(settings, role_arn, ENDPOINT if endpoint else None, gcs_store)

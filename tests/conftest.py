@@ -13,14 +13,14 @@ import pytest
 import app
 from tests.configurations import context_for
 
-STACK_ROLES = ("network", "cluster", "serving")
+STACK_ROLES = ("network", "cluster", "serving", "observability")
 
 
 @dataclass(frozen=True)
 class Synthesized:
     built: app.BuiltApp
     outdir: Path
-    templates: dict[str, dict[str, Any]]  # by stack role: "network", "cluster", "serving"
+    templates: dict[str, dict[str, Any]]  # by stack role (STACK_ROLES)
 
     def resources(self, role: str, resource_type: str) -> dict[str, dict[str, Any]]:
         return {

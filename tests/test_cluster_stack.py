@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import json
 
-from catalog.eks_versions import CORE_ADDONS, KUBERNETES, VPC_CNI
+from catalog.eks_versions import CORE_ADDONS, KUBERNETES, OBSERVABILITY_ADDONS, VPC_CNI
 from constructs.core_addons import VPC_CNI_CONFIGURATION
 from constructs.node_role import NODE_MANAGED_POLICIES
 from nag.serving_checks import CONTROL_PLANE_LOG_TYPES
@@ -76,7 +76,7 @@ def test_addons_are_pinned_to_the_catalog_versions(default_app: Synthesized) -> 
         for a in default_app.resources("cluster", "AWS::EKS::Addon").values()
     }
     assert {name: props["AddonVersion"] for name, props in addons.items()} == {
-        addon.name: addon.version for addon in CORE_ADDONS
+        addon.name: addon.version for addon in (*CORE_ADDONS, *OBSERVABILITY_ADDONS)
     }
     assert json.loads(addons[VPC_CNI.name]["ConfigurationValues"]) == VPC_CNI_CONFIGURATION
 

@@ -174,7 +174,8 @@ def test_gpu_node_groups_replace_one_node_at_a_time_and_self_repair(
 ) -> None:
     for group in _gpu_nodegroups(default_app).values():
         assert group["UpdateConfig"] == {"MaxUnavailable": 1}
-        assert group["NodeRepairConfig"] == {"Enabled": True}
+        # One GPU node repaired at a time, so that a side is never left without nodes.
+        assert group["NodeRepairConfig"] == {"Enabled": True, "MaxParallelNodesRepairedCount": 1}
         assert "RemoteAccess" not in group
 
 

@@ -17,28 +17,32 @@ from serving_manifests.names import (
     DASHBOARD_PORT,
     HEAD_SERVICE_ACCOUNT,
     METRICS_PORT,
+    METRICS_PORT_NAME,
     RAYSERVICE_LABEL,
     SERVE_PORT,
     WORKER_SERVICE_ACCOUNT,
-    EndpointBinding,
     kuberay_serve_service_name,
 )
+from serving_manifests.namespace_objects import IRSA_ANNOTATION
 from serving_manifests.rayservice import HUGEPAGES
 from serving_manifests.serve_config import NIXL_CONNECTOR, PD_BUILDER, ray_resource
-from tests.configurations import CONFIGURATIONS, context_for
+from tests.configurations import (
+    CONFIGURATIONS,
+    ENDPOINT,
+    GCS_STORE,
+    ROLE_ARN,
+    context_for,
+    render_deployed,
+)
 from tools.write_manifests import main
 
-ROLE_ARN = "arn:aws:iam::123456789012:role/ray-pods"
-BINDING = EndpointBinding(
-    target_group_arn="arn:aws:elasticloadbalancing:us-west-2:123456789012:targetgroup/pd/0a1b2c3d",
-    load_balancer_security_group_id="sg-0a1b2c3d4e5f60718",
-)
+BINDING = ENDPOINT
 
 
 @pytest.fixture(scope="module", params=list(CONFIGURATIONS))
 def rendered(request: pytest.FixtureRequest) -> tuple[Settings, ServingManifests]:
     settings = load_settings(context_for(request.param))
-    return settings, render(settings, ROLE_ARN, BINDING)
+    return settings, render_deployed(settings)
 
 
 def _workers(manifests: ServingManifests) -> dict[str, dict]:
@@ -219,20 +223,97 @@ def test_hf_token_is_mounted_from_secrets_manager_only_when_configured(rendered)
         assert manifests.secret_provider_class is None
 
 
-def test_only_the_workers_service_account_carries_the_irsa_role(rendered) -> None:
+def test_each_service_account_carries_only_its_own_irsa_role(rendered) -> None:
+    """Workers: the model's role. Head: the GCS store token's role, only with fault tolerance."""
     settings, manifests = rendered
     accounts = {a["metadata"]["name"]: a["metadata"] for a in manifests.service_accounts}
     assert {a["namespace"] for a in accounts.values()} == {settings.serving.namespace}
     worker_annotations = accounts[WORKER_SERVICE_ACCOUNT]["annotations"]
-    assert worker_annotations == {"eks.amazonaws.com/role-arn": ROLE_ARN}
-    assert "annotations" not in accounts[HEAD_SERVICE_ACCOUNT]
+    assert worker_annotations == {IRSA_ANNOTATION: ROLE_ARN}
+    head = accounts[HEAD_SERVICE_ACCOUNT]
+    if settings.serving.gcs_fault_tolerance.enabled:
+        assert head["annotations"] == {IRSA_ANNOTATION: GCS_STORE.head_role_arn}
+    else:
+        assert "annotations" not in head
     cluster = manifests.rayservice["spec"]["rayClusterConfig"]
     head_spec = cluster["headGroupSpec"]["template"]["spec"]
     assert head_spec["serviceAccountName"] == HEAD_SERVICE_ACCOUNT
     for worker in cluster["workerGroupSpecs"]:
         assert worker["template"]["spec"]["serviceAccountName"] == WORKER_SERVICE_ACCOUNT
-    without_role = render(settings, None).service_accounts
-    assert all("annotations" not in a["metadata"] for a in without_role)
+    without_role = render_deployed(settings, role_arn=None).service_accounts
+    worker = {a["metadata"]["name"]: a["metadata"] for a in without_role}[WORKER_SERVICE_ACCOUNT]
+    assert "annotations" not in worker
+
+
+def test_gcs_fault_tolerance_uses_the_store_over_tls_with_the_synced_token(rendered) -> None:
+    settings, manifests = rendered
+    cluster = manifests.rayservice["spec"]["rayClusterConfig"]
+    head = cluster["headGroupSpec"]["template"]["spec"]
+    if not settings.serving.gcs_fault_tolerance.enabled:
+        assert "gcsFaultToleranceOptions" not in cluster
+        assert manifests.gcs_store_provider_class is None
+        return
+    options = cluster["gcsFaultToleranceOptions"]
+    assert options["redisAddress"] == f"rediss://{GCS_STORE.address}"
+    secret_ref = options["redisPassword"]["valueFrom"]["secretKeyRef"]
+    provider = manifests.gcs_store_provider_class
+    (synced,) = provider["spec"]["secretObjects"]
+    assert secret_ref == {"name": synced["secretName"], "key": synced["data"][0]["key"]}
+    objects = yaml.safe_load(provider["spec"]["parameters"]["objects"])
+    assert [o["objectName"] for o in objects] == [GCS_STORE.auth_token_secret_arn]
+    assert objects[0]["objectAlias"] == synced["data"][0]["objectName"]
+    # The Secret exists only while a pod mounts the provider class: the head does.
+    mounted = [v["csi"]["volumeAttributes"]["secretProviderClass"] for v in head["volumes"]]
+    assert provider["metadata"]["name"] in mounted
+    env = {e["name"]: e.get("value") for e in head["containers"][0]["env"]}
+    assert env["RAY_REDIS_CA_CERT"].endswith(".crt")
+    for worker in cluster["workerGroupSpecs"]:  # the token stays with the head
+        volumes = worker["template"]["spec"]["volumes"]
+        assert provider["metadata"]["name"] not in json.dumps(volumes)
+
+
+def test_disruption_budgets_let_one_worker_per_side_go_at_a_time(rendered) -> None:
+    settings, manifests = rendered
+    workers = _workers(manifests)
+    budgets = {
+        b["spec"]["selector"]["matchLabels"][ROLE_LABEL]: b
+        for b in manifests.pod_disruption_budgets
+    }
+    assert set(budgets) == set(GPU_ROLES)
+    for role, budget in budgets.items():
+        assert budget["spec"]["maxUnavailable"] == 1
+        pod_labels = workers[role]["template"]["metadata"]["labels"]
+        selector = budget["spec"]["selector"]["matchLabels"]
+        assert selector.items() <= pod_labels.items()  # selects exactly that side's pods
+        assert selector[RAYSERVICE_LABEL] == settings.serving.name
+
+
+def test_old_cluster_lingers_for_the_configured_delay(rendered) -> None:
+    settings, manifests = rendered
+    spec = manifests.rayservice["spec"]
+    assert spec["rayClusterDeletionDelaySeconds"] == (
+        settings.serving.old_cluster_deletion_delay_seconds
+    )
+    assert spec["upgradeStrategy"] == {"type": settings.serving.upgrade_strategy}
+
+
+def test_every_ray_container_declares_the_metrics_port_the_scraper_keeps(rendered) -> None:
+    _, manifests = rendered
+    cluster = manifests.rayservice["spec"]["rayClusterConfig"]
+    pods = [cluster["headGroupSpec"]["template"]] + [
+        w["template"] for w in cluster["workerGroupSpecs"]
+    ]
+    for pod in pods:
+        (container,) = pod["spec"]["containers"]
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        assert ports[METRICS_PORT_NAME] == METRICS_PORT
+
+
+def test_rendering_a_fault_tolerant_service_needs_the_deployed_store() -> None:
+    settings = load_settings(context_for("public-endpoint"))
+    assert settings.serving.gcs_fault_tolerance.enabled
+    with pytest.raises(ValueError, match="gcs_fault_tolerance"):
+        render(settings, ROLE_ARN, ENDPOINT)
 
 
 def test_network_policies_deny_by_default_and_open_the_endpoint_to_allowed_cidrs(rendered) -> None:
@@ -261,7 +342,8 @@ def test_load_balancer_targets_the_serve_service_kuberay_switches(rendered) -> N
     (rule,) = spec["networking"]["ingress"]
     assert rule["from"] == [{"securityGroup": {"groupID": BINDING.load_balancer_security_group_id}}]
     assert rule["ports"] == [{"protocol": "TCP", "port": SERVE_PORT}]
-    assert render(settings, ROLE_ARN).target_group_binding is None  # before the NLB exists
+    before_the_load_balancer = render_deployed(settings, endpoint=False)
+    assert before_the_load_balancer.target_group_binding is None
 
 
 def test_kuberay_operator_reaches_dashboard_and_proxies(rendered) -> None:

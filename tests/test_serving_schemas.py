@@ -20,19 +20,18 @@ from ray.serve.schema import ServeDeploySchema
 from app_config import load_settings
 from catalog.eks_versions import KUBERNETES
 from catalog.ray_llm_image import IMAGES
-from serving_manifests import ServingManifests, render
+from serving_manifests import ServingManifests
 from serving_manifests.rayservice import POD_CHECKOV_SKIPS
 from tests.checkov import run_checkov
-from tests.configurations import CONFIGURATIONS, context_for
+from tests.configurations import CONFIGURATIONS, context_for, render_deployed
 from tools.write_manifests import write_manifests
 
 CRD_ENV = "KUBERAY_CRD"
-ROLE_ARN = "arn:aws:iam::123456789012:role/ray-pods"
 
 
 @pytest.fixture(scope="module", params=list(CONFIGURATIONS))
 def manifests(request: pytest.FixtureRequest) -> ServingManifests:
-    return render(load_settings(context_for(request.param)), ROLE_ARN)
+    return render_deployed(load_settings(context_for(request.param)))
 
 
 def _strict(schema: Any) -> Any:
@@ -139,7 +138,7 @@ def _pods(manifests: ServingManifests) -> list[dict[str, Any]]:
 
 
 def test_checkov_kubernetes_has_no_unskipped_failures(tmp_path: Path) -> None:
-    manifests = render(load_settings(context_for("public-endpoint")), ROLE_ARN)
+    manifests = render_deployed(load_settings(context_for("public-endpoint")))
     assert write_manifests(manifests, tmp_path)
     for pod in _pods(manifests):
         (tmp_path / f"pod-{pod['metadata']['name']}.yaml").write_text(yaml.safe_dump(pod))
