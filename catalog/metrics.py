@@ -20,6 +20,7 @@ NIXL_METRICS_SOURCE = (
     "vllm-project/vllm v0.26.0, vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py "
     "(NixlPromMetrics)"
 )
+RAY_LLM_PANELS = "dashboard/modules/metrics/dashboards/serve_llm_dashboard_panels.py"
 RAY_SERVE_SOURCE = "ray-project/ray 2.58.0, python/ray/serve/_private/replica.py"
 CONTAINER_INSIGHTS_SOURCE = (
     "CloudWatch user guide, 'Amazon EKS and Kubernetes Container Insights with enhanced "
@@ -36,6 +37,9 @@ class PrometheusMetric:
     kind: Literal["histogram", "counter", "gauge"]
     meaning: str
     source: str
+    # A file of the installed Ray package that uses the same series name (Ray's own Grafana
+    # panels or the code that defines it): tests check the name there.
+    in_ray_package: str | None = None
 
     def selector(self, *, series: str = "", **labels: str) -> str:
         """A PromQL selector. ``series`` picks a histogram's ``_bucket``/``_sum``/``_count``.
@@ -64,6 +68,7 @@ TTFT = PrometheusMetric(
     "Engine time to first token. Prefill: the prompt's forward pass. Decode: the KV pull over "
     "NIXL plus the first decode step.",
     VLLM_METRICS_SOURCE,
+    RAY_LLM_PANELS,
 )
 INTER_TOKEN_LATENCY = PrometheusMetric(
     "ray_vllm_inter_token_latency_seconds",
@@ -76,36 +81,42 @@ REQUESTS_RUNNING = PrometheusMetric(
     "gauge",
     "Requests in the engine's running batch.",
     VLLM_METRICS_SOURCE,
+    RAY_LLM_PANELS,
 )
 REQUESTS_WAITING = PrometheusMetric(
     "ray_vllm_num_requests_waiting",
     "gauge",
     "Requests queued for the engine.",
     VLLM_METRICS_SOURCE,
+    RAY_LLM_PANELS,
 )
 KV_CACHE_USAGE = PrometheusMetric(
     "ray_vllm_kv_cache_usage_perc",
     "gauge",
     "Share of the engine's KV cache blocks in use (0 to 1).",
     VLLM_METRICS_SOURCE,
+    RAY_LLM_PANELS,
 )
 NIXL_TRANSFER_TIME = PrometheusMetric(
     "ray_vllm_nixl_xfer_time_seconds",
     "histogram",
     "Duration of one NIXL KV transfer (recorded where the transfer is initiated: decode).",
     NIXL_METRICS_SOURCE,
+    RAY_LLM_PANELS,
 )
 NIXL_FAILED_TRANSFERS = PrometheusMetric(
     "ray_vllm_nixl_num_failed_transfers",
     "counter",
     "NIXL KV transfers that failed.",
     NIXL_METRICS_SOURCE,
+    RAY_LLM_PANELS,
 )
 SERVE_PROCESSING_LATENCY = PrometheusMetric(
     "ray_serve_deployment_processing_latency_ms",
     "histogram",
     "Ray Serve replica processing latency, per deployment.",
     RAY_SERVE_SOURCE,
+    "serve/_private/replica.py",
 )
 
 # What the managed scraper keeps (everything else on the port is dropped at ingestion).

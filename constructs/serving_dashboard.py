@@ -28,6 +28,7 @@ from catalog.metrics import (
     POD_GPU_UTILIZATION,
     REQUESTS_RUNNING,
     REQUESTS_WAITING,
+    SERVE_PROCESSING_LATENCY,
     TTFT,
     CloudWatchMetric,
     PrometheusMetric,
@@ -43,7 +44,7 @@ HEIGHT = 6
 @dataclass(frozen=True)
 class Panel:
     title: str
-    unit: str
+    unit: str  # the left axis label
     lines: dict[str, Callable[[str], str]]  # legend -> the PromQL for a side
 
 
@@ -103,7 +104,7 @@ class ServingDashboard(Construct):
                 self._latency_panel("Inter-token latency", INTER_TOKEN_LATENCY),
                 Panel(
                     "Requests",
-                    "Count",
+                    "requests",
                     {
                         "running": partial(promql.total, REQUESTS_RUNNING),
                         "waiting": partial(promql.total, REQUESTS_WAITING),
@@ -111,14 +112,17 @@ class ServingDashboard(Construct):
                 ),
                 Panel(
                     "KV cache usage (0-1)",
-                    "None",
+                    "share",
                     {"busiest engine": partial(promql.peak, KV_CACHE_USAGE)},
                 ),
                 self._latency_panel("NIXL KV transfer time", NIXL_TRANSFER_TIME),
                 Panel(
                     "NIXL failed transfers (per 5 min)",
-                    "Count",
+                    "transfers",
                     {"failed": partial(promql.increase, NIXL_FAILED_TRANSFERS)},
+                ),
+                self._latency_panel(
+                    "Ray Serve replica processing latency", SERVE_PROCESSING_LATENCY, "ms"
                 ),
             )
         ] + [
@@ -133,10 +137,10 @@ class ServingDashboard(Construct):
         ]
 
     @staticmethod
-    def _latency_panel(title: str, metric: PrometheusMetric) -> Panel:
+    def _latency_panel(title: str, metric: PrometheusMetric, unit: str = "s") -> Panel:
         return Panel(
-            f"{title} (s)",
-            "Seconds",
+            f"{title} ({unit})",
+            unit,
             {
                 "p50": partial(promql.quantile, metric, 0.5),
                 "p95": partial(promql.quantile, metric, 0.95),
@@ -154,7 +158,11 @@ class ServingDashboard(Construct):
             for legend, query in panel.lines.items()
         ]
         return cloudwatch.GraphWidget(
-            title=f"{role}: {panel.title}", left=lines, width=HALF, height=HEIGHT
+            title=f"{role}: {panel.title}",
+            left=lines,
+            left_y_axis=cloudwatch.YAxisProps(label=panel.unit, show_units=False, min=0),
+            width=HALF,
+            height=HEIGHT,
         )
 
     def _pod_graph(

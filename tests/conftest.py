@@ -16,6 +16,17 @@ from tests.configurations import context_for
 STACK_ROLES = ("network", "cluster", "serving", "observability")
 
 
+def cfn_text(value: object) -> str:
+    """A CloudFormation string value as text, each token (Ref, GetAtt, import) shown as
+    <token>."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return separator.join(cfn_text(part) for part in parts)
+    return "<token>"
+
+
 @dataclass(frozen=True)
 class Synthesized:
     built: app.BuiltApp
@@ -28,6 +39,14 @@ class Synthesized:
             for logical_id, resource in self.templates[role]["Resources"].items()
             if resource["Type"] == resource_type
         }
+
+    def irsa_trust(self, role: str, role_id: str) -> tuple[dict[str, Any], str]:
+        """The role's one trust statement, and its claims as JSON text: the conditions sit in a
+        CfnJson resource because their keys contain the OIDC issuer (a token)."""
+        resources = self.templates[role]["Resources"]
+        (statement,) = resources[role_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+        claims_id = statement["Condition"]["StringEquals"]["Fn::GetAtt"][0]
+        return statement, json.dumps(resources[claims_id]["Properties"]["Value"])
 
 
 @pytest.fixture(scope="session")

@@ -88,13 +88,11 @@ def test_vpc_cni_version_supports_efa_only_interfaces() -> None:
 
 def test_vpc_cni_role_is_trusted_by_aws_node_only(default_app: Synthesized) -> None:
     roles = default_app.resources("cluster", "AWS::IAM::Role")
-    (cni_role,) = [r for lid, r in roles.items() if lid.startswith("AddonsVpcCniRole")]
-    (statement,) = cni_role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    (cni_role_id,) = [lid for lid in roles if lid.startswith("AddonsVpcCniRole")]
+    statement, claims = default_app.irsa_trust("cluster", cni_role_id)
     assert statement["Action"] == "sts:AssumeRoleWithWebIdentity"
-    claims_id = statement["Condition"]["StringEquals"]["Fn::GetAtt"][0]
-    claims = default_app.templates["cluster"]["Resources"][claims_id]["Properties"]["Value"]
-    assert "system:serviceaccount:kube-system:aws-node" in json.dumps(claims)
-    assert "sts.amazonaws.com" in json.dumps(claims)
+    assert "system:serviceaccount:kube-system:aws-node" in claims
+    assert "sts.amazonaws.com" in claims
 
 
 def _system(synthesized: Synthesized, resource_type: str) -> dict:

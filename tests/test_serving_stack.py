@@ -14,7 +14,7 @@ from constructs.serving_endpoint import PROXY_HEALTH_PATH
 from constructs.serving_operators import ON_SYSTEM_NODES
 from serving_manifests.names import SERVE_PORT, WORKER_SERVICE_ACCOUNT, endpoint_client_cidrs
 from tests.configurations import CONFIGURATIONS, context_for
-from tests.conftest import Synthesized
+from tests.conftest import Synthesized, cfn_text
 
 
 def _charts(synthesized: Synthesized) -> dict[str, dict]:
@@ -24,16 +24,6 @@ def _charts(synthesized: Synthesized) -> dict[str, dict]:
     }
 
 
-def _text(value: object) -> str:
-    """A CloudFormation string value as text, with each token shown as <token>."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and "Fn::Join" in value:
-        separator, parts = value["Fn::Join"]
-        return separator.join(_text(part) for part in parts)
-    return "<token>"
-
-
 def _applied(synthesized: Synthesized) -> list[dict]:
     """Every Kubernetes object the Ray service applies, tokens shown as <token>."""
     resources = synthesized.resources("serving", "Custom::AWSCDK-EKS-KubernetesResource")
@@ -41,7 +31,7 @@ def _applied(synthesized: Synthesized) -> list[dict]:
         document
         for logical_id, resource in resources.items()
         if logical_id.startswith("PdRayService")
-        for document in json.loads(_text(resource["Properties"]["Manifest"]))
+        for document in json.loads(cfn_text(resource["Properties"]["Manifest"]))
     ]
 
 
@@ -143,8 +133,11 @@ def test_hf_token_secret_is_readable_and_its_value_never_in_the_template(
         "secretsmanager:DescribeSecret",
     }
     template = json.dumps(public_app.templates)
-    assert "SecretString" not in template
-    assert "resolve:secretsmanager" not in template
+    assert f"resolve:secretsmanager:{secret_arn}" not in template
+    # The one dynamic reference is the GCS store's AUTH token, handed to ElastiCache only.
+    (group,) = public_app.resources("serving", "AWS::ElastiCache::ReplicationGroup").values()
+    assert template.count("resolve:secretsmanager") == 1
+    assert "resolve:secretsmanager" in json.dumps(group["Properties"]["AuthToken"])
 
 
 def test_outputs_give_the_endpoint_a_curl_example_and_the_dashboard(
@@ -204,8 +197,8 @@ def test_only_the_allowed_cidrs_reach_the_endpoint(
 ) -> None:
     synthesized = synthesize(configuration)
     settings = synthesized.built.settings
-    groups = synthesized.resources("serving", "AWS::EC2::SecurityGroup").values()
-    (group,) = [g for g in groups if "SecurityGroupIngress" in g["Properties"]]
+    groups = synthesized.resources("serving", "AWS::EC2::SecurityGroup")
+    (group,) = [g for lid, g in groups.items() if lid.startswith("EndpointSecurityGroup")]
     ingress = group["Properties"]["SecurityGroupIngress"]
     assert sorted(rule["CidrIp"] for rule in ingress) == sorted(endpoint_client_cidrs(settings))
     assert {rule["FromPort"] for rule in ingress} == {settings.serving.endpoint.port}
@@ -218,3 +211,74 @@ def test_target_group_checks_serve_proxy_health_on_pod_ips(default_app: Synthesi
     assert (props["HealthCheckProtocol"], props["HealthCheckPath"]) == ("HTTP", PROXY_HEALTH_PATH)
     binding = next(o for o in _applied(default_app) if o["kind"] == "TargetGroupBinding")
     assert binding["spec"]["targetGroupARN"] == "<token>"  # the target group above, by reference
+
+
+# Ray GCS fault tolerance (on in the public-endpoint configuration).
+
+
+def test_gcs_store_exists_only_with_fault_tolerance(
+    default_app: Synthesized, public_app: Synthesized
+) -> None:
+    assert not default_app.built.settings.serving.gcs_fault_tolerance.enabled
+    assert default_app.resources("serving", "AWS::ElastiCache::ReplicationGroup") == {}
+    assert len(public_app.resources("serving", "AWS::ElastiCache::ReplicationGroup")) == 1
+
+
+def test_gcs_store_is_encrypted_authenticated_multi_az_and_private(public_app: Synthesized) -> None:
+    settings = public_app.built.settings.serving.gcs_fault_tolerance
+    (group,) = public_app.resources("serving", "AWS::ElastiCache::ReplicationGroup").values()
+    props = group["Properties"]
+    assert props["Engine"] == "valkey"
+    assert props["EngineVersion"] == settings.engine_version
+    assert props["TransitEncryptionEnabled"] is True
+    assert props["TransitEncryptionMode"] == "required"  # no plain-text clients at all
+    assert props["AtRestEncryptionEnabled"] is True
+    assert "KmsKeyId" in props
+    assert "{{resolve:secretsmanager:" in cfn_text(props["AuthToken"])
+    assert props["MultiAZEnabled"] is True
+    assert props["AutomaticFailoverEnabled"] is True
+    assert props["NumCacheClusters"] == 1 + settings.replicas
+    (subnet_group_id,) = public_app.resources("serving", "AWS::ElastiCache::SubnetGroup")
+    assert props["CacheSubnetGroupName"] == {"Ref": subnet_group_id}
+    (subnet_group,) = public_app.resources("serving", "AWS::ElastiCache::SubnetGroup").values()
+    subnets = subnet_group["Properties"]["SubnetIds"]
+    assert len(subnets) == len(public_app.built.settings.network.availability_zones)
+    for subnet in subnets:  # imported from the network stack's private subnets
+        assert "PrivateSubnet" in subnet["Fn::ImportValue"]
+
+
+def test_gcs_store_accepts_only_tls_port_from_the_cluster(public_app: Synthesized) -> None:
+    (group,) = public_app.resources("serving", "AWS::ElastiCache::ReplicationGroup").values()
+    (sg_ref,) = group["Properties"]["SecurityGroupIds"]
+    security_group = public_app.templates["serving"]["Resources"][sg_ref["Fn::GetAtt"][0]]
+    (ingress,) = security_group["Properties"]["SecurityGroupIngress"]
+    assert (ingress["FromPort"], ingress["ToPort"]) == (6379, 6379)
+    assert "ClusterSecurityGroupId" in json.dumps(ingress["SourceSecurityGroupId"])
+    (egress,) = security_group["Properties"]["SecurityGroupEgress"]
+    assert egress["CidrIp"] == "255.255.255.255/32"  # CDK's "no egress" rule
+
+
+def test_only_the_ray_head_may_read_the_gcs_token(public_app: Synthesized) -> None:
+    settings = public_app.built.settings
+    (secret_id,) = [
+        lid
+        for lid in public_app.resources("serving", "AWS::SecretsManager::Secret")
+        if lid.startswith("GcsStoreAuthToken")
+    ]
+    roles = public_app.resources("serving", "AWS::IAM::Role")
+    (head_role_id,) = [lid for lid in roles if lid.startswith("PdRayServiceHeadRole")]
+    _, claims = public_app.irsa_trust("serving", head_role_id)
+    assert f"system:serviceaccount:{settings.serving.namespace}:ray-head" in claims
+    readers = [
+        policy["Properties"]["Roles"]
+        for policy in public_app.resources("serving", "AWS::IAM::Policy").values()
+        for s in policy["Properties"]["PolicyDocument"]["Statement"]
+        if "secretsmanager:GetSecretValue" in s["Action"] and s["Resource"] == {"Ref": secret_id}
+    ]
+    assert readers == [[{"Ref": head_role_id}]]
+    (rayservice,) = [d for d in _applied(public_app) if d["kind"] == "RayService"]
+    options = rayservice["spec"]["rayClusterConfig"]["gcsFaultToleranceOptions"]
+    assert options["redisAddress"] == "rediss://<token>:<token>"
+    charts = _charts(public_app)
+    driver = json.loads(charts[SECRETS_STORE_CSI_AWS.chart]["Values"])["secrets-store-csi-driver"]
+    assert driver["syncSecret"] == {"enabled": True}

@@ -50,7 +50,10 @@ def get_metric_data(request: dict[str, Any]) -> dict[str, Any]:
     try:
         answer = query_range(form)
     except urllib.error.HTTPError as error:
-        code = "Forbidden" if error.code == 403 else "InternalError"
+        # Prometheus answers a query it cannot run with 400 or 422 and says why.
+        code = {403: "Forbidden", 400: "Validation", 422: "Validation"}.get(
+            error.code, "InternalError"
+        )
         return _error(code, f"workspace answered {error.code}: {_body(error)}")
     except (urllib.error.URLError, TimeoutError) as error:
         return _error("InternalError", f"workspace unreachable: {error}")

@@ -1,0 +1,357 @@
+"""Observability as synthesized: the dashboard and alert rules read only metrics that Ray, vLLM,
+Container Insights and Auto Scaling emit (catalog/metrics.py, cross-checked against the installed
+Ray package), every PromQL query parses, thresholds come from the configuration, the add-ons'
+roles trust one service account each, and the alarm topic is encrypted."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+import yaml
+
+from app_config import Settings
+from app_config.node_labels import GPU_ROLES
+from catalog.eks_versions import CLOUDWATCH_OBSERVABILITY, NODE_MONITORING_AGENT
+from catalog.metrics import CLOUDWATCH_METRICS, ROLE_LABEL, SCRAPED
+from constructs.alarm_topic import PUBLISHERS
+from constructs.observability_addons import (
+    CLOUDWATCH_AGENT_NAMESPACE,
+    CLOUDWATCH_AGENT_SERVICE_ACCOUNT,
+    container_insights_log_group,
+)
+from monitoring.scrape_config import HEAD_ROLE, kept_series_regex
+from tests.conftest import Synthesized, cfn_text
+from tests.promql import selectors
+
+CONFIGURATIONS = ("default", "public-endpoint")
+LAMBDA_QUERY = re.compile(r"LAMBDA\('[^']*', '([^']*)'\)")
+SEARCH = re.compile(r"SEARCH\('\{([^}]*)\} ([^']*)'")
+
+
+@pytest.fixture(scope="module", params=CONFIGURATIONS)
+def synthesized(request: pytest.FixtureRequest, synthesize) -> Synthesized:
+    return synthesize(request.param)
+
+
+def _dashboard(synthesized: Synthesized) -> dict[str, Any]:
+    (dashboard,) = synthesized.resources("observability", "AWS::CloudWatch::Dashboard").values()
+    return json.loads(cfn_text(dashboard["Properties"]["DashboardBody"]))
+
+
+def _dashboard_expressions(synthesized: Synthesized) -> list[str]:
+    return [
+        line["expression"]
+        for widget in _dashboard(synthesized)["widgets"]
+        for line in widget["properties"].get("metrics", [])
+        for line in line
+        if isinstance(line, dict) and "expression" in line
+    ]
+
+
+def _alert_rules(synthesized: Synthesized) -> list[dict[str, Any]]:
+    (namespace,) = synthesized.resources("observability", "AWS::APS::RuleGroupsNamespace").values()
+    (group,) = yaml.safe_load(namespace["Properties"]["Data"])["groups"]
+    return group["rules"]
+
+
+def _queries(synthesized: Synthesized) -> list[str]:
+    dashboard = [
+        match for e in _dashboard_expressions(synthesized) for match in LAMBDA_QUERY.findall(e)
+    ]
+    return dashboard + [rule["expr"] for rule in _alert_rules(synthesized)]
+
+
+def _alarms(synthesized: Synthesized) -> list[dict[str, Any]]:
+    return [
+        alarm["Properties"]
+        for role in ("cluster", "observability")
+        for alarm in synthesized.resources(role, "AWS::CloudWatch::Alarm").values()
+    ]
+
+
+def _as_list(value: str | list[str]) -> list[str]:
+    return value if isinstance(value, list) else [value]
+
+
+def _settings(synthesized: Synthesized) -> Settings:
+    return synthesized.built.settings
+
+
+# What the catalog claims, checked against sources we did not write.
+
+
+@pytest.mark.parametrize("metric", [m for m in SCRAPED if m.in_ray_package], ids=lambda m: m.name)
+def test_catalog_ray_and_vllm_names_appear_in_the_installed_ray(metric) -> None:
+    text = (Path(ray.__file__).parent / metric.in_ray_package).readcfn_text()
+    assert metric.name in text or metric.name.removeprefix("ray_") in text
+
+
+def test_every_catalog_entry_says_where_it_comes_from() -> None:
+    for metric in (*SCRAPED, *CLOUDWATCH_METRICS):
+        assert metric.source, metric.name
+        assert metric.meaning, metric.name
+
+
+# The dashboard and the alert rules against the catalog.
+
+
+def test_every_promql_query_parses_and_reads_scraped_series_of_one_side(synthesized) -> None:
+    exposed = {name for metric in SCRAPED for name in metric.exposed_names()}
+    queries = _queries(synthesized)
+    assert len(queries) > 20
+    for query in queries:
+        found = selectors(query)  # raises on invalid PromQL
+        assert found, query
+        for selector in found:
+            if selector.name:
+                assert selector.name in exposed, query
+            else:  # a counter matched with and without _total
+                pattern = re.compile(selector.labels["__name__"])
+                assert any(pattern.fullmatch(name) for name in exposed), query
+            assert selector.labels[ROLE_LABEL] in GPU_ROLES, query
+
+
+def test_dashboard_shows_prefill_and_decode_side_by_side(synthesized) -> None:
+    graphs = [w for w in _dashboard(synthesized)["widgets"] if w["type"] == "metric"]
+    titles = [w["properties"]["title"] for w in graphs]
+    by_signal: dict[str, dict[str, dict]] = {}
+    for widget, title in zip(graphs, titles, strict=True):
+        role, signal = title.split(": ", 1)
+        by_signal.setdefault(signal, {})[role] = widget
+    required = (
+        "GPU utilisation",
+        "EFA throughput",
+        "Time to first token",
+        "Inter-token latency",
+        "Requests",
+        "KV cache usage",
+        "NIXL KV transfer time",
+        "NIXL failed transfers",
+        "GPU nodes missing",
+    )
+    for word in required:
+        (sides,) = [sides for signal, sides in by_signal.items() if signal.startswith(word)]
+        assert set(sides) == set(GPU_ROLES), word
+        prefill, decode = sides["prefill"], sides["decode"]
+        assert prefill["y"] == decode["y"], word  # one row
+        assert prefill["x"] < decode["x"], word  # prefill on the left
+
+
+def test_container_insights_panels_use_published_metrics_and_dimensions(synthesized) -> None:
+    published = {(m.namespace, m.name): m for m in CLOUDWATCH_METRICS}
+    searches = [match for e in _dashboard_expressions(synthesized) for match in SEARCH.findall(e)]
+    assert len(searches) == 2 * 2 * len(GPU_ROLES)  # GPU and EFA, two metrics each, per side
+    settings = _settings(synthesized)
+    for schema, terms in searches:
+        namespace, *dimensions = schema.split(",")
+        (name,) = re.findall(r'MetricName="([^"]+)"', terms)
+        assert tuple(dimensions) in published[(namespace, name)].dimension_sets
+        assert f'ClusterName="{settings.cluster_name}"' in terms
+        assert f'Namespace="{settings.serving.namespace}"' in terms
+        assert re.search(r"PodName=(prefill|decode)\b", terms)
+
+
+def test_cloudwatch_alarms_read_published_metrics(synthesized) -> None:
+    published = {(m.namespace, m.name): m for m in CLOUDWATCH_METRICS}
+    metrics = [
+        query["MetricStat"]["Metric"]
+        for alarm in _alarms(synthesized)
+        for query in alarm.get("Metrics", [])
+        if "MetricStat" in query
+    ] + [alarm for alarm in _alarms(synthesized) if "MetricName" in alarm]
+    assert len(metrics) == 2 * len(GPU_ROLES) + 3
+    for metric in metrics:
+        entry = published[(metric["Namespace"], metric["MetricName"])]
+        dimensions = tuple(d["Name"] for d in metric.get("Dimensions", []))
+        assert dimensions in entry.dimension_sets
+
+
+# Collection.
+
+
+def test_scraper_keeps_the_catalog_series_of_this_rayservice_labelled_by_side(synthesized) -> None:
+    settings = _settings(synthesized)
+    (scraper,) = synthesized.resources("observability", "AWS::APS::Scraper").values()
+    blob = scraper["Properties"]["ScrapeConfiguration"]["ConfigurationBlob"]["Fn::Base64"]
+    config = yaml.safe_load(blob)
+    interval = settings.observability.scrape_interval_seconds
+    assert config["global"]["scrape_interval"] == f"{interval}s"
+    (job,) = config["scrape_configs"]
+    (discovery,) = job["kubernetes_sd_configs"]
+    assert discovery == {"role": "pod", "namespaces": {"names": [settings.serving.namespace]}}
+    relabels = job["relabel_configs"]
+    keep_service = relabels[0]
+    assert keep_service["action"] == "keep"
+    assert re.fullmatch(keep_service["regex"], settings.serving.name)
+    targets = {r.get("target_label") for r in relabels}
+    assert ROLE_LABEL in targets
+    (head,) = [r for r in relabels if r.get("replacement") == HEAD_ROLE]
+    assert head["target_label"] == ROLE_LABEL
+    (keep_series,) = job["metric_relabel_configs"]
+    assert keep_series["regex"] == kept_series_regex()
+    pattern = re.compile(keep_series["regex"])
+    for metric in SCRAPED:
+        assert all(pattern.fullmatch(name) for name in metric.exposed_names())
+    assert not pattern.fullmatch("ray_tasks")  # everything else is dropped
+
+
+def test_scraper_reads_the_cluster_from_private_subnets_in_two_zones(synthesized) -> None:
+    (scraper,) = synthesized.resources("observability", "AWS::APS::Scraper").values()
+    source = scraper["Properties"]["Source"]["EksConfiguration"]
+    assert len(source["SubnetIds"]) >= 2
+    assert all("PrivateSubnet" in json.dumps(subnet) for subnet in source["SubnetIds"])
+    (workspace_id,) = synthesized.resources("observability", "AWS::APS::Workspace")
+    destination = scraper["Properties"]["Destination"]["AmpConfiguration"]["WorkspaceArn"]
+    assert destination == {"Fn::GetAtt": [workspace_id, "Arn"]}
+
+
+# Alarms: thresholds from the configuration, all to the encrypted topic.
+
+
+def test_alert_rules_take_their_thresholds_from_the_configuration(synthesized) -> None:
+    alarms = _settings(synthesized).observability.alarms
+    rules = {rule["alert"]: rule for rule in _alert_rules(synthesized)}
+    assert rules["NixlKvTransfersFailing"]["expr"].endswith("> 0")
+    assert rules["DecodeQueueGrowing"]["for"] == f"{alarms.decode_queue_growth_minutes}m"
+    assert rules["TimeToFirstTokenAboveObjective"]["expr"].endswith(
+        f"> {alarms.ttft_p95_objective_seconds}"
+    )
+    assert rules["InterTokenLatencyAboveObjective"]["expr"].endswith(
+        f"> {alarms.itl_p95_objective_seconds}"
+    )
+    for rule in rules.values():
+        assert "README, Operating" in rule["annotations"]["runbook"]
+
+
+def test_node_group_alarms_fire_after_the_configured_shortfall(synthesized) -> None:
+    alarms = _settings(synthesized).observability.alarms
+    capacity = [a for a in _alarms(synthesized) if "GPU node group" in a["AlarmDescription"]]
+    assert len(capacity) == len(GPU_ROLES)
+    for alarm in capacity:
+        assert alarm["EvaluationPeriods"] == alarms.node_shortfall_minutes
+        assert alarm["Threshold"] == 1
+    (efa,) = [a for a in _alarms(synthesized) if "EFA" in a["AlarmDescription"]]
+    assert efa["Threshold"] == alarms.efa_error_events_threshold
+
+
+def test_every_alarm_and_alert_notifies_the_encrypted_topic(synthesized) -> None:
+    settings = _settings(synthesized)
+    (topic_id, topic), *_ = synthesized.resources("cluster", "AWS::SNS::Topic").items()
+    assert "KmsMasterKeyId" in topic["Properties"]
+    emails = sorted(
+        s["Properties"]["Endpoint"]
+        for s in synthesized.resources("cluster", "AWS::SNS::Subscription").values()
+    )
+    assert emails == sorted(str(e) for e in settings.observability.alarms.emails)
+    for alarm in _alarms(synthesized):
+        assert alarm["AlarmActions"], alarm["AlarmDescription"]
+    (policy,) = synthesized.resources("cluster", "AWS::SNS::TopicPolicy").values()
+    publishers = {
+        principal
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if statement["Action"] == "sns:Publish" and statement["Effect"] == "Allow"
+        for principal in _as_list(statement["Principal"]["Service"])
+    }
+    assert publishers >= set(PUBLISHERS)
+    (workspace,) = synthesized.resources("observability", "AWS::APS::Workspace").values()
+    definition = yaml.safe_load(cfn_text(workspace["Properties"]["AlertManagerDefinition"]))
+    (receiver,) = yaml.safe_load(definition["alertmanager_config"])["receivers"]
+    assert receiver["sns_configs"][0]["sigv4"]["region"] == settings.region
+    (rule,) = synthesized.resources("observability", "AWS::Events::Rule").values()
+    assert rule["Properties"]["EventPattern"]["source"] == ["aws.health"]
+    (target,) = rule["Properties"]["Targets"]
+    assert topic_id in target["Arn"]["Fn::ImportValue"]  # the cluster stack's topic
+
+
+# Add-ons and self-healing.
+
+
+def test_observability_addons_are_pinned_and_the_agent_role_trusts_one_account(
+    synthesized,
+) -> None:
+    addons = {
+        a["Properties"]["AddonName"]: a["Properties"]
+        for a in synthesized.resources("cluster", "AWS::EKS::Addon").values()
+    }
+    cloudwatch = addons[CLOUDWATCH_OBSERVABILITY.name]
+    assert cloudwatch["AddonVersion"] == CLOUDWATCH_OBSERVABILITY.version
+    kubernetes = json.loads(cloudwatch["ConfigurationValues"])["agent"]["config"]["logs"][
+        "metrics_collected"
+    ]["kubernetes"]
+    assert kubernetes == {"enhanced_container_insights": True, "accelerated_compute_metrics": True}
+    role_id = cloudwatch["ServiceAccountRoleArn"]["Fn::GetAtt"][0]
+    statement, claims = synthesized.irsa_trust("cluster", role_id)
+    subject = (
+        f"system:serviceaccount:{CLOUDWATCH_AGENT_NAMESPACE}:{CLOUDWATCH_AGENT_SERVICE_ACCOUNT}"
+    )
+    assert subject in claims
+    assert "sts.amazonaws.com" in claims
+    assert statement["Action"] == "sts:AssumeRoleWithWebIdentity"
+    monitoring = addons[NODE_MONITORING_AGENT.name]
+    assert monitoring["AddonVersion"] == NODE_MONITORING_AGENT.version
+    assert "ServiceAccountRoleArn" not in monitoring  # it needs no AWS permissions
+    tolerated = {
+        (t["key"], t["value"])
+        for t in json.loads(monitoring["ConfigurationValues"])["dcgmAgent"]["tolerations"]
+    }
+    for group in synthesized.built.stacks.cluster.gpu_node_groups.values():
+        assert {(t.key, t.value) for t in group.placement.taints} <= tolerated
+
+
+def test_container_insights_log_groups_are_ours_encrypted_and_kept(synthesized) -> None:
+    settings = _settings(synthesized)
+    groups = {
+        cfn_text(g["Properties"]["LogGroupName"]): g
+        for g in synthesized.resources("cluster", "AWS::Logs::LogGroup").values()
+        if cfn_text(g["Properties"].get("LogGroupName", "")).startswith("/aws/containerinsights/")
+    }
+    kinds = ["performance"] + (
+        ["application", "dataplane", "host"] if settings.observability.container_logs else []
+    )
+    for kind in kinds:
+        group = groups[container_insights_log_group(settings.cluster_name, kind)]
+        assert group["Properties"]["RetentionInDays"] == settings.observability.log_retention_days
+        assert "KmsKeyId" in group["Properties"]
+        expected = "Retain" if settings.retain_data_on_destroy else "Delete"
+        assert group["DeletionPolicy"] == expected
+    assert len(groups) == len(kinds)
+
+
+def test_both_gpu_node_groups_repair_themselves_one_node_at_a_time(synthesized) -> None:
+    groups = [
+        g["Properties"]
+        for g in synthesized.resources("cluster", "AWS::EKS::Nodegroup").values()
+        if g["Properties"].get("AmiType") == "AL2023_x86_64_NVIDIA"
+    ]
+    assert len(groups) == len(GPU_ROLES)
+    for group in groups:
+        assert group["NodeRepairConfig"] == {"Enabled": True, "MaxParallelNodesRepairedCount": 1}
+
+
+# The CloudWatch data source.
+
+
+def test_data_source_can_query_only_its_workspace_and_cloudwatch_may_invoke_it(
+    synthesized,
+) -> None:
+    (function_id, function), *_ = synthesized.resources(
+        "observability", "AWS::Lambda::Function"
+    ).items()
+    tags = {t["Key"]: t["Value"] for t in function["Properties"]["Tags"]}
+    assert tags["cloudwatch:datasource"] == "custom"
+    (permission,) = synthesized.resources("observability", "AWS::Lambda::Permission").values()
+    assert permission["Properties"]["Principal"] == "lambda.datasource.cloudwatch.amazonaws.com"
+    assert "SourceAccount" in permission["Properties"]
+    policies = synthesized.resources("observability", "AWS::IAM::Policy").values()
+    statements = [s for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"]]
+    (query,) = [s for s in statements if s["Action"] == "aps:QueryMetrics"]
+    (workspace_id,) = synthesized.resources("observability", "AWS::APS::Workspace")
+    assert query["Resource"] == {"Fn::GetAtt": [workspace_id, "Arn"]}
+    expressions = " ".join(_dashboard_expressions(synthesized))
+    assert "LAMBDA('<token>'" in expressions  # the function's name, resolved by CloudFormation
+    assert function_id
