@@ -16,12 +16,13 @@ from dataclasses import dataclass
 from openai import OpenAI
 from prometheus_client.parser import text_string_to_metric_families
 
+from catalog.metrics import NIXL_FAILED_TRANSFERS, NIXL_TRANSFER_TIME
 from pdctl.checks import Check, failed, passed
 
-# vLLM's names; Ray's metrics agent exports them with a "ray_" prefix, and some exporters turn
-# the colon into an underscore. All spellings count.
-TRANSFERS = "nixl_xfer_time_seconds_count"
-FAILED_TRANSFERS = "nixl_num_failed_transfers"
+# vLLM's names without the "vllm:" or "ray_vllm_" in front (catalog/metrics.py has the names
+# Ray exports); all spellings count, for a metrics URL that is not a Ray pod's.
+TRANSFERS = NIXL_TRANSFER_TIME.name.removeprefix("ray_vllm_") + "_count"
+FAILED_TRANSFERS = NIXL_FAILED_TRANSFERS.name.removeprefix("ray_vllm_")
 
 
 @dataclass(frozen=True)

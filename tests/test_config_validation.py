@@ -247,6 +247,62 @@ INVALID = [
         "serving.decode",
         "must not exceed max_replicas",
     ),
+    (
+        {"serving.name": "fast-decode"},
+        "serving.name",
+        "contains 'decode' as a word",
+    ),
+    (
+        {"serving.gcs_fault_tolerance.replicas": "0"},
+        "serving.gcs_fault_tolerance.replicas",
+        "greater than or equal to 1",
+    ),
+    (
+        {"serving.gcs_fault_tolerance.engine_version": "6.2"},
+        "serving.gcs_fault_tolerance.engine_version",
+        "'7.2', '8.0' or '8.1'",
+    ),
+    (
+        {"serving.gcs_fault_tolerance.node_type": "r7g.large"},
+        "serving.gcs_fault_tolerance.node_type",
+        "should match pattern",
+    ),
+    (
+        {"serving.old_cluster_deletion_delay_seconds": "-1"},
+        "serving.old_cluster_deletion_delay_seconds",
+        "greater than or equal to 0",
+    ),
+    # Observability
+    (
+        {"observability.alarms.emails": '["oncall-at-example.com"]'},
+        "observability.alarms.emails[0]",
+        "not a valid email address",
+    ),
+    (
+        {"observability.alarms.emails": '["a@example.com", "A@example.com"]'},
+        "observability",
+        "lists an address twice",
+    ),
+    (
+        {"observability.alarms.ttft_p95_objective_seconds": "0"},
+        "observability.alarms.ttft_p95_objective_seconds",
+        "greater than 0",
+    ),
+    (
+        {"observability.scrape_interval_seconds": "15"},
+        "observability.scrape_interval_seconds",
+        "greater than or equal to 30",
+    ),
+    (
+        {"observability.log_retention_days": "31"},
+        "observability.log_retention_days",
+        "a retention CloudWatch Logs accepts",
+    ),
+    (
+        {"observability.alarms.page_me": "true"},
+        "observability.alarms.page_me",
+        "unknown setting",
+    ),
 ]
 
 

@@ -375,6 +375,13 @@ def test_make_manifests_writes_one_file_per_object(tmp_path, capsys) -> None:
     assert reread == expected
 
 
+def test_make_manifests_explains_why_a_fault_tolerant_service_cannot_be_rendered(
+    tmp_path,
+) -> None:
+    with pytest.raises(SystemExit, match=r"gcs_fault_tolerance.*deployed serving stack"):
+        main(["--out", str(tmp_path), "-c", "serving.gcs_fault_tolerance.enabled=true"])
+
+
 def test_make_manifests_reports_bad_input_as_configuration_errors(tmp_path) -> None:
     with pytest.raises(SystemExit, match=r"serving\.name"):
         main(["--out", str(tmp_path), "-c", "serving.name=Not_Valid"])

@@ -48,7 +48,11 @@ def main(argv: list[str] | None = None) -> None:
         settings = load_settings(cli_context(args.config, args.context))
     except (ConfigError, ValueError) as error:
         sys.exit(str(error))
-    for path in write_manifests(render(settings, args.role_arn), args.out):
+    try:
+        manifests = render(settings, args.role_arn)
+    except ValueError as error:  # GCS fault tolerance: the store exists only once deployed
+        sys.exit(f"{error}; read the applied RayService from the cluster instead")
+    for path in write_manifests(manifests, args.out):
         print(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
 
 
