@@ -87,7 +87,7 @@ def _settings(synthesized: Synthesized) -> Settings:
 
 @pytest.mark.parametrize("metric", [m for m in SCRAPED if m.in_ray_package], ids=lambda m: m.name)
 def test_catalog_ray_and_vllm_names_appear_in_the_installed_ray(metric) -> None:
-    text = (Path(ray.__file__).parent / metric.in_ray_package).readcfn_text()
+    text = (Path(ray.__file__).parent / metric.in_ray_package).read_text()
     assert metric.name in text or metric.name.removeprefix("ray_") in text
 
 
