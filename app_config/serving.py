@@ -11,9 +11,11 @@ from app_config.node_labels import GPU_ROLES
 from app_config.section import CidrBlock, Section, one_of, require_consent_for_anywhere
 from catalog.ray_llm_image import DEFAULT_IMAGE_TAG, IMAGES
 
-# KubeRay's own limit (MaxRayServiceNameLength = 53 - 6): its RayClusters are "<name>-<5 chars>"
-# and their Services add suffixes such as "-serve-svc" within the 63 characters of a name.
-RAYSERVICE_NAME_MAX = 47
+# KubeRay accepts 47 (MaxRayServiceNameLength = 53 - 6). Worker pods are named
+# "<cluster>-<group>-worker-<id>" with "<cluster>-<group>" cut at 50 characters
+# (ray-operator utils.PodName) and the cluster named "<name>-<5 chars>": beyond 36, "prefill"
+# would be cut off, and the dashboard finds each side's pods by that word.
+RAYSERVICE_NAME_MAX = 50 - len("-xxxxx-") - max(len(role) for role in GPU_ROLES)
 _DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 _S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/(?P<prefix>.*))?$")
 # The complete ARN, with the 6-character suffix Secrets Manager appends: IAM matches it exactly.
@@ -181,7 +183,8 @@ class Serving(Section):
     name: str = Field(
         "pd-llm",
         pattern=_DNS_LABEL,
-        description=f"RayService name (at most {RAYSERVICE_NAME_MAX} characters, KubeRay's limit).",
+        description=f"RayService name (at most {RAYSERVICE_NAME_MAX} characters, so that KubeRay's "
+        "pod names keep the worker group's name; without 'prefill' or 'decode' in it).",
     )
     image_tag: Annotated[
         str, one_of(IMAGES, "a known Ray LLM image tag", " (add one to catalog/ray_llm_image.py)")
@@ -214,21 +217,22 @@ class Serving(Section):
     def _name_length(cls, value: str) -> str:
         if len(value) > RAYSERVICE_NAME_MAX:
             raise ValueError(
-                f"{len(value)} characters; at most {RAYSERVICE_NAME_MAX}: KubeRay rejects longer "
-                "RayService names (its clusters and Services append suffixes within 63)"
+                f"{len(value)} characters; at most {RAYSERVICE_NAME_MAX}: KubeRay cuts longer "
+                "prefixes of its pod names, dropping the worker group's name that the dashboard "
+                "and the disruption budgets' reviewers read"
             )
         return value
 
     @field_validator("name")
     @classmethod
-    def _no_role_word(cls, value: str) -> str:
+    def _no_role_name(cls, value: str) -> str:
         # The dashboard finds each side's pods by the group name in KubeRay's pod names
-        # (<name>-<id>-<group>-worker-<id>); the RayService name must not contain it as a word.
-        clashes = sorted(set(value.split("-")) & set(GPU_ROLES))
+        # (<name>-<id>-<group>-worker-<id>), and CloudWatch search matches parts of words.
+        clashes = [role for role in GPU_ROLES if role in value]
         if clashes:
             raise ValueError(
-                f"contains {clashes[0]!r} as a word; KubeRay pod names carry the worker group "
-                "('prefill' or 'decode'), and the dashboard tells the sides apart by it"
+                f"contains {clashes[0]!r}; KubeRay pod names carry the worker group ('prefill' "
+                "or 'decode'), and the dashboard tells the sides apart by it"
             )
         return value
 

@@ -162,6 +162,9 @@ POD_GPU_UTILIZATION = _container_insights(
 POD_GPU_MEMORY_UTILIZATION = _container_insights(
     "pod_gpu_memory_utilization", _POD, "GPU memory in use on the pod's GPUs, percent."
 )
+POD_GPU_REQUEST = _container_insights(
+    "pod_gpu_request", _POD, "GPUs the pod requests (nvidia.com/gpu)."
+)
 POD_EFA_RX_BYTES = _container_insights(
     "pod_efa_rx_bytes", _POD, "Bytes received over the pod's EFA devices, per second."
 )
@@ -200,6 +203,7 @@ GROUP_IN_SERVICE = CloudWatchMetric(
 CLOUDWATCH_METRICS: tuple[CloudWatchMetric, ...] = (
     POD_GPU_UTILIZATION,
     POD_GPU_MEMORY_UTILIZATION,
+    POD_GPU_REQUEST,
     POD_EFA_RX_BYTES,
     POD_EFA_TX_BYTES,
     NODE_EFA_UNRESPONSIVE_REMOTE,

@@ -14,6 +14,7 @@ from constructs import Construct
 # Service for Prometheus alert manager. Each needs the key to encrypt what it publishes
 # (SNS developer guide, "Configure AWS KMS permissions for AWS services").
 PUBLISHERS = ("cloudwatch.amazonaws.com", "events.amazonaws.com", "aps.amazonaws.com")
+PROMETHEUS = "aps.amazonaws.com"
 
 
 class AlarmTopic(Construct):
@@ -54,9 +55,28 @@ class AlarmTopic(Construct):
         self.topic.add_to_resource_policy(
             iam.PolicyStatement(
                 actions=["sns:Publish"],
-                principals=[iam.ServicePrincipal(service) for service in PUBLISHERS],
+                principals=[
+                    iam.ServicePrincipal(service) for service in PUBLISHERS if service != PROMETHEUS
+                ],
                 resources=[self.topic.topic_arn],
                 conditions={"StringEquals": {"aws:SourceAccount": account}},
+            )
+        )
+        # The alert manager also reads the topic's attributes, and only this account's
+        # workspaces may use it (AMP user guide, "Permission to publish to the SNS topic").
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                actions=["sns:Publish", "sns:GetTopicAttributes"],
+                principals=[iam.ServicePrincipal(PROMETHEUS)],
+                resources=[self.topic.topic_arn],
+                conditions={
+                    "StringEquals": {"aws:SourceAccount": account},
+                    "ArnLike": {
+                        "aws:SourceArn": Stack.of(self).format_arn(
+                            service="aps", resource="workspace", resource_name="*"
+                        )
+                    },
+                },
             )
         )
         for email in emails:

@@ -38,8 +38,8 @@ class GcsStoreProps:
 
 
 class GcsStore(Construct):
-    """Publishes ``address`` (host:port of the primary endpoint), ``auth_token`` (the secret)
-    and ``grant_read_token`` (for the Ray head's role)."""
+    """Publishes ``host`` and ``port`` of the primary endpoint, ``auth_token`` (the secret) and
+    ``grant_read_token`` (for the Ray head's role)."""
 
     def __init__(self, scope: Construct, construct_id: str, props: GcsStoreProps) -> None:
         super().__init__(scope, construct_id)
@@ -106,10 +106,8 @@ class GcsStore(Construct):
             auth_token=self.auth_token.secret_value.unsafe_unwrap(),  # a dynamic reference
             auto_minor_version_upgrade=True,
         )
-        self.address = (
-            f"{self.replication_group.attr_primary_end_point_address}:"
-            f"{self.replication_group.attr_primary_end_point_port}"
-        )
+        self.host = self.replication_group.attr_primary_end_point_address
+        self.port = PORT  # set above; a number here, where the attribute would be a string
 
     def grant_read_token(self, role: iam.IRole) -> None:
         self.auth_token.grant_read(role)

@@ -8,7 +8,7 @@ the group's metrics on managed node groups (EKS user guide, "View Auto Scaling g
 
 from __future__ import annotations
 
-from aws_cdk import Duration, Stack
+from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_eks_v2 as eks
@@ -17,8 +17,6 @@ from aws_cdk import custom_resources as cr
 
 from catalog.metrics import GROUP_DESIRED, GROUP_IN_SERVICE
 from constructs import Construct
-from constructs.checkov_skips import AWS_CUSTOM_RESOURCE_PROVIDER_ID
-from constructs.nag_acknowledgments import acknowledge, aws_managed_policy_finding
 
 ASG_NAME_PATH = "nodegroup.resources.autoScalingGroups.0.name"
 PERIOD = Duration.minutes(1)
@@ -33,6 +31,7 @@ class NodeGroupCapacityAlarm(Construct):
         construct_id: str,
         *,
         cluster_name: str,
+        alarm_name: str,
         nodegroup: eks.Nodegroup,
         role: str,
         minutes: int,
@@ -54,12 +53,6 @@ class NodeGroupCapacityAlarm(Construct):
             ),
             policy=cr.AwsCustomResourcePolicy.from_sdk_calls(resources=[nodegroup.nodegroup_arn]),
             install_latest_aws_sdk=False,
-        )
-        acknowledge(
-            Stack.of(self).node.find_child(AWS_CUSTOM_RESOURCE_PROVIDER_ID),
-            aws_managed_policy_finding("service-role/AWSLambdaBasicExecutionRole"),
-            "aws-cdk-lib's AwsCustomResource handler writes its own logs with the AWS managed "
-            "Lambda execution policy; it runs only while CloudFormation updates this stack.",
         )
         group = {"AutoScalingGroupName": lookup.get_response_field(ASG_NAME_PATH)}
         self.desired = cloudwatch.Metric(
@@ -87,9 +80,10 @@ class NodeGroupCapacityAlarm(Construct):
         self.alarm = shortfall.create_alarm(
             self,
             "Alarm",
+            alarm_name=alarm_name,
             alarm_description=(
                 f"The {role} GPU node group has had fewer nodes in service than desired for "
-                f"{minutes} minutes. See README, Operating: 'GPU node group below desired size'."
+                f"{minutes} minutes. See README, Operating: '{alarm_name}'."
             ),
             threshold=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,

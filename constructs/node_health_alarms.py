@@ -47,8 +47,9 @@ class NodeHealthAlarms(Construct):
         efa_alarm = efa_errors.create_alarm(
             self,
             "EfaErrors",
+            alarm_name=f"{settings.prefix}-efa-connection-errors",
             alarm_description="EFA reported unresponsive or impaired remote connections. See "
-            "README, Operating: 'EFA connection errors'.",
+            "README, Operating: '<prefix>-efa-connection-errors'.",
             threshold=settings.observability.alarms.efa_error_events_threshold,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             evaluation_periods=1,
@@ -57,8 +58,9 @@ class NodeHealthAlarms(Construct):
         failed_nodes = self._cluster_metric(CLUSTER_FAILED_NODES, cluster, "Maximum").create_alarm(
             self,
             "NodesNotReady",
+            alarm_name=f"{settings.prefix}-nodes-not-ready",
             alarm_description="A node of the cluster has been NotReady for 10 minutes. See "
-            "README, Operating: 'Nodes not Ready'.",
+            "README, Operating: '<prefix>-nodes-not-ready'.",
             threshold=0,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             evaluation_periods=2,

@@ -39,7 +39,11 @@ def container_insights_log_group(cluster_name: str, kind: str) -> str:
 def cloudwatch_observability_configuration(settings: Observability) -> dict:
     """Enhanced Container Insights with accelerated compute metrics: NVIDIA GPU (dcgm-exporter,
     which the chart schedules on p4d/p5/p6 types) and EFA. The agent's DaemonSets tolerate every
-    taint by default, so they reach the GPU nodes without help."""
+    taint by default, so they reach the GPU nodes without help.
+
+    This is the EMF-based mode CloudWatch now calls "Classic" (kept, not developed further); its
+    OpenTelemetry successor (add-on 8.0+, PromQL) was not yet listed for Kubernetes 1.35 when
+    this was pinned. The metric names in catalog/metrics.py are the Classic ones."""
     return {
         "agent": {
             "config": {

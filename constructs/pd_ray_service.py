@@ -86,7 +86,8 @@ class PdRayService(Construct):
         ).role
         props.gcs_store.grant_read_token(head_role)
         return GcsStoreBinding(
-            address=props.gcs_store.address,
+            host=props.gcs_store.host,
+            port=props.gcs_store.port,
             auth_token_secret_arn=props.gcs_store.auth_token.secret_arn,
             head_role_arn=head_role.role_arn,
         )

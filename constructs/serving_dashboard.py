@@ -25,6 +25,7 @@ from catalog.metrics import (
     POD_EFA_RX_BYTES,
     POD_EFA_TX_BYTES,
     POD_GPU_MEMORY_UTILIZATION,
+    POD_GPU_REQUEST,
     POD_GPU_UTILIZATION,
     REQUESTS_RUNNING,
     REQUESTS_WAITING,
@@ -58,7 +59,6 @@ class ServingDashboard(Construct):
         *,
         settings: Settings,
         data_source_function_name: str,
-        node_alarms: dict[str, cloudwatch.IAlarm],
         alarms: list[cloudwatch.IAlarm],
     ) -> None:
         super().__init__(scope, construct_id)
@@ -84,17 +84,7 @@ class ServingDashboard(Construct):
         )
         for row in self._rows():
             self.dashboard.add_widgets(*row)
-        self.dashboard.add_widgets(
-            *(
-                cloudwatch.AlarmWidget(
-                    alarm=node_alarms[role],
-                    title=f"{role}: GPU nodes missing (desired - in service)",
-                    width=HALF,
-                    height=HEIGHT,
-                )
-                for role in GPU_ROLES
-            )
-        )
+        self.dashboard.add_widgets(*(self._nodes_graph(role) for role in GPU_ROLES))
 
     def _rows(self) -> list[list[cloudwatch.IWidget]]:
         return [
@@ -121,8 +111,14 @@ class ServingDashboard(Construct):
                     "transfers",
                     {"failed": partial(promql.increase, NIXL_FAILED_TRANSFERS)},
                 ),
-                self._latency_panel(
-                    "Ray Serve replica processing latency", SERVE_PROCESSING_LATENCY, "ms"
+                Panel(
+                    "Ray Serve replica processing latency p95, by deployment (ms)",
+                    "ms",
+                    {
+                        "p95": partial(
+                            promql.quantile, SERVE_PROCESSING_LATENCY, 0.95, by=("deployment",)
+                        )
+                    },
                 ),
             )
         ] + [
@@ -137,10 +133,10 @@ class ServingDashboard(Construct):
         ]
 
     @staticmethod
-    def _latency_panel(title: str, metric: PrometheusMetric, unit: str = "s") -> Panel:
+    def _latency_panel(title: str, metric: PrometheusMetric) -> Panel:
         return Panel(
-            f"{title} ({unit})",
-            unit,
+            f"{title} (s)",
+            "s",
             {
                 "p50": partial(promql.quantile, metric, 0.5),
                 "p95": partial(promql.quantile, metric, 0.95),
@@ -179,6 +175,32 @@ class ServingDashboard(Construct):
                 )
                 for metric in metrics
             ],
+            width=HALF,
+            height=HEIGHT,
+        )
+
+    def _nodes_graph(self, role: str) -> cloudwatch.GraphWidget:
+        """Nodes serving the side: each runs one worker pod holding all of its GPUs. (The node
+        group's own counts live with its Auto Scaling group, whose name changes when the group
+        is replaced; its shortfall alarm is in the status widget above.)"""
+        group = self._settings.gpu_nodes.groups()[role]
+        gpus = group.instance.gpus
+        return cloudwatch.GraphWidget(
+            title=f"{role}: GPU nodes serving (Ray workers)",
+            left=[
+                cloudwatch.MathExpression(
+                    expression=f"SUM({self._pod_search(POD_GPU_REQUEST, role)}) / {gpus}",
+                    using_metrics={},
+                    label="nodes with a worker",
+                    period=PERIOD,
+                )
+            ],
+            left_annotations=[
+                cloudwatch.HorizontalAnnotation(
+                    value=group.scaling.desired_size, label="desired_size"
+                )
+            ],
+            left_y_axis=cloudwatch.YAxisProps(label="nodes", show_units=False, min=0),
             width=HALF,
             height=HEIGHT,
         )

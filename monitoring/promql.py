@@ -7,10 +7,17 @@ from catalog.metrics import ROLE_LABEL, PrometheusMetric
 RATE_WINDOW = "5m"
 
 
-def quantile(metric: PrometheusMetric, q: float, role: str, window: str = RATE_WINDOW) -> str:
-    """The q-quantile of a histogram over every pod of one side."""
+def quantile(
+    metric: PrometheusMetric,
+    q: float,
+    role: str,
+    window: str = RATE_WINDOW,
+    by: tuple[str, ...] = (),
+) -> str:
+    """The q-quantile of a histogram over every pod of one side, one series per ``by`` value."""
     buckets = metric.selector(series="_bucket", **{ROLE_LABEL: role})
-    return f"histogram_quantile({q}, sum by (le) (rate({buckets}[{window}])))"
+    labels = ", ".join(("le", *by))
+    return f"histogram_quantile({q}, sum by ({labels}) (rate({buckets}[{window}])))"
 
 
 def total(metric: PrometheusMetric, role: str) -> str:
@@ -26,6 +33,14 @@ def peak(metric: PrometheusMetric, role: str) -> str:
 def increase(metric: PrometheusMetric, role: str, window: str = RATE_WINDOW) -> str:
     """How much a counter grew over the window, summed over one side."""
     return f"sum(increase({metric.selector(**{ROLE_LABEL: role})}[{window}]))"
+
+
+def grew(metric: PrometheusMetric, role: str, window: str = RATE_WINDOW) -> str:
+    """True when a counter grew over the window, including a series born within it: Ray exports
+    a labelled counter only from its first increment, which increase() cannot see."""
+    selector = metric.selector(**{ROLE_LABEL: role})
+    born = f"sum({selector} unless {selector} offset {window})"
+    return f"({increase(metric, role, window)} > 0) or ({born} > 0)"
 
 
 def rising(expression: str, window: str = RATE_WINDOW) -> str:

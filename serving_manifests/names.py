@@ -42,9 +42,14 @@ class EndpointBinding:
 class GcsStoreBinding:
     """What the RayService needs from the GCS store CloudFormation created."""
 
-    address: str  # host:port of the primary endpoint
+    host: str  # the primary endpoint
+    port: int
     auth_token_secret_arn: str
     head_role_arn: str  # the Ray head's IRSA role, which may read the token
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
 
 
 def endpoint_binding_name(settings: Settings) -> str:

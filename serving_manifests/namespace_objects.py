@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from app_config import Settings
-from app_config.node_labels import GPU_ROLES, ROLE_LABEL
+from app_config.node_labels import ROLE_LABEL
 from catalog.helm_charts import KUBERAY_OPERATOR
 from serving_manifests.names import (
     BENCH_LABELS,
@@ -57,8 +57,12 @@ def render_service_accounts(
     return accounts
 
 
-def render_network_policies(settings: Settings) -> list[dict[str, Any]]:
+def render_network_policies(
+    settings: Settings, store: GcsStoreBinding | None = None
+) -> list[dict[str, Any]]:
     policies = load_all("network-policies.yaml")
+    if store:
+        policies.append(_gcs_store_policy(settings, store))
     vpc = [{"ipBlock": {"cidr": str(settings.network.vpc_cidr)}}]
     for policy in policies:
         policy["metadata"]["namespace"] = settings.serving.namespace
@@ -84,6 +88,16 @@ def render_network_policies(settings: Settings) -> list[dict[str, Any]]:
                 {"protocol": "TCP", "port": port} for port in (DASHBOARD_PORT, SERVE_PORT)
             ]
     return policies
+
+
+def _gcs_store_policy(settings: Settings, store: GcsStoreBinding) -> dict[str, Any]:
+    policy = load("gcs-store-network-policy.yaml")
+    policy["metadata"]["namespace"] = settings.serving.namespace
+    (rule,) = policy["spec"]["egress"]
+    # The store's address resolves inside the VPC; its subnets are the VPC's private ones.
+    rule["to"] = [{"ipBlock": {"cidr": str(settings.network.vpc_cidr)}}]
+    rule["ports"] = [{"protocol": "TCP", "port": store.port}]
+    return policy
 
 
 def _retarget_peer(peer: dict[str, Any], settings: Settings) -> None:
@@ -129,8 +143,12 @@ def render_secret_provider_class(settings: Settings) -> dict[str, Any] | None:
 
 def render_pod_disruption_budgets(settings: Settings) -> list[dict[str, Any]]:
     budgets = []
-    for role in GPU_ROLES:
+    for role, group in settings.gpu_nodes.groups().items():
+        workers = group.scaling.desired_size  # one worker pod per node
+        if workers < 2:
+            continue
         budget = load("pod-disruption-budget.yaml")
+        budget["spec"]["minAvailable"] = workers - 1
         budget["metadata"].update(
             name=f"{settings.serving.name}-{role}", namespace=settings.serving.namespace
         )

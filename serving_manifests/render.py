@@ -71,7 +71,7 @@ def render(
         service_accounts=render_service_accounts(
             settings, worker_role_arn, gcs_store.head_role_arn if gcs_store else None
         ),
-        network_policies=render_network_policies(settings),
+        network_policies=render_network_policies(settings, gcs_store),
         secret_provider_class=render_secret_provider_class(settings),
         gcs_store_provider_class=render_gcs_store_provider_class(settings, gcs_store),
         pod_disruption_budgets=render_pod_disruption_budgets(settings),

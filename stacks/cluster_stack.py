@@ -16,6 +16,7 @@ from constructs.efa_security_group import EfaSecurityGroup
 from constructs.eks_control_plane import EksControlPlane, EksControlPlaneProps
 from constructs.encrypted_log_group import encrypt_log_groups_under
 from constructs.log_encryption_key import LogEncryptionKey
+from constructs.nag_acknowledgments import acknowledge, aws_managed_policy_finding
 from constructs.node_group_capacity_alarm import NodeGroupCapacityAlarm
 from constructs.node_role import NodeRole
 from constructs.observability_addons import ObservabilityAddons, ObservabilityAddonsProps
@@ -134,6 +135,7 @@ class ClusterStack(Stack):
                 self,
                 f"{role.capitalize()}NodesCapacityAlarm",
                 cluster_name=settings.cluster_name,
+                alarm_name=f"{settings.prefix}-{role}-gpu-nodes-below-desired",
                 nodegroup=group.nodegroup,
                 role=role,
                 minutes=settings.observability.alarms.node_shortfall_minutes,
@@ -141,7 +143,15 @@ class ClusterStack(Stack):
             ).alarm
             for role, group in self.gpu_node_groups.items()
         }
-        encrypt_log_groups_under(self.node.find_child(AWS_CUSTOM_RESOURCE_PROVIDER_ID), log_key)
+        lookups = self.node.find_child(AWS_CUSTOM_RESOURCE_PROVIDER_ID)
+        encrypt_log_groups_under(lookups, log_key)
+        acknowledge(
+            lookups,
+            aws_managed_policy_finding("service-role/AWSLambdaBasicExecutionRole"),
+            "aws-cdk-lib's AwsCustomResource handler (the node groups' Auto Scaling group names) "
+            "writes its own logs with the AWS managed Lambda execution policy; it runs only "
+            "while CloudFormation updates this stack.",
+        )
 
     def _outputs(self, settings: Settings) -> None:
         cluster = self.control_plane.cluster

@@ -34,6 +34,9 @@ class ObservabilityStack(Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         vpc = cluster.vpc
+        # By ARN: the cluster stack's topic policy already admits CloudWatch, EventBridge and
+        # AMP; targets added here must not rewrite it from this stack.
+        topic = sns.Topic.from_topic_arn(self, "AlarmTopic", topic.topic_arn)
         self.prometheus = ManagedPrometheus(
             self,
             "Prometheus",
@@ -66,7 +69,6 @@ class ObservabilityStack(Stack):
             "Dashboard",
             settings=settings,
             data_source_function_name=self.data_source.function.function_name,
-            node_alarms=node_group_alarms,
             alarms=[*node_group_alarms.values(), *self.node_health.alarms],
         )
         CfnOutput(

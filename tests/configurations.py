@@ -86,7 +86,8 @@ ENDPOINT = EndpointBinding(
     load_balancer_security_group_id="sg-0a1b2c3d4e5f60718",
 )
 GCS_STORE = GcsStoreBinding(
-    address="master.pd-llm-gcs.abc123.usw2.cache.amazonaws.com:6379",
+    host="master.pd-llm-gcs.abc123.usw2.cache.amazonaws.com",
+    port=6379,
     auth_token_secret_arn="arn:aws:secretsmanager:us-west-2:123456789012:secret:gcs-AbCdEf",
     head_role_arn="arn:aws:iam::123456789012:role/ray-head",
 )

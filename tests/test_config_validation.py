@@ -197,7 +197,7 @@ INVALID = [
         "region",
         "no Ray LLM DLC registry mapping",
     ),
-    ({"serving.name": "a" * 48}, "serving.name", "at most 47"),
+    ({"serving.name": "a" * 37}, "serving.name", "at most 36"),
     ({"serving.name": "Pd_LLM"}, "serving.name", "should match pattern"),
     ({"serving.model.s3_uri": "s3:/models/qwen"}, "serving.model.s3_uri", "not an S3 URI"),
     (
@@ -248,9 +248,9 @@ INVALID = [
         "must not exceed max_replicas",
     ),
     (
-        {"serving.name": "fast-decode"},
+        {"serving.name": "prefiller"},
         "serving.name",
-        "contains 'decode' as a word",
+        "contains 'prefill'",
     ),
     (
         {"serving.gcs_fault_tolerance.replicas": "0"},

@@ -279,13 +279,33 @@ def test_disruption_budgets_let_one_worker_per_side_go_at_a_time(rendered) -> No
         b["spec"]["selector"]["matchLabels"][ROLE_LABEL]: b
         for b in manifests.pod_disruption_budgets
     }
-    assert set(budgets) == set(GPU_ROLES)
-    for role, budget in budgets.items():
-        assert budget["spec"]["maxUnavailable"] == 1
+    for role, group in settings.gpu_nodes.groups().items():
+        pods = group.scaling.desired_size
+        if pods < 2:  # a budget could only forbid draining the side's one node
+            assert role not in budgets
+            continue
+        spec = budgets[role]["spec"]
+        # An integer minAvailable: RayClusters have no scale subresource.
+        assert spec == {"minAvailable": pods - 1, "selector": spec["selector"]}
         pod_labels = workers[role]["template"]["metadata"]["labels"]
-        selector = budget["spec"]["selector"]["matchLabels"]
-        assert selector.items() <= pod_labels.items()  # selects exactly that side's pods
-        assert selector[RAYSERVICE_LABEL] == settings.serving.name
+        assert spec["selector"]["matchLabels"].items() <= pod_labels.items()
+        assert spec["selector"]["matchLabels"][RAYSERVICE_LABEL] == settings.serving.name
+
+
+def test_only_the_head_may_reach_the_gcs_store(rendered) -> None:
+    settings, manifests = rendered
+    policies = {p["metadata"]["name"]: p for p in manifests.network_policies}
+    if not settings.serving.gcs_fault_tolerance.enabled:
+        assert "allow-gcs-store" not in policies
+        return
+    spec = policies["allow-gcs-store"]["spec"]
+    assert spec["podSelector"]["matchLabels"] == {RAYSERVICE_LABEL: settings.serving.name}
+    assert spec["podSelector"]["matchExpressions"] == [
+        {"key": "ray.io/node-type", "operator": "NotIn", "values": ["worker"]}
+    ]
+    (rule,) = spec["egress"]
+    assert rule["to"] == [{"ipBlock": {"cidr": str(settings.network.vpc_cidr)}}]
+    assert rule["ports"] == [{"protocol": "TCP", "port": GCS_STORE.port}]
 
 
 def test_old_cluster_lingers_for_the_configured_delay(rendered) -> None:

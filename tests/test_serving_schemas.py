@@ -15,6 +15,7 @@ import jsonschema
 import kubernetes_validate
 import pytest
 import yaml
+from ray.serve._private.config import DeploymentConfig
 from ray.serve.schema import ServeDeploySchema
 
 from app_config import load_settings
@@ -146,3 +147,16 @@ def test_checkov_kubernetes_has_no_unskipped_failures(tmp_path: Path) -> None:
     assert result.failed == [], result.stderr
     assert result.passed > 20, "checkov evaluated too little"
     assert result.skipped == 3 * len(POD_CHECKOV_SKIPS)  # each reasoned skip, on each of 3 pods
+
+
+def test_each_sides_deployment_options_pass_serves_own_validation(
+    manifests: ServingManifests,
+) -> None:
+    """What LLMConfig.validate_deployment_config runs (Ray 2.58), without importing ray.llm,
+    which needs pyarrow: health checks and graceful shutdown included."""
+    (application,) = manifests.serve_config["applications"]
+    for side in ("prefill_config", "decode_config"):
+        options = application["args"][side]["deployment_config"]
+        config = DeploymentConfig(**options)
+        assert config.health_check_timeout_s > config.health_check_period_s
+        assert config.graceful_shutdown_timeout_s >= 60  # streams in flight may finish

@@ -278,7 +278,7 @@ def test_only_the_ray_head_may_read_the_gcs_token(public_app: Synthesized) -> No
     assert readers == [[{"Ref": head_role_id}]]
     (rayservice,) = [d for d in _applied(public_app) if d["kind"] == "RayService"]
     options = rayservice["spec"]["rayClusterConfig"]["gcsFaultToleranceOptions"]
-    assert options["redisAddress"] == "rediss://<token>:<token>"
+    assert options["redisAddress"] == "rediss://<token>:6379"
     charts = _charts(public_app)
     driver = json.loads(charts[SECRETS_STORE_CSI_AWS.chart]["Values"])["secrets-store-csi-driver"]
     assert driver["syncSecret"] == {"enabled": True}
