@@ -1,5 +1,6 @@
-"""Changing capacity settings updates in place: the VPC and the cluster keep their logical ids
-and properties, so CloudFormation never replaces them."""
+"""Changing capacity, the model or alarm thresholds updates in place: the VPC, the cluster, the
+keys and the metrics workspace keep their logical ids and properties, so CloudFormation never
+replaces them."""
 
 from __future__ import annotations
 
@@ -11,7 +12,13 @@ import app
 from tests.configurations import context_for
 from tests.conftest import Synthesized
 
-REPLACEMENT_SENSITIVE = ("AWS::EC2::VPC", "AWS::EC2::Subnet", "AWS::EKS::Cluster", "AWS::KMS::Key")
+REPLACEMENT_SENSITIVE = (
+    "AWS::EC2::VPC",
+    "AWS::EC2::Subnet",
+    "AWS::EKS::Cluster",
+    "AWS::KMS::Key",
+    "AWS::APS::Workspace",
+)
 
 
 @pytest.fixture(scope="module")
@@ -23,6 +30,8 @@ def resized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
         "network.flow_log_retention_days": "90",
         "gpu_nodes.prefill.scaling": '{"min_size": 0, "desired_size": 4, "max_size": 8}',
         "gpu_nodes.decode.instance_type": "p5e.48xlarge",
+        "serving.model.id": "Qwen/Qwen3-14B",
+        "observability.alarms": '{"ttft_p95_objective_seconds": 0.8, "emails": ["a@example.com"]}',
     }
     built = app.build(context_for("default", **overrides), outdir=str(outdir))
     assembly = built.app.synth()
@@ -46,3 +55,11 @@ def test_the_resize_did_reach_the_node_group(default_app: Synthesized, resized: 
         if logical_id.startswith("SystemNodesNodegroup")
     ]
     assert group["Properties"]["ScalingConfig"]["DesiredSize"] == 5
+
+
+def test_the_new_objective_did_reach_the_alert_rules(
+    default_app: Synthesized, resized: dict
+) -> None:
+    observability = resized[default_app.built.settings.stack_name("observability")]["Resources"]
+    (rules,) = [r for r in observability.values() if r["Type"] == "AWS::APS::RuleGroupsNamespace"]
+    assert "> 0.8" in rules["Properties"]["Data"]
