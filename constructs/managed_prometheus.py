@@ -20,7 +20,8 @@ from aws_cdk import aws_sns as sns
 
 from app_config import Settings
 from constructs import Construct
-from monitoring.alert_rules import GROUP_NAME, render_alert_rules, render_alertmanager_definition
+from monitoring.alert_rules import GROUP_NAME, render_alert_rules
+from monitoring.alertmanager import render_alertmanager_definition
 from monitoring.scrape_config import render_scrape_config
 
 

@@ -12,7 +12,6 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_events as events
-from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_sns as sns
 
 from app_config import Settings
@@ -44,23 +43,25 @@ class NodeHealthAlarms(Construct):
             period=WINDOW,
             label="EFA remote connection errors",
         )
+        efa_name = f"{settings.prefix}-efa-connection-errors"
         efa_alarm = efa_errors.create_alarm(
             self,
             "EfaErrors",
-            alarm_name=f"{settings.prefix}-efa-connection-errors",
+            alarm_name=efa_name,
             alarm_description="EFA reported unresponsive or impaired remote connections. See "
-            "README, Operating: '<prefix>-efa-connection-errors'.",
+            f"README, Operating: '{efa_name}'.",
             threshold=settings.observability.alarms.efa_error_events_threshold,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             evaluation_periods=1,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
+        not_ready_name = f"{settings.prefix}-nodes-not-ready"
         failed_nodes = self._cluster_metric(CLUSTER_FAILED_NODES, cluster, "Maximum").create_alarm(
             self,
             "NodesNotReady",
-            alarm_name=f"{settings.prefix}-nodes-not-ready",
+            alarm_name=not_ready_name,
             alarm_description="A node of the cluster has been NotReady for 10 minutes. See "
-            "README, Operating: '<prefix>-nodes-not-ready'.",
+            f"README, Operating: '{not_ready_name}'.",
             threshold=0,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             evaluation_periods=2,
@@ -70,7 +71,7 @@ class NodeHealthAlarms(Construct):
         for alarm in self.alarms:
             alarm.add_alarm_action(actions.SnsAction(topic))
             alarm.add_ok_action(actions.SnsAction(topic))
-        events.Rule(
+        health_events = events.Rule(
             self,
             "Ec2HealthEvents",
             description="AWS Health events about EC2 instances of this account and region "
@@ -80,14 +81,19 @@ class NodeHealthAlarms(Construct):
                 detail_type=["AWS Health Event"],
                 detail={"service": ["EC2"]},
             ),
-            targets=[targets.SnsTopic(topic)],
+        )
+        # A plain target: the topic's policy in the cluster stack already admits EventBridge;
+        # the SnsTopic target class would rewrite that policy from this stack.
+        health_events.node.default_child.add_property_override(
+            "Targets", [{"Arn": topic.topic_arn, "Id": "AlarmTopic"}]
         )
 
     @staticmethod
     def _cluster_metric(
         metric: CloudWatchMetric, dimensions: dict[str, str], statistic: str
     ) -> cloudwatch.Metric:
-        assert tuple(dimensions) in metric.dimension_sets, f"{metric.name}: no {tuple(dimensions)}"
+        if tuple(dimensions) not in metric.dimension_sets:
+            raise ValueError(f"{metric.name} is not published with dimensions {tuple(dimensions)}")
         return cloudwatch.Metric(
             namespace=metric.namespace,
             metric_name=metric.name,

@@ -12,6 +12,7 @@ from aws_cdk import aws_kms as kms
 
 from app_config.model import NodePlacement
 from app_config.observability import Observability
+from catalog.container_insights import log_group_kinds, log_group_name
 from catalog.eks_versions import CLOUDWATCH_OBSERVABILITY, NODE_MONITORING_AGENT
 from constructs import Construct
 from constructs.device_plugins import tolerations
@@ -27,13 +28,6 @@ CLOUDWATCH_AGENT_SERVICE_ACCOUNT = "cloudwatch-agent"
 # What the CloudWatch user guide attaches for this add-on ("Install the CloudWatch agent with the
 # Amazon CloudWatch Observability EKS add-on").
 CLOUDWATCH_AGENT_POLICY = "CloudWatchAgentServerPolicy"
-# The groups the agent (performance: EMF metrics) and Fluent Bit (the others) write to.
-PERFORMANCE_LOG_GROUP = "performance"
-CONTAINER_LOG_GROUPS = ("application", "dataplane", "host")
-
-
-def container_insights_log_group(cluster_name: str, kind: str) -> str:
-    return f"/aws/containerinsights/{cluster_name}/{kind}"
 
 
 def cloudwatch_observability_configuration(settings: Observability) -> dict:
@@ -106,12 +100,12 @@ class ObservabilityAddons(Construct):
         self.agent_role = agent_role
         # Created here, so that retention and encryption are ours and the groups outlive the
         # cluster on `cdk destroy`; the agent writes to existing groups and creates none.
-        kinds = (PERFORMANCE_LOG_GROUP, *(CONTAINER_LOG_GROUPS if settings.container_logs else ()))
+        kinds = log_group_kinds(settings.container_logs)
         self.log_groups = {
             kind: encrypted_log_group(
                 self,
                 f"{kind.capitalize()}Logs",
-                log_group_name=container_insights_log_group(props.cluster_name, kind),
+                log_group_name=log_group_name(props.cluster_name, kind),
                 key=props.log_key,
                 retention_days=settings.log_retention_days,
                 removal_policy=props.removal_policy,

@@ -55,6 +55,11 @@ class PdRayService(Construct):
         m = self.manifests
 
         namespace = self._apply("Namespace", cluster, [m.namespace])
+        # Deleted in reverse: the namespace goes before the operator (whose finalizers on the
+        # Ray clusters must still run) and before the GCS store (which the cleanup Job reads).
+        namespace.node.add_dependency(operators.kuberay)
+        if props.gcs_store:
+            namespace.node.add_dependency(props.gcs_store)
         identity = self._apply("Identity", cluster, [*m.service_accounts, *m.network_policies])
         identity.node.add_dependency(namespace)
         ray_service = self._apply("RayService", cluster, [m.rayservice])
@@ -67,8 +72,9 @@ class PdRayService(Construct):
                 secret = self._apply(construct_id, cluster, [provider_class])
                 secret.node.add_dependency(namespace, operators.secrets_store)
                 ray_service.node.add_dependency(secret)
-        budgets = self._apply("DisruptionBudgets", cluster, m.pod_disruption_budgets)
-        budgets.node.add_dependency(namespace)
+        if m.pod_disruption_budgets:  # kubectl fails on an empty manifest
+            budgets = self._apply("DisruptionBudgets", cluster, m.pod_disruption_budgets)
+            budgets.node.add_dependency(namespace)
         binding = self._apply("EndpointBinding", cluster, [m.target_group_binding])
         binding.node.add_dependency(namespace, operators.load_balancer_controller)
 

@@ -207,7 +207,8 @@ class ServingDashboard(Construct):
 
     def _pod_search(self, metric: CloudWatchMetric, role: str) -> str:
         dimensions = ("ClusterName", "Namespace", "PodName")
-        assert dimensions in metric.dimension_sets, f"{metric.name} has no {dimensions}"
+        if dimensions not in metric.dimension_sets:
+            raise ValueError(f"{metric.name} is not published with dimensions {dimensions}")
         schema = ",".join((metric.namespace, *dimensions))
         terms = (
             f'MetricName="{metric.name}" ClusterName="{self._settings.cluster_name}" '

@@ -4,10 +4,7 @@ Prometheus rules and not CloudWatch alarms (README, "Operating")."""
 
 from __future__ import annotations
 
-import textwrap
 from typing import Any
-
-import yaml
 
 from app_config import Settings
 from catalog.metrics import INTER_TOKEN_LATENCY, NIXL_FAILED_TRANSFERS, REQUESTS_WAITING, TTFT
@@ -80,37 +77,3 @@ def render_alert_rules(settings: Settings) -> dict[str, Any]:
         },
     ]
     return {"groups": [{"name": GROUP_NAME, "interval": EVALUATION_INTERVAL, "rules": rules}]}
-
-
-def render_alertmanager_definition(topic_arn: str, region: str) -> str:
-    """The workspace's AlertManagerDefinition: a document whose ``alertmanager_config`` is the
-    alert manager's own YAML as a string."""
-    config = yaml.safe_dump(render_alertmanager(topic_arn, region), sort_keys=False)
-    return "alertmanager_config: |\n" + textwrap.indent(config, "  ")
-
-
-def render_alertmanager(topic_arn: str, region: str) -> dict[str, Any]:
-    """Every alert to the alarm topic; a short subject, since SNS caps subjects at 100 chars."""
-    receiver = "alarm-topic"
-    return {
-        "route": {
-            "receiver": receiver,
-            "group_by": ["alertname"],
-            "group_wait": "30s",
-            "group_interval": "5m",
-            "repeat_interval": "4h",
-        },
-        "receivers": [
-            {
-                "name": receiver,
-                "sns_configs": [
-                    {
-                        "topic_arn": topic_arn,
-                        "sigv4": {"region": region},
-                        "subject": "[{{ .Status }}] {{ .GroupLabels.alertname }}",
-                        "attributes": {"source": "amazon-managed-prometheus"},
-                    }
-                ],
-            }
-        ],
-    }

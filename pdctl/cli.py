@@ -63,12 +63,11 @@ def preflight_command(
     window_hours: Annotated[int, typer.Option(help="reservations must outlast this")] = 24,
     as_json: JsonOption = False,
 ) -> None:
-    """Read-only checks of the target account: capacity, quota, reservations, bootstrap, image."""
+    """Read-only checks of the target account: capacity, quota, reservations, bootstrap, image,
+    leftover log groups."""
     settings = _settings(config, context)
     session = boto3.Session(region_name=settings.region)
-    clients = {
-        name: session.client(name) for name in ("ec2", "ssm", "service-quotas", "ecr", "iam")
-    }
+    clients = {name: session.client(name) for name in preflight.CLIENTS}
     with console.status("Checking the account...", spinner="dots"):
         checks = preflight.run_preflight(clients, settings, window=timedelta(hours=window_hours))
     _report(checks, as_json, f"Preflight for {settings.region}")

@@ -12,6 +12,7 @@ from botocore.exceptions import ClientError
 
 from app_config import Settings
 from app_config.model import GpuNodeGroup
+from catalog.container_insights import log_group_kinds, log_group_name
 from catalog.ray_llm_image import REGISTRY_ACCOUNTS, REPOSITORY
 from catalog.regions import is_zone_id
 from pdctl.checks import Check, failed, passed
@@ -23,6 +24,8 @@ P_INSTANCE_VCPU_QUOTA = ("ec2", "L-417A185B")
 BOOTSTRAP_VERSION_PARAMETER = "/cdk-bootstrap/hnb659fds/version"
 MIN_BOOTSTRAP_VERSION = 6
 USABLE_RESERVATION_STATES = ("active", "scheduled")
+# The boto3 clients run_preflight reads, by service name.
+CLIENTS = ("ec2", "ssm", "service-quotas", "ecr", "iam", "cloudformation", "logs")
 
 
 def instance_offered(ec2: Any, role: str, group: GpuNodeGroup, zone: str) -> Check:
@@ -189,6 +192,33 @@ def admin_principals(iam: Any, settings: Settings) -> list[Check]:
     return checks
 
 
+def leftover_log_groups(cloudformation: Any, logs: Any, settings: Settings) -> Check:
+    """Container Insights log groups have fixed names and outlive `cdk destroy` (they hold
+    data): before a first deploy under the same cluster name, leftovers make it fail."""
+    name = "Container Insights log groups free"
+    stack = settings.stack_name("cluster")
+    try:
+        cloudformation.describe_stacks(StackName=stack)
+        return passed(name, f"{stack} exists and owns them")
+    except ClientError as error:
+        if "does not exist" not in _message(error):
+            return failed(name, _message(error), "allow cloudformation:DescribeStacks")
+    kinds = log_group_kinds(settings.observability.container_logs)
+    wanted = {log_group_name(settings.cluster_name, kind) for kind in kinds}
+    prefix = log_group_name(settings.cluster_name, "")
+    pages = logs.get_paginator("describe_log_groups").paginate(logGroupNamePrefix=prefix)
+    existing = {group["logGroupName"] for page in pages for group in page["logGroups"]}
+    leftover = sorted(wanted & existing)
+    if not leftover:
+        return passed(name, "none left from an earlier deployment")
+    return failed(
+        name,
+        f"left from an earlier deployment: {', '.join(leftover)}",
+        "export what you need, then `aws logs delete-log-group --log-group-name <name>` for "
+        "each; or deploy under another cluster.name",
+    )
+
+
 def _code(error: ClientError) -> str:
     return error.response["Error"]["Code"]
 
@@ -216,4 +246,5 @@ def run_preflight(
     checks.append(vcpu_quota(clients["service-quotas"], settings))
     checks.append(dlc_image(clients["ecr"], settings))
     checks.extend(admin_principals(clients["iam"], settings))
+    checks.append(leftover_log_groups(clients["cloudformation"], clients["logs"], settings))
     return checks

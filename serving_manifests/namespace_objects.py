@@ -91,8 +91,7 @@ def render_network_policies(
 
 
 def _gcs_store_policy(settings: Settings, store: GcsStoreBinding) -> dict[str, Any]:
-    policy = load("gcs-store-network-policy.yaml")
-    policy["metadata"]["namespace"] = settings.serving.namespace
+    policy = load("gcs-store-network-policy.yaml")  # namespaced with the others by the caller
     (rule,) = policy["spec"]["egress"]
     # The store's address resolves inside the VPC; its subnets are the VPC's private ones.
     rule["to"] = [{"ipBlock": {"cidr": str(settings.network.vpc_cidr)}}]
@@ -132,13 +131,9 @@ def render_secret_provider_class(settings: Settings) -> dict[str, Any] | None:
     secret_arn = settings.serving.model.hf_token_secret_arn
     if not secret_arn:
         return None
-    provider_class = load("secret-provider-class.yaml")
-    provider_class["metadata"].update(
-        name=HF_TOKEN_PROVIDER_CLASS, namespace=settings.serving.namespace
+    return _provider_class(
+        "secret-provider-class.yaml", HF_TOKEN_PROVIDER_CLASS, settings, secret_arn, HF_TOKEN_ALIAS
     )
-    objects = [{"objectName": secret_arn, "objectAlias": HF_TOKEN_ALIAS}]
-    provider_class["spec"]["parameters"]["objects"] = yaml.safe_dump(objects, sort_keys=False)
-    return provider_class
 
 
 def render_pod_disruption_budgets(settings: Settings) -> list[dict[str, Any]]:
@@ -165,12 +160,25 @@ def render_gcs_store_provider_class(
 ) -> dict[str, Any] | None:
     if store is None:
         return None
-    provider_class = load("gcs-store-secret-provider-class.yaml")
-    provider_class["metadata"].update(name=GCS_STORE_AUTH, namespace=settings.serving.namespace)
-    spec = provider_class["spec"]
-    objects = [{"objectName": store.auth_token_secret_arn, "objectAlias": GCS_STORE_AUTH_KEY}]
-    spec["parameters"]["objects"] = yaml.safe_dump(objects, sort_keys=False)
-    (synced,) = spec["secretObjects"]
+    provider_class = _provider_class(
+        "gcs-store-secret-provider-class.yaml",
+        GCS_STORE_AUTH,
+        settings,
+        store.auth_token_secret_arn,
+        GCS_STORE_AUTH_KEY,
+    )
+    (synced,) = provider_class["spec"]["secretObjects"]
     synced["secretName"] = GCS_STORE_AUTH
     synced["data"] = [{"objectName": GCS_STORE_AUTH_KEY, "key": GCS_STORE_AUTH_KEY}]
+    return provider_class
+
+
+def _provider_class(
+    template: str, name: str, settings: Settings, secret_arn: str, alias: str
+) -> dict[str, Any]:
+    """A SecretProviderClass for one Secrets Manager secret, mounted as the file ``alias``."""
+    provider_class = load(template)
+    provider_class["metadata"].update(name=name, namespace=settings.serving.namespace)
+    objects = [{"objectName": secret_arn, "objectAlias": alias}]
+    provider_class["spec"]["parameters"]["objects"] = yaml.safe_dump(objects, sort_keys=False)
     return provider_class

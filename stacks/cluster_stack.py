@@ -102,7 +102,9 @@ class ClusterStack(Stack):
 
     def _observability(self, settings: Settings) -> None:
         """Node-level watching lives with the nodes: the add-ons, and an alarm per GPU node group
-        that needs the group's Auto Scaling group (replaced with the group, never exported)."""
+        on the group's Auto Scaling group, whose name changes when the group is replaced and so
+        must not cross stacks. The alarms themselves are exported; their ARNs come from fixed
+        names and stay put."""
         cluster = self.control_plane.cluster
         log_key = LogEncryptionKey(
             self,

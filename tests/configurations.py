@@ -71,6 +71,9 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
         "serving.decode.max_replicas": "2",
         "serving.name": "qwen3-pd",
         "serving.namespace": "inference",
+        "observability.scrape_interval_seconds": "60",
+        "observability.log_retention_days": "90",
+        "observability.alarms.efa_error_events_threshold": "5",
     },
 }
 

@@ -68,7 +68,7 @@ def _event(*arguments: object) -> dict:
     }
 
 
-def test_runs_a_signed_range_query_aligned_to_the_period(workspace) -> None:
+def test_runs_a_signed_range_query_over_cloudwatchs_window_and_period(workspace) -> None:
     workspace.answer = (200, {"status": "success", "data": {"resultType": "matrix", "result": []}})
     assert handler.handler(_event(QUERY)) == {"MetricDataResults": []}
     (request,) = workspace.requests
@@ -111,6 +111,22 @@ def test_reports_a_query_prometheus_rejects_as_a_validation_error(workspace) -> 
     answer = handler.handler(_event("sum(rate(x[5m])"))
     assert answer["Error"]["Code"] == "Validation"
     assert "unclosed left parenthesis" in answer["Error"]["Value"]
+
+
+def test_reports_a_failed_evaluation_the_workspace_answers_with_200(workspace) -> None:
+    workspace.answer = (200, {"status": "error", "error": "query timed out"})
+    answer = handler.handler(_event(QUERY))
+    assert answer["Error"] == {"Code": "Validation", "Value": "query timed out"}
+
+
+def test_reports_an_unreachable_workspace_as_an_internal_error(monkeypatch) -> None:
+    monkeypatch.setenv("WORKSPACE_URL", "http://127.0.0.1:9/workspaces/ws-1")  # discard port
+    monkeypatch.setenv("AWS_REGION", "us-west-2")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
+    answer = handler.handler(_event(QUERY))
+    assert answer["Error"]["Code"] == "InternalError"
+    assert "unreachable" in answer["Error"]["Value"]
 
 
 def test_reports_missing_permission_as_forbidden(workspace) -> None:

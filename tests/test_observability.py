@@ -16,19 +16,19 @@ import yaml
 
 from app_config import Settings
 from app_config.node_labels import GPU_ROLES
+from catalog.container_insights import log_group_kinds, log_group_name
 from catalog.eks_versions import CLOUDWATCH_OBSERVABILITY, NODE_MONITORING_AGENT
 from catalog.metrics import CLOUDWATCH_METRICS, ROLE_LABEL, SCRAPED
 from constructs.alarm_topic import PUBLISHERS
 from constructs.observability_addons import (
     CLOUDWATCH_AGENT_NAMESPACE,
     CLOUDWATCH_AGENT_SERVICE_ACCOUNT,
-    container_insights_log_group,
 )
-from monitoring.scrape_config import HEAD_ROLE, kept_series_regex
+from monitoring.scrape_config import HEAD_ROLE
 from tests.conftest import Synthesized, cfn_text
 from tests.promql import selectors
 
-CONFIGURATIONS = ("default", "public-endpoint")
+CONFIGURATIONS = ("default", "public-endpoint", "reserved-capacity")
 LAMBDA_QUERY = re.compile(r"LAMBDA\('[^']*', '([^']*)'\)")
 SEARCH = re.compile(r"SEARCH\('\{([^}]*)\} ([^']*)'")
 
@@ -194,7 +194,7 @@ def test_scraper_keeps_the_catalog_series_of_this_rayservice_labelled_by_side(sy
     (head,) = [r for r in relabels if r.get("replacement") == HEAD_ROLE]
     assert head["target_label"] == ROLE_LABEL
     (keep_series,) = job["metric_relabel_configs"]
-    assert keep_series["regex"] == kept_series_regex()
+    assert (keep_series["action"], keep_series["source_labels"]) == ("keep", ["__name__"])
     pattern = re.compile(keep_series["regex"])
     for metric in SCRAPED:
         assert all(pattern.fullmatch(name) for name in metric.exposed_names())
@@ -253,7 +253,20 @@ def test_every_alarm_and_alert_notifies_the_encrypted_topic(synthesized) -> None
     )
     assert emails == sorted(str(e) for e in settings.observability.alarms.emails)
     for alarm in _alarms(synthesized):
-        assert alarm["AlarmActions"], alarm["AlarmDescription"]
+        for action in alarm["AlarmActions"] + alarm["OKActions"]:
+            # The topic itself in the cluster stack, its export in the observability stack.
+            assert action == {"Ref": topic_id} or topic_id in action["Fn::ImportValue"]
+    (key_id,) = synthesized.resources("cluster", "AWS::KMS::Key").keys() & {
+        topic["Properties"]["KmsMasterKeyId"]["Fn::GetAtt"][0]
+    }
+    key_policy = synthesized.templates["cluster"]["Resources"][key_id]["Properties"]["KeyPolicy"]
+    encrypting = {
+        principal
+        for statement in key_policy["Statement"]
+        if "kms:GenerateDataKey*" in _as_list(statement["Action"])
+        for principal in _as_list(statement["Principal"].get("Service", []))
+    }
+    assert encrypting >= set(PUBLISHERS)  # each publisher can encrypt its messages
     (policy,) = synthesized.resources("cluster", "AWS::SNS::TopicPolicy").values()
     publishers = {
         principal
@@ -265,7 +278,11 @@ def test_every_alarm_and_alert_notifies_the_encrypted_topic(synthesized) -> None
     (workspace,) = synthesized.resources("observability", "AWS::APS::Workspace").values()
     definition = yaml.safe_load(cfn_text(workspace["Properties"]["AlertManagerDefinition"]))
     (receiver,) = yaml.safe_load(definition["alertmanager_config"])["receivers"]
-    assert receiver["sns_configs"][0]["sigv4"]["region"] == settings.region
+    (sns_config,) = receiver["sns_configs"]
+    assert sns_config["sigv4"]["region"] == settings.region
+    parts = workspace["Properties"]["AlertManagerDefinition"]["Fn::Join"][1]
+    (topic_arn,) = [part for part in parts if isinstance(part, dict)]
+    assert topic_id in topic_arn["Fn::ImportValue"]
     (rule,) = synthesized.resources("observability", "AWS::Events::Rule").values()
     assert rule["Properties"]["EventPattern"]["source"] == ["aws.health"]
     (target,) = rule["Properties"]["Targets"]
@@ -314,11 +331,9 @@ def test_container_insights_log_groups_are_ours_encrypted_and_kept(synthesized) 
         for g in synthesized.resources("cluster", "AWS::Logs::LogGroup").values()
         if cfn_text(g["Properties"].get("LogGroupName", "")).startswith("/aws/containerinsights/")
     }
-    kinds = ["performance"] + (
-        ["application", "dataplane", "host"] if settings.observability.container_logs else []
-    )
+    kinds = log_group_kinds(settings.observability.container_logs)
     for kind in kinds:
-        group = groups[container_insights_log_group(settings.cluster_name, kind)]
+        group = groups[log_group_name(settings.cluster_name, kind)]
         assert group["Properties"]["RetentionInDays"] == settings.observability.log_retention_days
         assert "KmsKeyId" in group["Properties"]
         expected = "Retain" if settings.retain_data_on_destroy else "Delete"
@@ -356,6 +371,27 @@ def test_data_source_can_query_only_its_workspace_and_cloudwatch_may_invoke_it(
     (query,) = [s for s in statements if s["Action"] == "aps:QueryMetrics"]
     (workspace_id,) = synthesized.resources("observability", "AWS::APS::Workspace")
     assert query["Resource"] == {"Fn::GetAtt": [workspace_id, "Arn"]}
-    expressions = " ".join(_dashboard_expressions(synthesized))
-    assert "LAMBDA('<token>'" in expressions  # the function's name, resolved by CloudFormation
-    assert function_id
+    (dashboard,) = synthesized.resources("observability", "AWS::CloudWatch::Dashboard").values()
+    parts = dashboard["Properties"]["DashboardBody"]["Fn::Join"][1]
+    called = [
+        parts[index + 1]
+        for index, part in enumerate(parts)
+        if isinstance(part, str) and part.endswith("LAMBDA('")
+    ]
+    assert len(called) == len(LAMBDA_QUERY.findall(" ".join(_dashboard_expressions(synthesized))))
+    assert all(name == {"Ref": function_id} for name in called)  # this function, every time
+
+
+def test_addons_wait_for_nodes_and_the_observability_stack_for_the_service(synthesized) -> None:
+    """Add-ons whose pods need a node would leave the add-on DEGRADED and fail the stack; the
+    scraper's alert rules are about the RayService, which must exist first."""
+    resources = synthesized.templates["cluster"]["Resources"]
+    (system_nodes,) = [lid for lid in resources if lid.startswith("SystemNodesNodegroup")]
+    for addon in synthesized.resources("cluster", "AWS::EKS::Addon").values():
+        if addon["Properties"]["AddonName"] in (
+            CLOUDWATCH_OBSERVABILITY.name,
+            NODE_MONITORING_AGENT.name,
+        ):
+            assert system_nodes in addon["DependsOn"]
+    stacks = synthesized.built.stacks
+    assert stacks.serving in stacks.observability.dependencies

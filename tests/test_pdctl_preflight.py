@@ -11,12 +11,15 @@ import pytest
 from botocore.stub import ANY, Stubber
 
 from app_config import load_settings
+from catalog.container_insights import log_group_kinds, log_group_name
 from catalog.instances import CATALOG
 from catalog.ray_llm_image import REGISTRY_ACCOUNTS
 from pdctl.preflight import (
     BOOTSTRAP_VERSION_PARAMETER,
+    CLIENTS,
     MIN_BOOTSTRAP_VERSION,
     P_INSTANCE_VCPU_QUOTA,
+    leftover_log_groups,
     run_preflight,
 )
 from tests.configurations import context_for
@@ -29,7 +32,7 @@ def _clients() -> dict[str, Any]:
     session = boto3.Session(
         aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-west-2"
     )
-    return {name: session.client(name) for name in ("ec2", "ssm", "service-quotas", "ecr", "iam")}
+    return {name: session.client(name) for name in CLIENTS}
 
 
 def _settings(**overrides: str):
@@ -39,7 +42,7 @@ def _settings(**overrides: str):
 def _healthy_responses(settings, broken: str = "") -> dict[str, list[tuple[str, dict, dict]]]:
     """(operation, response, expected params) per client, in call order; `broken` swaps one."""
     zone = settings.network.gpu_availability_zone
-    calls: dict[str, list] = {name: [] for name in ("ec2", "ssm", "service-quotas", "ecr", "iam")}
+    calls: dict[str, list] = {name: [] for name in CLIENTS}
     version = "3" if broken == "bootstrap" else str(MIN_BOOTSTRAP_VERSION + 24)
     calls["ssm"].append(
         (
@@ -170,6 +173,25 @@ def _healthy_responses(settings, broken: str = "") -> dict[str, list[tuple[str, 
                     {"RoleName": name},
                 )
             )
+    stack = settings.stack_name("cluster")
+    calls["cloudformation"].append(
+        (
+            "!describe_stacks",
+            {"code": "ValidationError", "message": f"Stack with id {stack} does not exist"},
+            {},
+        )
+    )
+    leftover = [
+        {"logGroupName": log_group_name(settings.cluster_name, kind)}
+        for kind in log_group_kinds(settings.observability.container_logs)
+    ]
+    calls["logs"].append(
+        (
+            "describe_log_groups",
+            {"logGroups": leftover if broken == "log-groups" else []},
+            {"logGroupNamePrefix": log_group_name(settings.cluster_name, "")},
+        )
+    )
     return calls
 
 
@@ -179,7 +201,11 @@ def _run(settings, broken: str = ""):
     for name, calls in _healthy_responses(settings, broken).items():
         for operation, response, params in calls:
             if operation.startswith("!"):
-                stubbers[name].add_client_error(operation[1:], service_error_code=response["code"])
+                stubbers[name].add_client_error(
+                    operation[1:],
+                    service_error_code=response["code"],
+                    service_message=response.get("message", ""),
+                )
             else:
                 stubbers[name].add_response(operation, response, params or ANY)
     for stubber in stubbers.values():
@@ -196,7 +222,7 @@ ADMIN = '["arn:aws:iam::123456789012:role/PlatformAdmins"]'
 def test_a_healthy_account_passes_every_check() -> None:
     checks = _run(_settings(**{"cluster.admin_principal_arns": ADMIN}))
     assert [c.name for c in checks if not c.ok] == []
-    assert len(checks) == 1 + 3 * 2 + 1 + 1 + 1
+    assert len(checks) == 1 + 3 * 2 + 1 + 1 + 1 + 1
 
 
 @pytest.mark.parametrize(
@@ -211,6 +237,7 @@ def test_a_healthy_account_passes_every_check() -> None:
         ("quota", "vCPU quota", "request-service-quota-increase"),
         ("image", "Ray LLM image", "serving.image_tag"),
         ("principal", "admin principal", "cluster.admin_principal_arns"),
+        ("log-groups", "Container Insights log groups", "aws logs delete-log-group"),
     ],
 )
 def test_each_failing_check_fails_alone_and_names_the_fix(
@@ -232,3 +259,28 @@ def test_capacity_blocks_do_not_count_against_the_vcpu_quota() -> None:
     )
     decode = settings.gpu_nodes.decode
     assert needed == decode.scaling.max_size * CATALOG[decode.instance_type].vcpus
+
+
+def test_log_groups_of_a_deployed_cluster_stack_are_its_own() -> None:
+    settings = _settings()
+    clients = _clients()
+    cloudformation = Stubber(clients["cloudformation"])
+    stack = settings.stack_name("cluster")
+    cloudformation.add_response(
+        "describe_stacks",
+        {
+            "Stacks": [
+                {
+                    "StackName": stack,
+                    "CreationTime": NOW,
+                    "StackStatus": "UPDATE_COMPLETE",
+                }
+            ]
+        },
+        {"StackName": stack},
+    )
+    with cloudformation, Stubber(clients["logs"]) as logs:  # logs is never asked
+        check = leftover_log_groups(clients["cloudformation"], clients["logs"], settings)
+        logs.assert_no_pending_responses()
+    assert check.ok
+    assert stack in check.detail

@@ -10,9 +10,15 @@ import pytest
 
 import app
 from catalog.helm_charts import KUBERAY_OPERATOR, SECRETS_STORE_CSI_AWS
+from constructs.gcs_store import PORT as GCS_STORE_PORT
 from constructs.serving_endpoint import PROXY_HEALTH_PATH
 from constructs.serving_operators import ON_SYSTEM_NODES
-from serving_manifests.names import SERVE_PORT, WORKER_SERVICE_ACCOUNT, endpoint_client_cidrs
+from serving_manifests.names import (
+    HEAD_SERVICE_ACCOUNT,
+    SERVE_PORT,
+    WORKER_SERVICE_ACCOUNT,
+    endpoint_client_cidrs,
+)
 from tests.configurations import CONFIGURATIONS, context_for
 from tests.conftest import Synthesized, cfn_text
 
@@ -252,7 +258,7 @@ def test_gcs_store_accepts_only_tls_port_from_the_cluster(public_app: Synthesize
     (sg_ref,) = group["Properties"]["SecurityGroupIds"]
     security_group = public_app.templates["serving"]["Resources"][sg_ref["Fn::GetAtt"][0]]
     (ingress,) = security_group["Properties"]["SecurityGroupIngress"]
-    assert (ingress["FromPort"], ingress["ToPort"]) == (6379, 6379)
+    assert (ingress["FromPort"], ingress["ToPort"]) == (GCS_STORE_PORT, GCS_STORE_PORT)
     assert "ClusterSecurityGroupId" in json.dumps(ingress["SourceSecurityGroupId"])
     (egress,) = security_group["Properties"]["SecurityGroupEgress"]
     assert egress["CidrIp"] == "255.255.255.255/32"  # CDK's "no egress" rule
@@ -268,7 +274,7 @@ def test_only_the_ray_head_may_read_the_gcs_token(public_app: Synthesized) -> No
     roles = public_app.resources("serving", "AWS::IAM::Role")
     (head_role_id,) = [lid for lid in roles if lid.startswith("PdRayServiceHeadRole")]
     _, claims = public_app.irsa_trust("serving", head_role_id)
-    assert f"system:serviceaccount:{settings.serving.namespace}:ray-head" in claims
+    assert f"system:serviceaccount:{settings.serving.namespace}:{HEAD_SERVICE_ACCOUNT}" in claims
     readers = [
         policy["Properties"]["Roles"]
         for policy in public_app.resources("serving", "AWS::IAM::Policy").values()
@@ -278,7 +284,29 @@ def test_only_the_ray_head_may_read_the_gcs_token(public_app: Synthesized) -> No
     assert readers == [[{"Ref": head_role_id}]]
     (rayservice,) = [d for d in _applied(public_app) if d["kind"] == "RayService"]
     options = rayservice["spec"]["rayClusterConfig"]["gcsFaultToleranceOptions"]
-    assert options["redisAddress"] == "rediss://<token>:6379"
+    assert options["redisAddress"] == f"rediss://<token>:{GCS_STORE_PORT}"
     charts = _charts(public_app)
     driver = json.loads(charts[SECRETS_STORE_CSI_AWS.chart]["Values"])["secrets-store-csi-driver"]
     assert driver["syncSecret"] == {"enabled": True}
+
+
+@pytest.mark.parametrize("configuration", list(CONFIGURATIONS))
+def test_no_kubernetes_resource_is_empty(
+    synthesize: Callable[[str], Synthesized], configuration: str
+) -> None:
+    """kubectl create fails on a manifest with no objects: such a resource would fail to deploy."""
+    synthesized = synthesize(configuration)
+    for role in ("cluster", "serving", "observability"):
+        resources = synthesized.resources(role, "Custom::AWSCDK-EKS-KubernetesResource")
+        for logical_id, resource in resources.items():
+            assert json.loads(cfn_text(resource["Properties"]["Manifest"])), logical_id
+
+
+def test_namespace_outlives_neither_kuberay_nor_the_gcs_store(public_app: Synthesized) -> None:
+    """CloudFormation deletes in reverse dependency order: the namespace (and the Ray clusters
+    in it, held by KubeRay's GCS cleanup finalizer) goes while the operator and store exist."""
+    resources = public_app.templates["serving"]["Resources"]
+    (namespace,) = [r for lid, r in resources.items() if lid.startswith("PdRayServiceNamespace")]
+    depends_on = namespace["DependsOn"]
+    assert any(d.startswith("OperatorsKubeRayOperator") for d in depends_on)
+    assert any(d.startswith("GcsStore") for d in depends_on)
