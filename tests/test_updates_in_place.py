@@ -18,6 +18,7 @@ REPLACEMENT_SENSITIVE = (
     "AWS::EKS::Cluster",
     "AWS::KMS::Key",
     "AWS::APS::Workspace",
+    "AWS::ElastiCache::ReplicationGroup",
 )
 
 
@@ -63,3 +64,22 @@ def test_the_new_objective_did_reach_the_alert_rules(
     observability = resized[default_app.built.settings.stack_name("observability")]["Resources"]
     (rules,) = [r for r in observability.values() if r["Type"] == "AWS::APS::RuleGroupsNamespace"]
     assert "> 0.8" in rules["Properties"]["Data"]
+
+
+def test_resizing_a_fault_tolerant_deployment_keeps_the_gcs_store(
+    public_app: Synthesized, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """With GCS fault tolerance: node counts, the model and objectives leave the store alone."""
+    overrides = {
+        "gpu_nodes.decode.scaling": '{"min_size": 1, "desired_size": 3, "max_size": 4}',
+        "serving.model.id": "meta-llama/Llama-3.1-8B-Instruct",
+    }
+    outdir = tmp_path_factory.mktemp("resized-fault-tolerant")
+    built = app.build(context_for("public-endpoint", **overrides), outdir=str(outdir))
+    after = {stack.stack_name: stack.template for stack in built.app.synth().stacks}
+    serving = public_app.built.settings.stack_name("serving")
+    before = public_app.templates["serving"]["Resources"]
+    stores = {lid: r for lid, r in before.items() if r["Type"] in REPLACEMENT_SENSITIVE}
+    assert any(r["Type"] == "AWS::ElastiCache::ReplicationGroup" for r in stores.values())
+    for logical_id, resource in stores.items():
+        assert after[serving]["Resources"].get(logical_id) == resource, logical_id
