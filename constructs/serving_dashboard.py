@@ -115,7 +115,9 @@ class ServingDashboard(Construct):
                     "Ray Serve replica processing latency p95, by deployment (ms)",
                     "ms",
                     {
-                        "p95": partial(
+                        # One series per deployment; ${LABEL} is the data source's
+                        # "deployment=..." (CloudWatch dynamic labels).
+                        "p95 ${LABEL}": partial(
                             promql.quantile, SERVE_PROCESSING_LATENCY, 0.95, by=("deployment",)
                         )
                     },
@@ -170,7 +172,7 @@ class ServingDashboard(Construct):
                 cloudwatch.MathExpression(
                     expression=self._pod_search(metric, role),
                     using_metrics={},
-                    label=metric.name,
+                    label=f"{metric.name} ${{PROP('Dim.PodName')}}",  # one line per pod
                     period=PERIOD,
                 )
                 for metric in metrics
