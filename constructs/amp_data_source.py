@@ -72,7 +72,6 @@ class AmpDataSource(Construct):
             log_group=log_group,
             environment={"WORKSPACE_URL": query_url},
         )
-        self.function.node.add_dependency(role)
         Tags.of(self.function).add(*DATA_SOURCE_TAG)
         self.function.add_permission(
             "CloudWatchDataSource",

@@ -4,8 +4,8 @@ to the alarm topic.
 
 Why this and not the CloudWatch agent's Prometheus support: that path drops Prometheus
 histograms, and time to first token, inter-token latency and NIXL transfer time are all
-histograms (CloudWatch user guide, "Prometheus metric type conversion"). README, "Operating",
-has the comparison.
+histograms (CloudWatch user guide, "Prometheus metric type conversion"). README,
+"Observability and self-healing", has the comparison.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ PERIOD = Duration.minutes(1)
 
 
 class NodeGroupCapacityAlarm(Construct):
-    """Publishes ``alarm``, ``in_service`` and ``desired`` (the metrics, for dashboards)."""
+    """Publishes ``alarm``."""
 
     def __init__(
         self,
@@ -55,7 +55,7 @@ class NodeGroupCapacityAlarm(Construct):
             install_latest_aws_sdk=False,
         )
         group = {"AutoScalingGroupName": lookup.get_response_field(ASG_NAME_PATH)}
-        self.desired = cloudwatch.Metric(
+        desired = cloudwatch.Metric(
             namespace=GROUP_DESIRED.namespace,
             metric_name=GROUP_DESIRED.name,
             dimensions_map=group,
@@ -63,7 +63,7 @@ class NodeGroupCapacityAlarm(Construct):
             period=PERIOD,
             label=f"{role} desired",
         )
-        self.in_service = cloudwatch.Metric(
+        in_service = cloudwatch.Metric(
             namespace=GROUP_IN_SERVICE.namespace,
             metric_name=GROUP_IN_SERVICE.name,
             dimensions_map=group,
@@ -73,7 +73,7 @@ class NodeGroupCapacityAlarm(Construct):
         )
         shortfall = cloudwatch.MathExpression(
             expression="desired - inService",
-            using_metrics={"desired": self.desired, "inService": self.in_service},
+            using_metrics={"desired": desired, "inService": in_service},
             period=PERIOD,
             label=f"{role} nodes missing",
         )

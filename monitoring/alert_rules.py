@@ -1,6 +1,6 @@
 """Alert rules that Amazon Managed Service for Prometheus evaluates on the Ray and vLLM metrics,
 with thresholds from the configuration. Histogram quantiles need PromQL, which is why these are
-Prometheus rules and not CloudWatch alarms (README, "Operating")."""
+Prometheus rules and not CloudWatch alarms (README, "Observability and self-healing")."""
 
 from __future__ import annotations
 
