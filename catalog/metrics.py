@@ -145,6 +145,10 @@ class CloudWatchMetric:
     meaning: str
     source: str
 
+    def require_dimensions(self, dimensions: tuple[str, ...]) -> None:
+        if dimensions not in self.dimension_sets:
+            raise ValueError(f"{self.name} is not published with dimensions {dimensions}")
+
 
 _POD = (("ClusterName",), ("ClusterName", "Namespace"), ("ClusterName", "Namespace", "PodName"))
 _NODE = (("ClusterName",), ("ClusterName", "NodeName", "InstanceId"))

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 
 from constructs import Construct
+from constructs.rotating_key import rotating_key
 
 # Who publishes: CloudWatch alarms, EventBridge rules (health events) and the Amazon Managed
 # Service for Prometheus alert manager. Each needs the key to encrypt what it publishes
@@ -30,11 +30,10 @@ class AlarmTopic(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         account = Stack.of(self).account
-        self.key = kms.Key(
+        self.key = rotating_key(
             self,
             "Key",
             description="Encrypts the alarm topic's messages at rest",
-            enable_key_rotation=True,
             removal_policy=removal_policy,
         )
         self.key.add_to_resource_policy(

@@ -8,7 +8,6 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
 
 from app_config.model import Cluster as ClusterSettings
 from catalog.eks_versions import KUBERNETES
@@ -16,6 +15,7 @@ from constructs import Construct
 from constructs.checkov_skips import PROVIDER_LAMBDA_SKIPS, resources_of_type, skip_checks
 from constructs.log_encryption_key import LogEncryptionKey
 from constructs.nag_acknowledgments import acknowledge, aws_managed_policy_finding
+from constructs.rotating_key import rotating_key
 
 ALL_CONTROL_PLANE_LOGS = [
     eks.ClusterLoggingTypes.API,
@@ -55,11 +55,10 @@ class EksControlPlane(Construct):
     def __init__(self, scope: Construct, construct_id: str, props: EksControlPlaneProps) -> None:
         super().__init__(scope, construct_id)
         settings = props.settings
-        self.secrets_key = kms.Key(
+        self.secrets_key = rotating_key(
             self,
             "SecretsKey",
             description=f"Envelope encryption of Kubernetes secrets in {props.cluster_name}",
-            enable_key_rotation=True,
             removal_policy=props.removal_policy,
         )
         self.cluster = eks.Cluster(

@@ -15,12 +15,12 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_elasticache as elasticache
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
 from aws_cdk import aws_secretsmanager as secretsmanager
 
 from app_config.serving import GcsFaultTolerance
 from constructs import Construct
 from constructs.nag_acknowledgments import acknowledge
+from constructs.rotating_key import rotating_key
 
 PORT = 6379
 # ElastiCache AUTH tokens: 16-128 printable characters, of the punctuation only !&#$^<>-.
@@ -44,11 +44,10 @@ class GcsStore(Construct):
     def __init__(self, scope: Construct, construct_id: str, props: GcsStoreProps) -> None:
         super().__init__(scope, construct_id)
         settings = props.settings
-        self.key = kms.Key(
+        self.key = rotating_key(
             self,
             "Key",
             description="Encrypts the Ray GCS store and its AUTH token",
-            enable_key_rotation=True,
             removal_policy=props.removal_policy,
         )
         self.auth_token = secretsmanager.Secret(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from aws_cdk import ArnFormat, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
 
 from constructs import Construct
+from constructs.rotating_key import rotating_key
 
 
 class LogEncryptionKey(Construct):
@@ -22,13 +22,7 @@ class LogEncryptionKey(Construct):
         removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.key = kms.Key(
-            self,
-            "Key",
-            description=description,
-            enable_key_rotation=True,
-            removal_policy=removal_policy,
-        )
+        self.key = rotating_key(self, "Key", description=description, removal_policy=removal_policy)
         stack = Stack.of(self)
         # CloudWatch Logs encrypts through the key on the log group's behalf (CloudWatch Logs user
         # guide, "Encrypt log data in CloudWatch Logs using AWS KMS"); the encryption context

@@ -17,6 +17,7 @@ from aws_cdk import custom_resources as cr
 
 from catalog.metrics import GROUP_DESIRED, GROUP_IN_SERVICE
 from constructs import Construct
+from constructs.catalog_metric import catalog_metric
 
 ASG_NAME_PATH = "nodegroup.resources.autoScalingGroups.0.name"
 PERIOD = Duration.minutes(1)
@@ -55,21 +56,11 @@ class NodeGroupCapacityAlarm(Construct):
             install_latest_aws_sdk=False,
         )
         group = {"AutoScalingGroupName": lookup.get_response_field(ASG_NAME_PATH)}
-        desired = cloudwatch.Metric(
-            namespace=GROUP_DESIRED.namespace,
-            metric_name=GROUP_DESIRED.name,
-            dimensions_map=group,
-            statistic="Maximum",
-            period=PERIOD,
-            label=f"{role} desired",
+        desired = catalog_metric(
+            GROUP_DESIRED, group, statistic="Maximum", period=PERIOD, label=f"{role} desired"
         )
-        in_service = cloudwatch.Metric(
-            namespace=GROUP_IN_SERVICE.namespace,
-            metric_name=GROUP_IN_SERVICE.name,
-            dimensions_map=group,
-            statistic="Minimum",
-            period=PERIOD,
-            label=f"{role} in service",
+        in_service = catalog_metric(
+            GROUP_IN_SERVICE, group, statistic="Minimum", period=PERIOD, label=f"{role} in service"
         )
         shortfall = cloudwatch.MathExpression(
             expression="desired - inService",

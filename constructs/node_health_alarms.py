@@ -19,9 +19,9 @@ from catalog.metrics import (
     CLUSTER_FAILED_NODES,
     NODE_EFA_IMPAIRED_REMOTE,
     NODE_EFA_UNRESPONSIVE_REMOTE,
-    CloudWatchMetric,
 )
 from constructs import Construct
+from constructs.catalog_metric import catalog_metric
 
 WINDOW = Duration.minutes(5)
 
@@ -34,11 +34,12 @@ class NodeHealthAlarms(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         cluster = {"ClusterName": settings.cluster_name}
+        sums = {"statistic": "Sum", "period": WINDOW}
         efa_errors = cloudwatch.MathExpression(
             expression="unresponsive + impaired",
             using_metrics={
-                "unresponsive": self._cluster_metric(NODE_EFA_UNRESPONSIVE_REMOTE, cluster, "Sum"),
-                "impaired": self._cluster_metric(NODE_EFA_IMPAIRED_REMOTE, cluster, "Sum"),
+                "unresponsive": catalog_metric(NODE_EFA_UNRESPONSIVE_REMOTE, cluster, **sums),
+                "impaired": catalog_metric(NODE_EFA_IMPAIRED_REMOTE, cluster, **sums),
             },
             period=WINDOW,
             label="EFA remote connection errors",
@@ -56,7 +57,9 @@ class NodeHealthAlarms(Construct):
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
         not_ready_name = f"{settings.prefix}-nodes-not-ready"
-        failed_nodes = self._cluster_metric(CLUSTER_FAILED_NODES, cluster, "Maximum").create_alarm(
+        failed_nodes = catalog_metric(
+            CLUSTER_FAILED_NODES, cluster, statistic="Maximum", period=WINDOW
+        ).create_alarm(
             self,
             "NodesNotReady",
             alarm_name=not_ready_name,
@@ -86,18 +89,4 @@ class NodeHealthAlarms(Construct):
         # the SnsTopic target class would rewrite that policy from this stack.
         health_events.node.default_child.add_property_override(
             "Targets", [{"Arn": topic.topic_arn, "Id": "AlarmTopic"}]
-        )
-
-    @staticmethod
-    def _cluster_metric(
-        metric: CloudWatchMetric, dimensions: dict[str, str], statistic: str
-    ) -> cloudwatch.Metric:
-        if tuple(dimensions) not in metric.dimension_sets:
-            raise ValueError(f"{metric.name} is not published with dimensions {tuple(dimensions)}")
-        return cloudwatch.Metric(
-            namespace=metric.namespace,
-            metric_name=metric.name,
-            dimensions_map=dimensions,
-            statistic=statistic,
-            period=WINDOW,
         )

@@ -209,8 +209,7 @@ class ServingDashboard(Construct):
 
     def _pod_search(self, metric: CloudWatchMetric, role: str) -> str:
         dimensions = ("ClusterName", "Namespace", "PodName")
-        if dimensions not in metric.dimension_sets:
-            raise ValueError(f"{metric.name} is not published with dimensions {dimensions}")
+        metric.require_dimensions(dimensions)
         schema = ",".join((metric.namespace, *dimensions))
         terms = (
             f'MetricName="{metric.name}" ClusterName="{self._settings.cluster_name}" '
