@@ -7,6 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from app_config.endpoint_health import seconds_until_new_targets_healthy
 from app_config.node_labels import GPU_ROLES
 from app_config.section import CidrBlock, Section, one_of, require_consent_for_anywhere
 from catalog.ray_llm_image import DEFAULT_IMAGE_TAG, IMAGES
@@ -191,9 +192,12 @@ class Serving(Section):
     ] = Field(DEFAULT_IMAGE_TAG, description=f"Ray LLM DLC tag, one of: {', '.join(IMAGES)}.")
     upgrade_strategy: Literal["NewCluster", "None"] = Field(
         "NewCluster",
-        description="NewCluster: an image or model change starts a second Ray cluster and "
-        "switches traffic when it is healthy, which needs a second set of GPU nodes (raise "
-        "desired_size first). None: Serve config changes apply in place.",
+        description="NewCluster: a change of the image or of anything that reloads an engine "
+        "(model, context length, block size, parallelism, KV settings) starts a second Ray "
+        "cluster, which joins the endpoint once its Serve application runs; needs a second set "
+        "of GPU nodes (raise desired_size first). Replica bounds and health settings apply in "
+        "place. None: every Serve config change applies in place (engines reload while "
+        "nothing serves); image changes need a manual restart.",
     )
     model: Model = Field(Model(), description="The model to serve.")
     max_model_len: int = Field(32768, ge=512, le=1048576, description="Context length in tokens.")
@@ -205,11 +209,21 @@ class Serving(Section):
         GcsFaultTolerance(), description="Ray GCS fault tolerance with an external store."
     )
     old_cluster_deletion_delay_seconds: int = Field(
-        600,
+        180,
         ge=0,
         le=86400,
-        description="After a NewCluster upgrade switches traffic, how long the old Ray cluster "
-        "keeps running: in-flight streams finish on it before its pods go.",
+        description="After a NewCluster upgrade's new Ray cluster is ready, how long the old one "
+        "keeps serving beside it: long enough for the load balancer to register the new "
+        "workers and pass their health checks. Both versions answer meanwhile.",
+    )
+    drain_timeout_seconds: int = Field(
+        300,
+        ge=30,
+        le=3000,
+        description="How long a request in flight may take to finish when its replica, pod or "
+        "node goes away (scale-down, node drain or repair, the old cluster of an upgrade): "
+        "Serve's graceful shutdown, the workers' preStop wait, their termination grace period "
+        "and the load balancer's deregistration delay all follow it.",
     )
 
     @field_validator("name")
@@ -233,6 +247,19 @@ class Serving(Section):
             raise ValueError(
                 f"contains {clashes[0]!r}; KubeRay pod names carry the worker group ('prefill' "
                 "or 'decode'), and the dashboard tells the sides apart by it"
+            )
+        return value
+
+    @field_validator("old_cluster_deletion_delay_seconds")
+    @classmethod
+    def _overlap(cls, value: int) -> int:
+        needed = seconds_until_new_targets_healthy()
+        if value < needed:
+            raise ValueError(
+                f"{value} s is shorter than the {needed} s the load balancer needs to register "
+                "the new cluster's workers and pass their health checks "
+                "(app_config/endpoint_health.py); deleting the old cluster earlier leaves the "
+                f"endpoint without a healthy target. Use at least {needed}"
             )
         return value
 

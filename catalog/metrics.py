@@ -43,23 +43,36 @@ class PrometheusMetric:
 
     def selector(self, *, series: str = "", **labels: str) -> str:
         """A PromQL selector. ``series`` picks a histogram's ``_bucket``/``_sum``/``_count``.
-        Counters match with and without ``_total``: prometheus_client exposes the suffix while
-        Ray's own Grafana panels query without it, so either exporter is read right."""
-        matchers = [f'{key}="{value}"' for key, value in labels.items()]
-        if self.kind == "counter":
-            return "{" + ",".join([f'__name__=~"{self.name}(_total)?"', *matchers]) + "}"
+
+        Counters are read by their ``_total`` name alone. Ray exposes it in both of its export
+        modes, and in the OpenCensus mode it exposes the bare name beside it with the same
+        labels, so a ``__name__=~"x(_total)?"`` matcher makes ``increase()`` fail with "vector
+        cannot contain metrics with the same labelset" (tests/test_alert_rules_behaviour.py
+        evaluates that with promtool)."""
+        matchers = ",".join(f'{key}="{value}"' for key, value in labels.items())
         if series and self.kind != "histogram":
             raise ValueError(f"{self.name} is a {self.kind}; only histograms have {series}")
-        name = f"{self.name}{series}"
-        return f"{name}{{{','.join(matchers)}}}" if matchers else name
+        name = self.stored_name if self.kind == "counter" else f"{self.name}{series}"
+        return f"{name}{{{matchers}}}" if matchers else name
+
+    @property
+    def stored_name(self) -> str:
+        """The counter's name in every export mode (and the only one the scraper keeps)."""
+        if self.kind != "counter":
+            raise ValueError(f"{self.name} is a {self.kind}, not a counter")
+        return f"{self.name}_total"
 
     def exposed_names(self) -> tuple[str, ...]:
         """Every series name the family appears under on the metrics port."""
         if self.kind == "histogram":
             return tuple(f"{self.name}{suffix}" for suffix in ("_bucket", "_sum", "_count"))
         if self.kind == "counter":
-            return (self.name, f"{self.name}_total")
+            return (self.name, self.stored_name)
         return (self.name,)
+
+    def queried_names(self) -> tuple[str, ...]:
+        """The series names queries read: a counter's ``_total`` only."""
+        return (self.stored_name,) if self.kind == "counter" else self.exposed_names()
 
 
 TTFT = PrometheusMetric(
@@ -130,6 +143,18 @@ SCRAPED: tuple[PrometheusMetric, ...] = (
     NIXL_FAILED_TRANSFERS,
     SERVE_PROCESSING_LATENCY,
 )
+
+# Written by the scraper itself for every target it tries, whatever metric_relabel_configs keep:
+# 1 when the scrape succeeded, 0 when it failed (Prometheus docs, "Jobs and instances",
+# "Automatically generated labels and time series"). A side without any up == 1 series is a
+# side nobody is watching.
+SCRAPE_UP = PrometheusMetric(
+    "up",
+    "gauge",
+    "1 for each target the scraper read successfully, 0 for one it could not read.",
+    "Prometheus documentation, 'Jobs and instances' (automatically generated time series)",
+)
+GENERATED_BY_SCRAPER: tuple[PrometheusMetric, ...] = (SCRAPE_UP,)
 
 # The label the scraper's relabeling sets from the pod's llm-serving/role label.
 ROLE_LABEL = "role"

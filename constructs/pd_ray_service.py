@@ -62,8 +62,10 @@ class PdRayService(Construct):
             namespace.node.add_dependency(props.gcs_store)
         identity = self._apply("Identity", cluster, [*m.service_accounts, *m.network_policies])
         identity.node.add_dependency(namespace)
+        model_cache = self._apply("ModelCache", cluster, m.model_cache)
+        model_cache.node.add_dependency(namespace)
         ray_service = self._apply("RayService", cluster, [m.rayservice])
-        ray_service.node.add_dependency(identity, operators.kuberay)
+        ray_service.node.add_dependency(identity, model_cache, operators.kuberay)
         for construct_id, provider_class in (
             ("HfTokenProvider", m.secret_provider_class),
             ("GcsStoreAuthProvider", m.gcs_store_provider_class),
@@ -75,7 +77,9 @@ class PdRayService(Construct):
         if m.pod_disruption_budgets:  # kubectl fails on an empty manifest
             budgets = self._apply("DisruptionBudgets", cluster, m.pod_disruption_budgets)
             budgets.node.add_dependency(namespace)
-        binding = self._apply("EndpointBinding", cluster, [m.target_group_binding])
+        binding = self._apply(
+            "EndpointBinding", cluster, [m.endpoint_service, m.target_group_binding]
+        )
         binding.node.add_dependency(namespace, operators.load_balancer_controller)
 
     def _gcs_store_binding(self, props: PdRayServiceProps) -> GcsStoreBinding | None:

@@ -2,8 +2,8 @@
 
 CloudFormation owns the load balancer, its security group and listener, so the endpoint's DNS
 name is a stack output the moment the stack is deployed, and cdk-nag, cfn-lint and checkov see
-it. Kubernetes only binds its target group to KubeRay's Serve service (TargetGroupBinding), which
-KubeRay switches between Ray clusters without downtime.
+it. Kubernetes only binds its target group to a Service of ours that spans every Ray cluster's
+ready Serve proxies (manifests/endpoint-service.yaml; README, "Upgrades without an outage").
 """
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 
 from app_config import Settings
+from app_config import endpoint_health
 from constructs import Construct
 from constructs.checkov_skips import skip_checks
 from constructs.nag_acknowledgments import acknowledge
+from serving_manifests.drain import deregistration_delay_seconds
 from serving_manifests.names import SERVE_PORT, EndpointBinding, endpoint_client_cidrs
-
-# Ray Serve's proxy answers here once it can route (Ray Serve docs, "Health checks").
-PROXY_HEALTH_PATH = "/-/healthz"
 
 
 class ServingEndpoint(Construct):
@@ -67,10 +66,21 @@ class ServingEndpoint(Construct):
             port=SERVE_PORT,
             protocol=elbv2.Protocol.TCP,
             target_type=elbv2.TargetType.IP,
-            deregistration_delay=Duration.seconds(30),
+            # A leaving pod's streams keep their connections while its preStop drains them.
+            deregistration_delay=Duration.seconds(
+                deregistration_delay_seconds(settings.serving.drain_timeout_seconds)
+            ),
             preserve_client_ip=False,  # pods see the NLB's addresses (network policy: the VPC)
+            # Registration follows pod readiness; the check proves the proxy answers, fast
+            # enough that a new Ray cluster's targets take traffic within seconds of joining.
             health_check=elbv2.HealthCheck(
-                protocol=elbv2.Protocol.HTTP, path=PROXY_HEALTH_PATH, port=str(SERVE_PORT)
+                protocol=elbv2.Protocol.HTTP,
+                path=endpoint_health.PROXY_HEALTH_PATH,
+                port=str(SERVE_PORT),
+                interval=Duration.seconds(endpoint_health.INTERVAL_SECONDS),
+                timeout=Duration.seconds(endpoint_health.TIMEOUT_SECONDS),
+                healthy_threshold_count=endpoint_health.HEALTHY_THRESHOLD,
+                unhealthy_threshold_count=endpoint_health.UNHEALTHY_THRESHOLD,
             ),
         )
         if endpoint.certificate_arn:

@@ -7,11 +7,19 @@ from __future__ import annotations
 from typing import Any
 
 from app_config import Settings
-from catalog.metrics import INTER_TOKEN_LATENCY, NIXL_FAILED_TRANSFERS, REQUESTS_WAITING, TTFT
+from catalog.metrics import (
+    INTER_TOKEN_LATENCY,
+    NIXL_FAILED_TRANSFERS,
+    REQUESTS_WAITING,
+    SCRAPE_UP,
+    TTFT,
+)
 from monitoring import promql
 
 GROUP_NAME = "llm-serving"
 EVALUATION_INTERVAL = "1m"
+# A side whose metrics have been missing this long pages: every other rule is blind meanwhile.
+METRICS_MISSING_FOR = "10m"
 
 
 def ttft_p95_estimate() -> str:
@@ -76,4 +84,21 @@ def render_alert_rules(settings: Settings) -> dict[str, Any]:
             },
         },
     ]
+    watched = [
+        role for role, group in settings.gpu_nodes.groups().items() if group.scaling.min_size
+    ]
+    if watched:
+        rules.append(
+            {
+                "alert": "ServingMetricsMissing",
+                "expr": " or ".join(promql.nothing_scraped(SCRAPE_UP, role) for role in watched),
+                "for": METRICS_MISSING_FOR,
+                "labels": labels(),
+                "annotations": {
+                    "summary": f"{service}: no metrics scraped from a side for "
+                    f"{METRICS_MISSING_FOR}; the other alerts cannot fire meanwhile",
+                    "runbook": "README, Operating: 'ServingMetricsMissing'",
+                },
+            }
+        )
     return {"groups": [{"name": GROUP_NAME, "interval": EVALUATION_INTERVAL, "rules": rules}]}

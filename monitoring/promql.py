@@ -46,3 +46,11 @@ def grew(metric: PrometheusMetric, role: str, window: str = RATE_WINDOW) -> str:
 def rising(expression: str, window: str = RATE_WINDOW) -> str:
     """True while the expression's per-second slope over the window is positive."""
     return f"deriv(({expression})[{window}:1m]) > 0"
+
+
+def nothing_scraped(up: PrometheusMetric, role: str) -> str:
+    """A series labelled with the side when not one of its targets was scraped successfully,
+    whether the targets fail (up == 0) or have vanished (no up series at all). absent() of a
+    comparison carries no labels, so the side is written back on."""
+    missing = f"absent({up.selector(**{ROLE_LABEL: role})} == 1)"
+    return f'label_replace({missing}, "{ROLE_LABEL}", "{role}", "", "")'

@@ -22,7 +22,7 @@ def meta_label(pod_label: str) -> str:
 
 
 def kept_series_regex() -> str:
-    names = sorted(name for metric in SCRAPED for name in metric.exposed_names())
+    names = sorted(name for metric in SCRAPED for name in metric.queried_names())
     return "|".join(re.escape(name) for name in names)
 
 

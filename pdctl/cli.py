@@ -23,7 +23,7 @@ from catalog.instances import CATALOG
 from catalog.ray_llm_image import image_uri
 from pdctl import bench_job, cost, kv_plan, preflight, verify
 from pdctl.checks import Check
-from serving_manifests.names import METRICS_PORT
+from serving_manifests.names import METRICS_PORT, SERVE_PORT, endpoint_service_name
 
 app = typer.Typer(help=__doc__.splitlines()[0], no_args_is_help=True)
 console = Console()
@@ -221,7 +221,8 @@ def bench_command(
     settings = _settings(config, context)
     serving = settings.serving
     parameters = bench_job.BenchParameters(
-        base_url=f"http://{serving.name}-serve-svc.{serving.namespace}.svc:8000",
+        # The load balancer's Service: the network policies admit the bench to its pods.
+        base_url=f"http://{endpoint_service_name(settings)}.{serving.namespace}.svc:{SERVE_PORT}",
         model=serving.model.id,
         input_tokens=input_tokens,
         output_tokens=output_tokens,

@@ -17,6 +17,13 @@ SERVE_PORT = 8000
 DASHBOARD_PORT = 8265
 METRICS_PORT = 8080  # KubeRay's default metrics-export-port for Ray nodes
 METRICS_PORT_NAME = "metrics"  # the port name KubeRay itself gives it; the scraper keeps it
+# Labels KubeRay puts on every pod it creates (ray-operator/controllers/ray/utils/constant.go).
+KUBERAY_CLUSTER_LABEL = "ray.io/cluster"
+KUBERAY_NODE_TYPE_LABEL = "ray.io/node-type"
+# Written on every Ray pod template: what KubeRay hashes to decide on a new Ray cluster.
+ENGINE_FINGERPRINT_ANNOTATION = "llm-serving/engine-config"
+MODEL_CACHE_CLAIM = "model-cache"
+MODEL_CACHE_HOST_PATH = "/mnt/k8s-disks/0/llm-serving/model-cache"
 BENCH_LABELS = {"app.kubernetes.io/name": "pdctl-bench"}
 HF_TOKEN_MOUNT = "/var/run/secrets/huggingface"
 HF_TOKEN_ALIAS = "token"
@@ -54,6 +61,16 @@ class GcsStoreBinding:
 
 def endpoint_binding_name(settings: Settings) -> str:
     return f"{settings.serving.name}-endpoint"
+
+
+def endpoint_service_name(settings: Settings) -> str:
+    """Our Service behind the load balancer: every ready Serve proxy of every Ray cluster."""
+    return f"{settings.serving.name}-serve-endpoints"
+
+
+def model_cache_volume_name(settings: Settings) -> str:
+    """Cluster-scoped, so the namespace is part of the name."""
+    return f"{settings.serving.namespace}-{settings.serving.name}-model-cache"
 
 
 def kuberay_serve_service_name(settings: Settings) -> str:

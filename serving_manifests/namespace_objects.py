@@ -18,14 +18,18 @@ from serving_manifests.names import (
     HEAD_SERVICE_ACCOUNT,
     HF_TOKEN_ALIAS,
     HF_TOKEN_PROVIDER_CLASS,
+    KUBERAY_NODE_TYPE_LABEL,
     METRICS_PORT,
+    MODEL_CACHE_CLAIM,
+    MODEL_CACHE_HOST_PATH,
     RAYSERVICE_LABEL,
     SERVE_PORT,
     WORKER_SERVICE_ACCOUNT,
     EndpointBinding,
     GcsStoreBinding,
     endpoint_binding_name,
-    kuberay_serve_service_name,
+    endpoint_service_name,
+    model_cache_volume_name,
 )
 from serving_manifests.templates import load, load_all
 
@@ -119,12 +123,41 @@ def render_target_group_binding(
         name=endpoint_binding_name(settings), namespace=settings.serving.namespace
     )
     spec = document["spec"]
-    spec["serviceRef"] = {"name": kuberay_serve_service_name(settings), "port": SERVE_PORT}
+    spec["serviceRef"] = {"name": endpoint_service_name(settings), "port": SERVE_PORT}
     spec["targetGroupARN"] = binding.target_group_arn
     (rule,) = spec["networking"]["ingress"]
     rule["from"] = [{"securityGroup": {"groupID": binding.load_balancer_security_group_id}}]
     rule["ports"] = [{"protocol": "TCP", "port": SERVE_PORT}]
     return document
+
+
+def render_endpoint_service(settings: Settings) -> dict[str, Any]:
+    service = load("endpoint-service.yaml")
+    service["metadata"].update(
+        name=endpoint_service_name(settings), namespace=settings.serving.namespace
+    )
+    service["spec"]["selector"] = {
+        RAYSERVICE_LABEL: settings.serving.name,
+        KUBERAY_NODE_TYPE_LABEL: "worker",
+    }
+    (port,) = service["spec"]["ports"]
+    port.update(port=SERVE_PORT, targetPort=SERVE_PORT)
+    return service
+
+
+def render_model_cache(settings: Settings) -> list[dict[str, Any]]:
+    """The node-local weights cache: the stack's PersistentVolume and the namespace's claim."""
+    volume, claim = load_all("model-cache.yaml")
+    name = model_cache_volume_name(settings)
+    volume["metadata"]["name"] = name
+    volume["spec"]["claimRef"] = {
+        "namespace": settings.serving.namespace,
+        "name": MODEL_CACHE_CLAIM,
+    }
+    volume["spec"]["hostPath"]["path"] = MODEL_CACHE_HOST_PATH
+    claim["metadata"].update(name=MODEL_CACHE_CLAIM, namespace=settings.serving.namespace)
+    claim["spec"]["volumeName"] = name
+    return [volume, claim]
 
 
 def render_secret_provider_class(settings: Settings) -> dict[str, Any] | None:

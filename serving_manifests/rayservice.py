@@ -16,7 +16,10 @@ from app_config.node_labels import (
     SYSTEM_ROLE,
 )
 from catalog.ray_llm_image import IMAGES, image_uri
+from serving_manifests import drain
 from serving_manifests.names import (
+    DASHBOARD_PORT,
+    ENGINE_FINGERPRINT_ANNOTATION,
     GCS_STORE_AUTH,
     GCS_STORE_AUTH_KEY,
     GCS_STORE_AUTH_MOUNT,
@@ -26,13 +29,14 @@ from serving_manifests.names import (
     HF_TOKEN_PROVIDER_CLASS,
     METRICS_PORT,
     METRICS_PORT_NAME,
+    MODEL_CACHE_CLAIM,
     RAYSERVICE_LABEL,
     SERVE_PORT,
     SYSTEM_CA_BUNDLE,
     WORKER_SERVICE_ACCOUNT,
     GcsStoreBinding,
 )
-from serving_manifests.serve_config import ray_resource
+from serving_manifests.serve_config import engine_reload_fingerprint, ray_resource
 from serving_manifests.templates import load
 
 # What AWS's EFA examples request: the EFA driver's buffers live in 2 MiB huge pages.
@@ -45,13 +49,17 @@ SHM_SHARE = 0.10  # /dev/shm for NCCL and Ray's object store spill, memory-backe
 # checkov's pod checks that these pods cannot meet, with why; written as checkov.io/skip
 # annotations on the pod templates, so the reasons travel with the pods.
 POD_CHECKOV_SKIPS = {
-    "CKV_K8S_8": "KubeRay injects its own liveness probe (ray health-check) into Ray containers",
-    "CKV_K8S_9": "KubeRay injects its own readiness probe (ray health-check) into Ray containers",
+    "CKV_K8S_8": "KubeRay injects its own liveness probe (the dashboard agent's /api/healthz) "
+    "into Ray containers",
+    "CKV_K8S_9": "KubeRay injects the head's readiness probe; the workers carry ours",
     "CKV_K8S_22": "Ray writes session state, logs and spill files under /tmp/ray in the image",
     "CKV_K8S_23": "The Ray LLM Deep Learning Container runs as root",
     "CKV_K8S_40": "The Ray LLM Deep Learning Container runs as root",
     "CKV_K8S_37": "Only NET_RAW is dropped; the image's entrypoint is not verified with no caps",
     "CKV_K8S_38": "IRSA and the head's autoscaler sidecar need the service account token",
+    "CKV_K8S_15": "IfNotPresent on purpose: a node keeps the image bytes it pulled first, so a "
+    "recreated pod cannot run a newer patch release of the tag than the rest of its Ray "
+    "cluster (Ray and NIXL need identical versions on every node)",
     "CKV_K8S_43": "Pinned by tag in catalog/ray_llm_image.py; the digest differs per regional "
     "registry and changes with AWS patch releases of the same tag",
 }
@@ -70,10 +78,14 @@ def render_rayservice(
     spec["rayClusterDeletionDelaySeconds"] = serving.old_cluster_deletion_delay_seconds
     cluster = spec["rayClusterConfig"]
     cluster["rayVersion"] = IMAGES[serving.image_tag].ray_version
+    annotations = {
+        ENGINE_FINGERPRINT_ANNOTATION: engine_reload_fingerprint(serve_config),
+        **checkov_skip_annotations(),
+    }
 
     head = cluster["headGroupSpec"]["template"]
     head["metadata"]["labels"][RAYSERVICE_LABEL] = serving.name
-    head["metadata"]["annotations"] = checkov_skip_annotations()
+    head["metadata"]["annotations"] = dict(annotations)
     head["spec"]["serviceAccountName"] = HEAD_SERVICE_ACCOUNT
     head["spec"]["nodeSelector"] = {ROLE_LABEL: SYSTEM_ROLE}
     (head_container,) = head["spec"]["containers"]
@@ -84,12 +96,19 @@ def render_rayservice(
 
     (worker_skeleton,) = cluster["workerGroupSpecs"]
     cluster["workerGroupSpecs"] = [
-        _worker_group(copy.deepcopy(worker_skeleton), settings, role, image) for role in GPU_ROLES
+        _worker_group(copy.deepcopy(worker_skeleton), settings, role, image, annotations)
+        for role in GPU_ROLES
     ]
     return service
 
 
-def _worker_group(group: dict[str, Any], settings: Settings, role: str, image: str) -> dict:
+def _worker_group(
+    group: dict[str, Any],
+    settings: Settings,
+    role: str,
+    image: str,
+    annotations: dict[str, str],
+) -> dict:
     node_group = settings.gpu_nodes.groups()[role]
     instance, placement = node_group.instance, node_group.placement(role)
     group["groupName"] = role
@@ -101,9 +120,11 @@ def _worker_group(group: dict[str, Any], settings: Settings, role: str, image: s
 
     pod = group["template"]
     pod["metadata"]["labels"].update({RAYSERVICE_LABEL: settings.serving.name, ROLE_LABEL: role})
-    pod["metadata"]["annotations"] = checkov_skip_annotations()
+    pod["metadata"]["annotations"] = dict(annotations)
     spec = pod["spec"]
     spec["serviceAccountName"] = WORKER_SERVICE_ACCOUNT
+    drain_timeout = settings.serving.drain_timeout_seconds
+    spec["terminationGracePeriodSeconds"] = drain.termination_grace_seconds(drain_timeout)
     spec["nodeSelector"] = dict(placement.labels)
     spec["tolerations"] = [
         {"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect}
@@ -128,6 +149,17 @@ def _worker_group(group: dict[str, Any], settings: Settings, role: str, image: s
     (container,) = spec["containers"]
     container["image"] = image
     _set_ports(container)
+    container["env"].extend(
+        {"name": name, "value": str(value)}
+        for name, value in {
+            "LLM_SERVING_SERVE_PORT": SERVE_PORT,
+            "LLM_SERVING_DASHBOARD_PORT": DASHBOARD_PORT,
+            "LLM_SERVING_DRAIN_SECONDS": drain_timeout,
+            "LLM_SERVING_DRAIN_SETTLE_SECONDS": drain.SETTLE_SECONDS,
+            "LLM_SERVING_DRAIN_POLL_SECONDS": drain.POLL_SECONDS,
+            "LLM_SERVING_DRAIN_METRICS_URL": f"http://localhost:{METRICS_PORT}/metrics",
+        }.items()
+    )
     memory_gib = int(instance.memory_gib * MEMORY_REQUEST_SHARE)
     resources = {
         "cpu": str(instance.vcpus - RESERVED_VCPUS),
@@ -140,6 +172,8 @@ def _worker_group(group: dict[str, Any], settings: Settings, role: str, image: s
     for volume in spec["volumes"]:
         if volume["name"] == "dshm":
             volume["emptyDir"]["sizeLimit"] = f"{int(instance.memory_gib * SHM_SHARE)}Gi"
+        if "persistentVolumeClaim" in volume:
+            volume["persistentVolumeClaim"]["claimName"] = MODEL_CACHE_CLAIM
     if settings.serving.model.hf_token_secret_arn:
         _mount_hf_token(spec, container)
     return group

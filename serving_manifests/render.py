@@ -8,7 +8,9 @@ from typing import Any
 from app_config import Settings
 from serving_manifests.names import EndpointBinding, GcsStoreBinding
 from serving_manifests.namespace_objects import (
+    render_endpoint_service,
     render_gcs_store_provider_class,
+    render_model_cache,
     render_namespace,
     render_network_policies,
     render_pod_disruption_budgets,
@@ -29,9 +31,11 @@ class ServingManifests:
     network_policies: list[dict[str, Any]]
     secret_provider_class: dict[str, Any] | None  # needs the Secrets Store CSI driver's CRDs
     gcs_store_provider_class: dict[str, Any] | None  # likewise
+    model_cache: list[dict[str, Any]]  # the PersistentVolume and its claim
     pod_disruption_budgets: list[dict[str, Any]]
     serve_config: dict[str, Any]
     rayservice: dict[str, Any]  # needs KubeRay's CRDs
+    endpoint_service: dict[str, Any]
     target_group_binding: dict[str, Any] | None  # needs the load balancer and its controller
 
     def all(self) -> list[dict[str, Any]]:
@@ -46,8 +50,10 @@ class ServingManifests:
             *self.service_accounts,
             *self.network_policies,
             *optional,
+            *self.model_cache,
             self.rayservice,
             *self.pod_disruption_budgets,
+            self.endpoint_service,
             *binding,
         ]
 
@@ -74,8 +80,10 @@ def render(
         network_policies=render_network_policies(settings, gcs_store),
         secret_provider_class=render_secret_provider_class(settings),
         gcs_store_provider_class=render_gcs_store_provider_class(settings, gcs_store),
+        model_cache=render_model_cache(settings),
         pod_disruption_budgets=render_pod_disruption_budgets(settings),
         serve_config=serve_config,
         rayservice=render_rayservice(settings, serve_config, gcs_store),
+        endpoint_service=render_endpoint_service(settings),
         target_group_binding=render_target_group_binding(settings, endpoint),
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any
 
 from app_config import Settings
@@ -11,6 +13,19 @@ from serving_manifests.templates import load
 
 PD_BUILDER = "ray.serve.llm:build_pd_openai_app"
 NIXL_CONNECTOR = "NixlConnector"
+# Deployment options Serve changes on running replicas ("lightweight" updates: Ray Serve docs,
+# "Updating a Serve application in place"). Every other change to an LLM config reaches the
+# engine's constructor, so Serve replaces the replicas and the model reloads.
+IN_PLACE_DEPLOYMENT_OPTIONS = frozenset(
+    {
+        "autoscaling_config",
+        "num_replicas",
+        "health_check_period_s",
+        "health_check_timeout_s",
+        "graceful_shutdown_wait_loop_s",
+        "graceful_shutdown_timeout_s",
+    }
+)
 
 
 def ray_resource(role: str) -> str:
@@ -49,10 +64,12 @@ def _fill_llm_config(llm: dict[str, Any], settings: Settings, role: str) -> None
     kwargs["kv_transfer_config"]["kv_connector_extra_config"]["backends"] = [
         serving.kv_transfer.backend
     ]
-    llm["deployment_config"]["autoscaling_config"] = {
+    deployment = llm["deployment_config"]
+    deployment["autoscaling_config"] = {
         "min_replicas": engine.min_replicas,
         "max_replicas": engine.max_replicas,
     }
+    deployment["graceful_shutdown_timeout_s"] = serving.drain_timeout_seconds
     # Ray Serve LLM repeats this bundle once per engine worker (TP x PP times).
     llm["placement_group_config"]["bundle_per_worker"] = {"CPU": 1, "GPU": 1, ray_resource(role): 1}
 
@@ -65,3 +82,21 @@ def _model_source(settings: Settings) -> str | dict[str, str]:
     """
     model = settings.serving.model
     return {"bucket_uri": model.s3_uri} if model.s3_uri else model.id
+
+
+def engine_reload_fingerprint(serve_config: dict[str, Any]) -> str:
+    """A digest of everything in the Serve config whose change reloads an engine.
+
+    KubeRay 1.7 starts a new Ray cluster only when ``rayClusterConfig`` changes (its hash leaves
+    out replica counts and tolerations; ray-operator utils.GenerateHashWithoutReplicasAndWorkers-
+    ToDelete) and applies ``serveConfigV2`` to the running cluster. Written on the pod templates,
+    this digest turns an engine-reloading Serve change into a cluster change, so a NewCluster
+    upgrade loads the new engines beside the old ones instead of in their place."""
+    reloading = json.loads(json.dumps(serve_config))
+    for application in reloading["applications"]:
+        for role in GPU_ROLES:
+            deployment = application["args"][f"{role}_config"].get("deployment_config", {})
+            for option in IN_PLACE_DEPLOYMENT_OPTIONS:
+                deployment.pop(option, None)
+    canonical = json.dumps(reloading, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from app_config import Settings
+from app_config import Settings, load_settings
 from serving_manifests import ServingManifests, render
 from serving_manifests.names import EndpointBinding, GcsStoreBinding
 
@@ -80,6 +80,11 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
 
 def context_for(name: str, **extra: str) -> dict[str, Any]:
     return {**cdk_json_context(), **CONFIGURATIONS[name], **extra}
+
+
+def settings_for(name: str, **extra: str) -> Settings:
+    """A configuration under test, validated as `cdk synth` would, without synthesizing."""
+    return load_settings(context_for(name, **extra), {})
 
 
 # What CloudFormation returns once the serving stack exists, for rendering manifests offline.

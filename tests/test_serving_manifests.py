@@ -21,7 +21,7 @@ from serving_manifests.names import (
     RAYSERVICE_LABEL,
     SERVE_PORT,
     WORKER_SERVICE_ACCOUNT,
-    kuberay_serve_service_name,
+    endpoint_service_name,
 )
 from serving_manifests.namespace_objects import IRSA_ANNOTATION
 from serving_manifests.rayservice import HUGEPAGES
@@ -352,12 +352,14 @@ def test_network_policies_deny_by_default_and_open_the_endpoint_to_allowed_cidrs
         assert labels.get(RAYSERVICE_LABEL, settings.serving.name) == settings.serving.name
 
 
-def test_load_balancer_targets_the_serve_service_kuberay_switches(rendered) -> None:
+def test_load_balancer_targets_every_ready_proxy_of_every_ray_cluster(rendered) -> None:
     settings, manifests = rendered
     binding = manifests.target_group_binding
     assert binding["metadata"]["namespace"] == settings.serving.namespace
     spec = binding["spec"]
-    assert spec["serviceRef"] == {"name": kuberay_serve_service_name(settings), "port": SERVE_PORT}
+    assert spec["serviceRef"] == {"name": endpoint_service_name(settings), "port": SERVE_PORT}
+    selector = manifests.endpoint_service["spec"]["selector"]
+    assert "ray.io/cluster" not in selector  # spans the old and the new cluster of an upgrade
     assert spec["targetGroupARN"] == BINDING.target_group_arn
     assert spec["targetType"] == "ip"
     (rule,) = spec["networking"]["ingress"]

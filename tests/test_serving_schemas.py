@@ -24,10 +24,14 @@ from catalog.ray_llm_image import IMAGES
 from serving_manifests import ServingManifests
 from serving_manifests.rayservice import POD_CHECKOV_SKIPS
 from tests.checkov import run_checkov
-from tests.configurations import CONFIGURATIONS, context_for, render_deployed
+from tests.configurations import PROJECT_ROOT, CONFIGURATIONS, context_for, render_deployed
 from tools.write_manifests import write_manifests
 
 CRD_ENV = "KUBERAY_CRD"
+# Where the project's shared data sits beside a clone; KUBERAY_CRD overrides it.
+DEFAULT_CRD = (
+    PROJECT_ROOT.parent / "shared" / "schemas" / "kuberay-v1.7.0" / "ray.io_rayservices.yaml"
+)
 
 
 @pytest.fixture(scope="module", params=list(CONFIGURATIONS))
@@ -54,11 +58,13 @@ def _strict(schema: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def rayservice_validator() -> jsonschema.Draft4Validator:
-    path = os.environ.get(CRD_ENV)
-    if not path or not Path(path).is_file():
+    path = os.environ.get(CRD_ENV) or str(DEFAULT_CRD)
+    if not Path(path).is_file():
         if os.environ.get("CI"):
             pytest.fail(f"{CRD_ENV} must point at the KubeRay RayService CRD in CI (got {path!r})")
-        pytest.skip(f"set {CRD_ENV} to the KubeRay v1.7.0 RayService CRD (ray.io_rayservices.yaml)")
+        pytest.skip(
+            f"no KubeRay CRD at {path}: set {CRD_ENV} to the v1.7.0 ray.io_rayservices.yaml"
+        )
     crd = yaml.safe_load(Path(path).read_text())
     (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
     return jsonschema.Draft4Validator(_strict(version["schema"]["openAPIV3Schema"]))
