@@ -169,11 +169,12 @@ class GpuNodeGroup(Section):
     )
     capacity: Capacity = Field(Capacity(), description="Where the instances come from.")
     root_volume_gib: int = Field(
-        300,
-        ge=100,
+        100,
+        ge=50,
         le=16384,
-        description="Encrypted gp3 root volume: the 20+ GB Ray LLM image is stored compressed "
-        "and unpacked, plus logs. Model weights go to the RAID0 of local NVMe disks.",
+        description="Encrypted gp3 root volume (gp3 baseline speed). It holds the operating "
+        "system and the system logs only: nodeadm's RAID0 of the local NVMe disks takes "
+        "containerd (the 20+ GB image), kubelet, pod logs and the model cache.",
     )
     labels: dict[LabelKey, str] = Field({}, description="Extra node labels.")
     taints: list[Taint] = Field([], description="Extra node taints.")
@@ -228,6 +229,14 @@ class GpuNodes(Section):
                 f"prefill {prefill.name} and decode {decode.name} cannot exchange EFA traffic "
                 "(p4d and p4de talk EFA only to their own type); use the same type on both "
                 "sides, or p5-class types on both"
+            )
+        if prefill.vllm_attention_backend != decode.vllm_attention_backend:
+            raise ValueError(
+                f"prefill {prefill.name} ({prefill.gpu_model}) and decode {decode.name} "
+                f"({decode.gpu_model}) would never exchange KV: vLLM 0.26 runs "
+                f"{prefill.vllm_attention_backend} on one and {decode.vllm_attention_backend} on "
+                "the other, and NIXL's handshake refuses a backend mismatch; use one GPU "
+                "generation on both sides (Hopper: p5, p5e, p5en; Blackwell: p6-b200)"
             )
         return self
 
@@ -306,6 +315,17 @@ class Cluster(Section):
         "stack's own admin role).",
     )
     system_nodes: SystemNodes = Field(SystemNodes(), description="The system node group.")
+    support_type: Literal["STANDARD", "EXTENDED"] = Field(
+        "STANDARD",
+        description="What EKS does when the Kubernetes version leaves standard support: "
+        "STANDARD upgrades the control plane automatically; EXTENDED keeps the version and "
+        "bills extended support per cluster hour (EKS user guide, 'Cluster upgrade policy').",
+    )
+    control_plane_log_retention_days: LogRetentionDays = Field(
+        90,
+        description="Retention of the control plane's log group /aws/eks/<cluster>/cluster, "
+        "which the stack creates (KMS-encrypted) before EKS would create it without either.",
+    )
 
     @field_validator("admin_principal_arns")
     @classmethod

@@ -10,6 +10,9 @@ Sources (AWS documentation, checked 2026-10):
   https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html (one EFA per network
   card; EFA-only interfaces on every EFA-capable instance since 2024-10)
 - [nvidia] NVIDIA A100, H100/H200 and B200 datasheets (dense BF16 Tensor Core TFLOPS, SXM).
+- [vllm] vLLM v0.26.0, vllm/platforms/cuda.py: the attention backend chosen when none is set
+  (FLASH_ATTN on compute capability 8.x and 9.x, FLASHINFER on 10.x); NIXL's handshake in
+  vllm/distributed/kv_transfer/kv_connector/v1/nixl compares the two sides' backends.
 - [ray] Ray, python/ray/util/accelerators/accelerators.py and the NVIDIA GPU auto-detection in
   ray/_private/accelerators/nvidia_gpu.py: the node resource is ``accelerator_type:<name>`` with
   the name taken from the GPU's NVML name (A100 for both A100 sizes).
@@ -36,6 +39,7 @@ class GpuInstance:
     vcpus: int  # [specs]
     memory_gib: int  # [specs]
     gpu_bf16_tflops: int  # dense BF16 tensor throughput per GPU [nvidia]
+    vllm_attention_backend: str  # vLLM 0.26's default for this GPU generation [vllm]
 
     @property
     def has_local_nvme(self) -> bool:
@@ -49,29 +53,34 @@ def _p4(name: str, gpu_memory_gib: int, peer_group: str) -> GpuInstance:
         name=name, gpus=8, gpu_model="A100", gpu_memory_gib=gpu_memory_gib, network_cards=4,
         efa_bandwidth_gbps=400, efa_only_interfaces=True, ray_accelerator_type="A100",
         nvme_disks=8, nvme_disk_gb=1000, efa_peer_group=peer_group, vcpus=96, memory_gib=1152,
-        gpu_bf16_tflops=312,
+        gpu_bf16_tflops=312, vllm_attention_backend="FLASH_ATTN",
     )  # fmt: skip
 
 
 def _p5_class(
-    name: str, gpu: str, gpu_memory_gib: int, network_cards: int, tflops: int
+    name: str, gpu: str, gpu_memory_gib: int, network_cards: int, tflops: int, attention: str
 ) -> GpuInstance:
     return GpuInstance(
         name=name, gpus=8, gpu_model=gpu, gpu_memory_gib=gpu_memory_gib,
         network_cards=network_cards, efa_bandwidth_gbps=3200, efa_only_interfaces=True,
         ray_accelerator_type=gpu, nvme_disks=8, nvme_disk_gb=3800, efa_peer_group="p5+",
-        vcpus=192, memory_gib=2048, gpu_bf16_tflops=tflops,
+        vcpus=192, memory_gib=2048, gpu_bf16_tflops=tflops, vllm_attention_backend=attention,
     )  # fmt: skip
 
+
+HOPPER = "FLASH_ATTN"
+BLACKWELL = "FLASHINFER"
 
 CATALOG: dict[str, GpuInstance] = {
     instance.name: instance
     for instance in (
         _p4("p4d.24xlarge", gpu_memory_gib=40, peer_group="p4d"),
         _p4("p4de.24xlarge", gpu_memory_gib=80, peer_group="p4de"),
-        _p5_class("p5.48xlarge", "H100", gpu_memory_gib=80, network_cards=32, tflops=989),
-        _p5_class("p5e.48xlarge", "H200", gpu_memory_gib=141, network_cards=32, tflops=989),
-        _p5_class("p5en.48xlarge", "H200", gpu_memory_gib=141, network_cards=16, tflops=989),
-        _p5_class("p6-b200.48xlarge", "B200", gpu_memory_gib=179, network_cards=8, tflops=2250),
+        _p5_class("p5.48xlarge", "H100", 80, network_cards=32, tflops=989, attention=HOPPER),
+        _p5_class("p5e.48xlarge", "H200", 141, network_cards=32, tflops=989, attention=HOPPER),
+        _p5_class("p5en.48xlarge", "H200", 141, network_cards=16, tflops=989, attention=HOPPER),
+        _p5_class(
+            "p6-b200.48xlarge", "B200", 179, network_cards=8, tflops=2250, attention=BLACKWELL
+        ),
     )
 }

@@ -228,6 +228,14 @@ GROUP_IN_SERVICE = CloudWatchMetric(
     "Nodes of the node group in service.",
     AUTO_SCALING_SOURCE,
 )
+# Sent only when not zero: an alarm on it treats missing data as "no failure".
+RULE_FAILED_INVOCATIONS = CloudWatchMetric(
+    "AWS/Events",
+    "FailedInvocations",
+    (("RuleName",),),
+    "Events a rule could not deliver to its target, after retries.",
+    "EventBridge user guide, 'Monitoring Amazon EventBridge'",
+)
 
 CLOUDWATCH_METRICS: tuple[CloudWatchMetric, ...] = (
     POD_GPU_UTILIZATION,
@@ -240,4 +248,5 @@ CLOUDWATCH_METRICS: tuple[CloudWatchMetric, ...] = (
     CLUSTER_FAILED_NODES,
     GROUP_DESIRED,
     GROUP_IN_SERVICE,
+    RULE_FAILED_INVOCATIONS,
 )

@@ -13,8 +13,19 @@ from constructs.rotating_key import rotating_key
 # Who publishes: CloudWatch alarms, EventBridge rules (health events) and the Amazon Managed
 # Service for Prometheus alert manager. Each needs the key to encrypt what it publishes
 # (SNS developer guide, "Configure AWS KMS permissions for AWS services").
-PUBLISHERS = ("cloudwatch.amazonaws.com", "events.amazonaws.com", "aps.amazonaws.com")
+CLOUDWATCH = "cloudwatch.amazonaws.com"
+EVENTBRIDGE = "events.amazonaws.com"
 PROMETHEUS = "aps.amazonaws.com"
+PUBLISHERS = (CLOUDWATCH, EVENTBRIDGE, PROMETHEUS)
+# Publishers whose key-policy statement carries no source condition. EventBridge: the SNS
+# developer guide ("Enable compatibility between event sources from AWS services and encrypted
+# topics") says aws:SourceAccount, aws:SourceArn and aws:SourceOrgID in a KMS key policy are not
+# supported for EventBridge to encrypted topics; with one, every delivery fails silently. AMP:
+# its guide ("Permission to send alert messages to your Amazon SNS topic") asks the key for
+# kms:GenerateDataKey* and kms:Decrypt and documents its source conditions on the topic policy
+# only. Both stay scoped by the topic policy below, which keeps the source conditions, and by
+# the key serving this one topic.
+UNCONDITIONED_KEY_USERS = (EVENTBRIDGE, PROMETHEUS)
 
 
 class AlarmTopic(Construct):
@@ -36,12 +47,20 @@ class AlarmTopic(Construct):
             description="Encrypts the alarm topic's messages at rest",
             removal_policy=removal_policy,
         )
+        key_actions = ["kms:GenerateDataKey*", "kms:Decrypt"]
         self.key.add_to_resource_policy(
             iam.PolicyStatement(
-                actions=["kms:GenerateDataKey*", "kms:Decrypt"],
-                principals=[iam.ServicePrincipal(service) for service in PUBLISHERS],
+                actions=key_actions,
+                principals=[iam.ServicePrincipal(CLOUDWATCH)],
                 resources=["*"],  # in a key policy, "*" means this key
                 conditions={"StringEquals": {"aws:SourceAccount": account}},
+            )
+        )
+        self.key.add_to_resource_policy(
+            iam.PolicyStatement(
+                actions=key_actions,
+                principals=[iam.ServicePrincipal(s) for s in UNCONDITIONED_KEY_USERS],
+                resources=["*"],
             )
         )
         self.topic = sns.Topic(

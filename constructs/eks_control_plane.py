@@ -13,6 +13,7 @@ from app_config.model import Cluster as ClusterSettings
 from catalog.eks_versions import KUBERNETES
 from constructs import Construct
 from constructs.checkov_skips import PROVIDER_LAMBDA_SKIPS, resources_of_type, skip_checks
+from constructs.encrypted_log_group import encrypted_log_group
 from constructs.log_encryption_key import LogEncryptionKey
 from constructs.nag_acknowledgments import acknowledge, aws_managed_policy_finding
 from constructs.rotating_key import rotating_key
@@ -81,8 +82,28 @@ class EksControlPlane(Construct):
             secrets_encryption_key=self.secrets_key,
             cluster_logging=ALL_CONTROL_PLANE_LOGS,
         )
+        cfn_cluster = self.cluster.node.default_child
+        # Explicit, so nobody is moved to extended-support billing (or upgraded) by surprise.
+        cfn_cluster.add_property_override("UpgradePolicy.SupportType", settings.support_type)
+        self.log_key = LogEncryptionKey(
+            self,
+            "ProviderLogKey",
+            description="Encrypts the control plane's and the kubectl provider's logs",
+            removal_policy=props.removal_policy,
+        ).key
+        # EKS creates /aws/eks/<name>/cluster itself when logging starts, with no retention and
+        # no key, unless it exists: so it is created first, and the cluster waits for it.
+        self.control_plane_logs = encrypted_log_group(
+            self,
+            "ControlPlaneLogs",
+            key=self.log_key,
+            retention_days=settings.control_plane_log_retention_days,
+            removal_policy=props.removal_policy,
+            log_group_name=f"/aws/eks/{props.cluster_name}/cluster",
+        )
+        self.cluster.node.add_dependency(self.control_plane_logs)
         self._acknowledge_cdk_managed_parts()
-        self._harden_kubectl_provider(props.removal_policy)
+        self._harden_kubectl_provider()
         self.admin_role = iam.Role(
             self,
             "AdminRole",
@@ -104,18 +125,12 @@ class EksControlPlane(Construct):
             ],
         )
 
-    def _harden_kubectl_provider(self, removal_policy: RemovalPolicy) -> None:
+    def _harden_kubectl_provider(self) -> None:
         """Encrypt the provider's log groups (aws-cdk-lib leaves them on the default key) and
         record why checkov's Lambda checks do not apply to its functions."""
         provider = self.cluster.kubectl_provider
-        log_key = LogEncryptionKey(
-            self,
-            "ProviderLogKey",
-            description="Encrypts the kubectl provider's Lambda logs",
-            removal_policy=removal_policy,
-        ).key
         for log_group in resources_of_type(provider, "AWS::Logs::LogGroup"):
-            log_group.add_property_override("KmsKeyId", log_key.key_arn)
+            log_group.add_property_override("KmsKeyId", self.log_key.key_arn)
         for function in resources_of_type(provider, "AWS::Lambda::Function"):
             skip_checks(function, PROVIDER_LAMBDA_SKIPS)
 

@@ -13,13 +13,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import yaml
-from aws_cdk import Fn, Stack
+from aws_cdk import Fn, RemovalPolicy, Stack
 from aws_cdk import aws_aps as aps
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 
 from app_config import Settings
 from constructs import Construct
+from constructs.encrypted_log_group import encrypted_log_group
 from monitoring.alert_rules import GROUP_NAME, render_alert_rules
 from monitoring.alertmanager import render_alertmanager_definition
 from monitoring.scrape_config import render_scrape_config
@@ -34,6 +36,8 @@ class ManagedPrometheusProps:
     subnets: list[ec2.ISubnet]
     security_group_id: str
     topic: sns.ITopic
+    log_key: kms.IKey
+    removal_policy: RemovalPolicy
 
 
 class ManagedPrometheus(Construct):
@@ -43,8 +47,20 @@ class ManagedPrometheus(Construct):
         super().__init__(scope, construct_id)
         settings = props.settings
         region = Stack.of(self).region
-        # Encrypted at rest with an AWS owned key: AMP documents that workspaces with a
-        # customer managed key cannot take ingestion from managed scrapers.
+        # The ruler's and the alert manager's own errors (a rule that fails to evaluate, a
+        # notification SNS refused) land here; without it a broken alerting path is silent.
+        self.logs = encrypted_log_group(
+            self,
+            "WorkspaceLogs",
+            key=props.log_key,
+            retention_days=settings.observability.log_retention_days,
+            removal_policy=props.removal_policy,
+            log_group_name=f"/aws/vendedlogs/prometheus/{settings.prefix}-serving",
+        )
+        # Encrypted at rest with an AWS owned key. The AMP user guide ("Encryption at rest")
+        # notes that workspaces created with a customer managed key cannot use AWS managed
+        # collectors for ingestion, and the key cannot be changed after creation; the scraper's
+        # RoleConfiguration is for cross-account scraping, not for keys.
         self.workspace = aps.CfnWorkspace(
             self,
             "Workspace",
@@ -53,6 +69,9 @@ class ManagedPrometheus(Construct):
                 retention_period_in_days=settings.observability.metrics_retention_days
             ),
             alert_manager_definition=render_alertmanager_definition(props.topic.topic_arn, region),
+            logging_configuration=aps.CfnWorkspace.LoggingConfigurationProperty(
+                log_group_arn=self.logs.log_group_arn  # ends in :*, as AMP requires
+            ),
         )
         self.query_url = Fn.join(
             "",

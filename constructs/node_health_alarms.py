@@ -19,6 +19,7 @@ from catalog.metrics import (
     CLUSTER_FAILED_NODES,
     NODE_EFA_IMPAIRED_REMOTE,
     NODE_EFA_UNRESPONSIVE_REMOTE,
+    RULE_FAILED_INVOCATIONS,
 )
 from constructs import Construct
 from constructs.catalog_metric import catalog_metric
@@ -49,8 +50,10 @@ class NodeHealthAlarms(Construct):
             self,
             "EfaErrors",
             alarm_name=efa_name,
-            alarm_description="EFA reported unresponsive or impaired remote connections. See "
-            f"README, Operating: '{efa_name}'.",
+            alarm_description="EFA reported unresponsive or impaired remote connections. No "
+            "data counts as no errors (no GPU node reporting); a Container Insights agent that "
+            f"stopped reporting shows in the nodes-not-ready alarm. See README, Operating: "
+            f"'{efa_name}'.",
             threshold=settings.observability.alarms.efa_error_events_threshold,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             evaluation_periods=1,
@@ -63,17 +66,16 @@ class NodeHealthAlarms(Construct):
             self,
             "NodesNotReady",
             alarm_name=not_ready_name,
-            alarm_description="A node of the cluster has been NotReady for 10 minutes. See "
-            f"README, Operating: '{not_ready_name}'.",
+            alarm_description="A node of the cluster has been NotReady for 10 minutes, or "
+            "Container Insights has reported nothing for 10 minutes (the system nodes always "
+            "report: silence means the monitoring path is broken). See README, Operating: "
+            f"'{not_ready_name}'.",
             threshold=0,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             evaluation_periods=2,
-            treat_missing_data=cloudwatch.TreatMissingData.MISSING,
+            treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
         )
-        self.alarms = [efa_alarm, failed_nodes]
-        for alarm in self.alarms:
-            alarm.add_alarm_action(actions.SnsAction(topic))
-            alarm.add_ok_action(actions.SnsAction(topic))
+        delivery_name = f"{settings.prefix}-health-events-undelivered"
         health_events = events.Rule(
             self,
             "Ec2HealthEvents",
@@ -90,3 +92,24 @@ class NodeHealthAlarms(Construct):
         health_events.node.default_child.add_property_override(
             "Targets", [{"Arn": topic.topic_arn, "Id": "AlarmTopic"}]
         )
+        undelivered = catalog_metric(
+            RULE_FAILED_INVOCATIONS,
+            {"RuleName": health_events.rule_name},
+            statistic="Sum",
+            period=WINDOW,
+        ).create_alarm(
+            self,
+            "HealthEventsUndelivered",
+            alarm_name=delivery_name,
+            alarm_description="EventBridge could not deliver an AWS Health event to the alarm "
+            "topic (the topic's policy or its key refuses EventBridge). Check the topic's key "
+            f"policy. See README, Operating: '{delivery_name}'.",
+            threshold=0,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=1,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+        )
+        self.alarms = [efa_alarm, failed_nodes, undelivered]
+        for alarm in self.alarms:
+            alarm.add_alarm_action(actions.SnsAction(topic))
+            alarm.add_ok_action(actions.SnsAction(topic))

@@ -12,8 +12,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 
-from app_config import Settings
-from app_config import endpoint_health
+from app_config import Settings, endpoint_health
 from constructs import Construct
 from constructs.checkov_skips import skip_checks
 from constructs.nag_acknowledgments import acknowledge

@@ -8,6 +8,7 @@ from aws_cdk import aws_iam as iam
 
 from app_config.model import SystemNodes
 from app_config.node_labels import ROLE_LABEL, SYSTEM_ROLE
+from catalog.eks_versions import KUBERNETES
 from constructs import Construct
 
 # AL2023's root device; a launch template volume under another name would be a second disk.
@@ -63,7 +64,11 @@ class SystemNodeGroup(Construct):
             desired_size=scaling.desired_size,
             max_size=scaling.max_size,
             max_unavailable=1,
+            force_update=False,  # respect CoreDNS's and the Ray head's disruption budgets
             enable_node_auto_repair=True,
             labels=self.labels,
             subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
         )
+        # Follows the cluster's version visibly (README, "Upgrading"); on-demand CPU capacity
+        # makes EKS's default surge update safe here.
+        self.nodegroup.node.default_child.add_property_override("Version", KUBERNETES.minor)

@@ -8,8 +8,15 @@ from app_config import Settings
 
 
 def removal_policy(settings: Settings) -> RemovalPolicy:
-    """What `cdk destroy` does to keys and log groups (resources that hold data)."""
-    return RemovalPolicy.RETAIN if settings.retain_data_on_destroy else RemovalPolicy.DESTROY
+    """What `cdk destroy` does to keys and log groups (resources that hold data).
+
+    Retained except when the create that made them rolls back (CloudFormation's
+    RetainExceptOnCreate): several log groups have names fixed by AWS (Container Insights, the
+    EKS control plane), and a retained leftover of a failed first deploy would make the retry
+    fail with "already exists"."""
+    if settings.retain_data_on_destroy:
+        return RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE
+    return RemovalPolicy.DESTROY
 
 
 def environment(settings: Settings) -> Environment:

@@ -37,6 +37,12 @@ class ObservabilityStack(Stack):
         # By ARN: the cluster stack's topic policy already admits CloudWatch, EventBridge and
         # AMP; targets added here must not rewrite it from this stack.
         topic = sns.Topic.from_topic_arn(self, "AlarmTopic", topic.topic_arn)
+        log_key = LogEncryptionKey(
+            self,
+            "LogKey",
+            description="Encrypts the observability stack's logs (Lambda, Prometheus workspace)",
+            removal_policy=removal_policy(settings),
+        ).key
         self.prometheus = ManagedPrometheus(
             self,
             "Prometheus",
@@ -46,14 +52,10 @@ class ObservabilityStack(Stack):
                 subnets=vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS).subnets,
                 security_group_id=cluster.cluster_security_group_id,
                 topic=topic,
+                log_key=log_key,
+                removal_policy=removal_policy(settings),
             ),
         )
-        log_key = LogEncryptionKey(
-            self,
-            "LogKey",
-            description="Encrypts the observability stack's Lambda logs",
-            removal_policy=removal_policy(settings),
-        ).key
         self.data_source = AmpDataSource(
             self,
             "PrometheusDataSource",

@@ -162,9 +162,32 @@ INVALID = [
         "'NoSchedule', 'PreferNoSchedule' or 'NoExecute'",
     ),
     (
+        {
+            "gpu_nodes.prefill.instance_type": "p5.48xlarge",
+            "gpu_nodes.decode.instance_type": "p6-b200.48xlarge",
+        },
+        "gpu_nodes",
+        "NIXL's handshake refuses a backend mismatch",
+    ),
+    (
+        {"serving.old_cluster_deletion_delay_seconds": "30"},
+        "serving.old_cluster_deletion_delay_seconds",
+        "without a healthy target",
+    ),
+    (
+        {"serving.drain_timeout_seconds": "5"},
+        "serving.drain_timeout_seconds",
+        "greater than or equal to 30",
+    ),
+    (
+        {"cluster.support_type": "FOREVER"},
+        "cluster.support_type",
+        "STANDARD",
+    ),
+    (
         {"gpu_nodes.prefill.root_volume_gib": "30"},
         "gpu_nodes.prefill.root_volume_gib",
-        "greater than or equal to 100",
+        "greater than or equal to 50",
     ),
     # Serving
     (

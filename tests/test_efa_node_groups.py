@@ -10,6 +10,7 @@ import pytest
 from app_config.model import Capacity, GpuNodeGroup
 from app_config.node_labels import GPU_ROLES, ROLE_LABEL
 from catalog.efa_layout import efa_interface_layout
+from catalog.eks_versions import KUBERNETES
 from catalog.instances import CATALOG
 from nag.serving_checks import EFA_SECURITY_GROUP_METADATA
 from tests.conftest import Synthesized
@@ -173,7 +174,10 @@ def test_gpu_node_groups_replace_one_node_at_a_time_and_self_repair(
     default_app: Synthesized,
 ) -> None:
     for group in _gpu_nodegroups(default_app).values():
-        assert group["UpdateConfig"] == {"MaxUnavailable": 1}
+        # On demand: EKS's default update, new node first (see the reserved-capacity test).
+        assert group["UpdateConfig"] == {"MaxUnavailable": 1, "UpdateStrategy": "DEFAULT"}
+        assert group["ForceUpdateEnabled"] is False  # the disruption budgets hold
+        assert group["Version"] == KUBERNETES.minor
         # One GPU node repaired at a time, so that a side is never left without nodes.
         assert group["NodeRepairConfig"] == {"Enabled": True, "MaxParallelNodesRepairedCount": 1}
         assert "RemoteAccess" not in group
@@ -220,3 +224,27 @@ def test_every_efa_rail_of_the_instance_is_attached(rendered: dict, instance_typ
     """The figure `make bench` prints, measured on the same rendered templates."""
     data, _ = rendered[(instance_type, "on_demand")]
     assert efa_rails(data) / CATALOG[instance_type].network_cards == 1.0
+
+
+def instances_an_update_needs(group: dict, zones: int = 1) -> int:
+    """Instances the node group runs at once while EKS updates it (EKS user guide, "Understand
+    each phase of node updates"): DEFAULT first raises desired by the larger of twice the zones
+    and maxUnavailable, MINIMAL terminates before it launches and never exceeds desired."""
+    desired = group["ScalingConfig"]["DesiredSize"]
+    update = group["UpdateConfig"]
+    if update.get("UpdateStrategy", "DEFAULT") == "MINIMAL":
+        return desired
+    return desired + max(2 * zones, update["MaxUnavailable"])
+
+
+def test_reserved_node_groups_can_be_updated_within_their_reservation(
+    reserved_app: Synthesized,
+) -> None:
+    """A reservation or Capacity Block sized to the node count has no spare instance: EKS's
+    default update would ask for two more and every later update of the group would fail."""
+    settings = reserved_app.built.settings
+    for role, group in _gpu_nodegroups(reserved_app).items():
+        reserved = settings.gpu_nodes.groups()[role].scaling.desired_size
+        assert instances_an_update_needs(group) <= reserved, role
+        default = {**group, "UpdateConfig": {"MaxUnavailable": 1}}
+        assert instances_an_update_needs(default) > reserved  # why MINIMAL

@@ -166,7 +166,8 @@ def test_cloudwatch_alarms_read_published_metrics(synthesized) -> None:
         for query in alarm.get("Metrics", [])
         if "MetricStat" in query
     ] + [alarm for alarm in _alarms(synthesized) if "MetricName" in alarm]
-    assert len(metrics) == 2 * len(GPU_ROLES) + 3
+    # per GPU group: desired and in service; EFA: two; nodes not ready; undelivered events
+    assert len(metrics) == 2 * len(GPU_ROLES) + 4
     for metric in metrics:
         entry = published[(metric["Namespace"], metric["MetricName"])]
         dimensions = tuple(d["Name"] for d in metric.get("Dimensions", []))
@@ -198,7 +199,9 @@ def test_scraper_keeps_the_catalog_series_of_this_rayservice_labelled_by_side(sy
     assert (keep_series["action"], keep_series["source_labels"]) == ("keep", ["__name__"])
     pattern = re.compile(keep_series["regex"])
     for metric in SCRAPED:
-        assert all(pattern.fullmatch(name) for name in metric.exposed_names())
+        assert all(pattern.fullmatch(name) for name in metric.queried_names())
+        if metric.kind == "counter":  # the bare name is Ray's OpenCensus duplicate: not billed
+            assert not pattern.fullmatch(metric.name)
     assert not pattern.fullmatch("ray_tasks")  # everything else is dropped
 
 
@@ -337,7 +340,9 @@ def test_container_insights_log_groups_are_ours_encrypted_and_kept(synthesized) 
         group = groups[log_group_name(settings.cluster_name, kind)]
         assert group["Properties"]["RetentionInDays"] == settings.observability.log_retention_days
         assert "KmsKeyId" in group["Properties"]
-        expected = "Retain" if settings.retain_data_on_destroy else "Delete"
+        # Kept on destroy, deleted when the create that made them rolls back: their names are
+        # fixed, so a retained leftover of a failed first deploy would fail the retry.
+        expected = "RetainExceptOnCreate" if settings.retain_data_on_destroy else "Delete"
         assert group["DeletionPolicy"] == expected
     assert len(groups) == len(kinds)
 

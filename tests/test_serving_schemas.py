@@ -24,7 +24,7 @@ from catalog.ray_llm_image import IMAGES
 from serving_manifests import ServingManifests
 from serving_manifests.rayservice import POD_CHECKOV_SKIPS
 from tests.checkov import run_checkov
-from tests.configurations import PROJECT_ROOT, CONFIGURATIONS, context_for, render_deployed
+from tests.configurations import CONFIGURATIONS, PROJECT_ROOT, context_for, render_deployed
 from tools.write_manifests import write_manifests
 
 CRD_ENV = "KUBERAY_CRD"

@@ -1,0 +1,187 @@
+"""Every flow the README documents, evaluated against the rendered network policies the way the
+VPC CNI enforces them (tests/network_policy_model.py): Services resolved by their selectors, and
+ClusterIP traffic admitted only when a policy's pod peer matches the Service's selector."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app_config import Settings
+from catalog.helm_charts import KUBERAY_OPERATOR
+from pdctl import bench_job
+from serving_manifests import ServingManifests
+from serving_manifests.names import (
+    DASHBOARD_PORT,
+    KUBERAY_CLUSTER_LABEL,
+    KUBERAY_NODE_TYPE_LABEL,
+    METRICS_PORT,
+    SERVE_PORT,
+    kuberay_serve_service_name,
+)
+from tests.configurations import render_deployed, settings_for
+from tests.network_policy_model import Cluster, Flow, Pod, Service
+
+RAY_CLUSTER = "pd-llm-abcde"  # what KubeRay names the RayService's current Ray cluster
+GCS_PORT = 6379
+# Addresses inside the VPC that are not pods: the load balancer's, the managed scraper's
+# interfaces, the GCS store's primary; and one on the internet.
+LOAD_BALANCER_IP = "10.0.0.45"
+SCRAPER_IP = "10.0.1.17"
+GCS_STORE_IP = "10.0.2.33"
+INTERNET_IP = "52.94.1.1"
+
+
+def kuberay_pod(name: str, template: dict[str, Any], node_type: str, ip: str, ns: str) -> Pod:
+    """A pod as KubeRay creates it: the template's labels plus KubeRay's own."""
+    labels = {
+        **template["metadata"]["labels"],
+        KUBERAY_CLUSTER_LABEL: RAY_CLUSTER,
+        KUBERAY_NODE_TYPE_LABEL: node_type,
+    }
+    return Pod(name, ns, labels, ip)
+
+
+@pytest.fixture(scope="module", params=["default", "public-endpoint"])
+def world(request) -> tuple[Settings, ServingManifests, Cluster, dict[str, Pod], dict]:
+    settings = settings_for(request.param)
+    manifests = render_deployed(settings)
+    ns = settings.serving.namespace
+    cluster_config = manifests.rayservice["spec"]["rayClusterConfig"]
+    pods = {
+        "head": kuberay_pod("head", cluster_config["headGroupSpec"]["template"], "head",
+                            "10.0.64.10", ns),
+    }  # fmt: skip
+    for index, group in enumerate(cluster_config["workerGroupSpecs"]):
+        pods[group["groupName"]] = kuberay_pod(
+            group["groupName"], group["template"], "worker", f"10.0.64.{20 + index}", ns
+        )
+    job = bench_job.job_manifest(
+        "bench", ns, "image", bench_job.BenchParameters("http://x", "m", 1, 1, 1, 1)
+    )
+    pods["bench"] = Pod("bench", ns, job["spec"]["template"]["metadata"]["labels"], "10.0.64.40")
+    pods["kuberay"] = Pod(
+        "kuberay-operator",
+        KUBERAY_OPERATOR.namespace,
+        {"app.kubernetes.io/name": "kuberay-operator"},
+        "10.0.65.5",
+    )
+    pods["coredns"] = Pod("coredns", "kube-system", {"k8s-app": "kube-dns"}, "10.0.65.9")
+    pods["gcs-store"] = Pod("gcs-store", "outside", {}, GCS_STORE_IP)
+    pods["internet"] = Pod("internet", "outside", {}, INTERNET_IP)
+    services = {
+        "endpoint": _service(manifests.endpoint_service, "172.20.10.1"),
+        "kube-dns": Service(
+            "kube-dns",
+            "kube-system",
+            {"k8s-app": "kube-dns"},
+            [
+                {"port": 53, "targetPort": 53, "protocol": "UDP"},
+                {"port": 53, "targetPort": 53, "protocol": "TCP"},
+            ],
+            "172.20.0.10",
+        ),
+        # ray-operator common/service.go BuildServeService (v1.7.0): one cluster's serving pods.
+        "kuberay-serve": Service(
+            kuberay_serve_service_name(settings),
+            ns,
+            {KUBERAY_CLUSTER_LABEL: RAY_CLUSTER, "ray.io/serve": "true"},
+            [{"port": SERVE_PORT, "targetPort": SERVE_PORT, "protocol": "TCP"}],
+            "172.20.10.2",
+        ),
+    }
+    namespaces = {
+        name: {"kubernetes.io/metadata.name": name}
+        for name in (ns, "kube-system", KUBERAY_OPERATOR.namespace, "outside")
+    }
+    model = Cluster(policies=manifests.network_policies, namespaces=namespaces)
+    return settings, manifests, model, pods, services
+
+
+def _service(manifest: dict[str, Any], cluster_ip: str) -> Service:
+    return Service(
+        manifest["metadata"]["name"],
+        manifest["metadata"]["namespace"],
+        manifest["spec"]["selector"],
+        [{**port, "protocol": port.get("protocol", "TCP")} for port in manifest["spec"]["ports"]],
+        cluster_ip,
+    )
+
+
+def _workers(pods: dict[str, Pod]) -> list[Pod]:
+    return [pods["prefill"], pods["decode"]]
+
+
+def test_the_load_balancer_reaches_every_worker_proxy(world) -> None:
+    _, _, model, pods, _ = world
+    for worker in _workers(pods):
+        assert model.allows(Flow(LOAD_BALANCER_IP, worker, SERVE_PORT))
+
+
+def test_the_bench_job_reaches_serve_through_the_endpoint_service(world) -> None:
+    _, _, model, pods, services = world
+    for worker in _workers(pods):
+        assert model.allows(Flow(pods["bench"], worker, SERVE_PORT, via=services["endpoint"]))
+
+
+def test_kuberays_serve_service_would_drop_the_bench_jobs_traffic(world) -> None:
+    """Why pdctl bench no longer uses <name>-serve-svc: its selector (ray.io/cluster,
+    ray.io/serve) names none of the labels the policy's pod peer selects, so the VPC CNI leaves
+    its ClusterIP out of the allowed addresses, although the pods behind it are allowed."""
+    _, _, model, pods, services = world
+    worker = pods["decode"]
+    assert model.allows(Flow(pods["bench"], worker, SERVE_PORT))  # the pod IP itself: allowed
+    assert not model.allows(Flow(pods["bench"], worker, SERVE_PORT, via=services["kuberay-serve"]))
+
+
+def test_the_scraper_reads_every_ray_pods_metrics(world) -> None:
+    _, _, model, pods, _ = world
+    for pod in (pods["head"], *_workers(pods)):
+        assert model.allows(Flow(SCRAPER_IP, pod, METRICS_PORT))
+
+
+def test_kuberay_reaches_the_dashboard_and_the_head_proxy(world) -> None:
+    _, _, model, pods, _ = world
+    for port in (DASHBOARD_PORT, SERVE_PORT):
+        assert model.allows(Flow(pods["kuberay"], pods["head"], port))
+
+
+def test_head_and_workers_reach_each_other_and_workers_read_serve_status(world) -> None:
+    """GCS, raylets, object transfers and NIXL side channels; the workers' readiness probe
+    reads the application's status from the head's dashboard (the head Service is headless in
+    KubeRay 1.7, so the pod IP is what the workers dial)."""
+    _, _, model, pods, _ = world
+    for worker in _workers(pods):
+        assert model.allows(Flow(worker, pods["head"], GCS_PORT))
+        assert model.allows(Flow(worker, pods["head"], DASHBOARD_PORT))
+        assert model.allows(Flow(pods["head"], worker, 10002))
+    assert model.allows(Flow(pods["decode"], pods["prefill"], 20001))
+
+
+def test_every_ray_pod_resolves_names_through_the_dns_service(world) -> None:
+    _, _, model, pods, services = world
+    for pod in (pods["head"], *_workers(pods), pods["bench"]):
+        assert model.allows(Flow(pod, pods["coredns"], 53, "UDP", via=services["kube-dns"]))
+
+
+def test_ray_pods_reach_https_and_nothing_else_outside(world) -> None:
+    _, _, model, pods, _ = world
+    for pod in (pods["head"], *_workers(pods)):
+        assert model.allows(Flow(pod, pods["internet"], 443))
+        assert not model.allows(Flow(pod, pods["internet"], 80))
+
+
+def test_only_the_head_reaches_the_gcs_store(world) -> None:
+    settings, _, model, pods, _ = world
+    if not settings.serving.gcs_fault_tolerance.enabled:
+        pytest.skip("this configuration has no GCS store")
+    assert model.allows(Flow(pods["head"], pods["gcs-store"], GCS_PORT))
+    for worker in _workers(pods):
+        assert not model.allows(Flow(worker, pods["gcs-store"], GCS_PORT))
+
+
+def test_the_bench_job_reaches_nothing_but_serve_and_https(world) -> None:
+    _, _, model, pods, _ = world
+    assert not model.allows(Flow(pods["bench"], pods["head"], DASHBOARD_PORT))
+    assert not model.allows(Flow(pods["bench"], pods["head"], GCS_PORT))
