@@ -74,13 +74,17 @@ manifests: setup ## Write the serving manifests to build/manifests/ (ROLE_ARN=<o
 bench: setup-dev ## Time cdk synth (cold and warm) and the test suite
 	$(BIN)/python -m tools.bench
 
+# Each says in one line what is missing (credentials, bootstrap) before the CDK CLI starts.
 diff: setup ## cdk diff against the deployed stacks (needs credentials)
-	$(CDK) diff $(CDK_FLAGS) --all
+	@$(BIN)/python -m tools.aws_ready diff $(CDK_FLAGS)
+	$(CDK) diff $(CDK_FLAGS)
 
 deploy: setup ## Deploy all stacks in order (needs credentials and a bootstrapped account)
+	@$(BIN)/python -m tools.aws_ready deploy $(CDK_FLAGS)
 	$(CDK) deploy $(CDK_FLAGS) --all
 
 destroy: setup ## Destroy all stacks (keys and log groups stay unless retain_data_on_destroy: false)
+	@$(BIN)/python -m tools.aws_ready destroy $(CDK_FLAGS)
 	$(CDK) destroy $(CDK_FLAGS) --all
 
 clean: ## Remove generated output (not the venvs)

@@ -109,6 +109,13 @@ class KvTransfer(Section):
         "fewer, larger RDMA reads per request.",
     )
 
+    @field_validator("block_size", mode="before")
+    @classmethod
+    def _number_from_cli(cls, value: object) -> object:
+        """`-c serving.kv_transfer.block_size=64` arrives as text; a choice of numbers does not
+        coerce it by itself."""
+        return int(value) if isinstance(value, str) and value.strip().isdigit() else value
+
 
 class Endpoint(Section):
     scheme: Literal["internal", "internet-facing"] = Field(
