@@ -62,7 +62,7 @@ BASE = {
     "serving.decode.max_replicas": "1",
 }
 
-# (change, reloads an engine): a NewCluster upgrade must start a new Ray cluster exactly when it does.
+# (change, reloads an engine): a new Ray cluster must start exactly when an engine reloads.
 CHANGES = [
     ({"serving.model.id": "Qwen/Qwen3-14B"}, True),
     ({"serving.max_model_len": "16384"}, True),
@@ -140,9 +140,9 @@ def healthy_targets_over_time(
                     joined = t
                 if not member:
                     joined = None
-            if joined is not None and second - joined >= to_healthy:
-                if selector_matches({"matchLabels": selector}, pod["labels"]):
-                    healthy += 1
+            serving = joined is not None and second - joined >= to_healthy
+            if serving and selector_matches({"matchLabels": selector}, pod["labels"]):
+                healthy += 1
         timeline.append(healthy)
     return timeline
 
