@@ -175,40 +175,25 @@ def test_the_old_name_regex_breaks_increase_in_opencensus_mode(promtool, tmp_pat
     two series with one label set once increase() drops the names, and Prometheus refuses."""
     name = NIXL_FAILED_TRANSFERS.name
     old = f'sum(increase({{__name__=~"{name}(_total)?",role="decode"}}[5m]))'
-    result = run_promtool(
-        promtool,
-        tmp_path,
-        {"groups": []},
-        [
-            {
-                "interval": "1m",
-                "input_series": [
-                    counter(n, "decode", "0+1x10", "decode-0") for n in EXPORT_MODES["opencensus"]
-                ],
-                "promql_expr_test": [{"expr": old, "eval_time": "8m", "exp_samples": []}],
-            }
-        ],
-    )
+    result = _evaluate_on_both_spellings(promtool, tmp_path, old, [])
     assert result.returncode != 0
     assert "vector cannot contain metrics with the same labelset" in result.stdout + result.stderr
     current = promql.increase(NIXL_FAILED_TRANSFERS, "decode")
-    result = run_promtool(
-        promtool,
-        tmp_path,
-        {"groups": []},
-        [
-            {
-                "interval": "1m",
-                "input_series": [
-                    counter(n, "decode", "0+1x10", "decode-0") for n in EXPORT_MODES["opencensus"]
-                ],
-                "promql_expr_test": [
-                    {"expr": current, "eval_time": "8m", "exp_samples": [{"value": 5}]}
-                ],
-            }
-        ],
-    )
+    result = _evaluate_on_both_spellings(promtool, tmp_path, current, [{"value": 5}])
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _evaluate_on_both_spellings(
+    promtool: str, tmp_path: Path, expr: str, samples: list[dict[str, Any]]
+) -> subprocess.CompletedProcess[str]:
+    """``expr`` at minute 8 over a counter growing by one a minute, exported under both names."""
+    series = [counter(n, "decode", "0+1x10", "decode-0") for n in EXPORT_MODES["opencensus"]]
+    test = {
+        "interval": "1m",
+        "input_series": series,
+        "promql_expr_test": [{"expr": expr, "eval_time": "8m", "exp_samples": samples}],
+    }
+    return run_promtool(promtool, tmp_path, {"groups": []}, [test])
 
 
 def test_decode_queue_pages_only_after_growing_for_the_configured_minutes(
