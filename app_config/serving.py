@@ -197,6 +197,14 @@ class Serving(Section):
     image_tag: Annotated[
         str, one_of(IMAGES, "a known Ray LLM image tag", " (add one to catalog/ray_llm_image.py)")
     ] = Field(DEFAULT_IMAGE_TAG, description=f"Ray LLM DLC tag, one of: {', '.join(IMAGES)}.")
+    image_digest: str | None = Field(
+        None,
+        pattern=r"^sha256:[0-9a-f]{64}$",
+        description="The digest image_tag pointed to when you checked it (`aws ecr "
+        "batch-get-image` or `docker buildx imagetools inspect`); when set, pods pull exactly "
+        "these bytes, so a node that joins later cannot run a newer patch release of the tag. "
+        "Changing it rolls out as a new Ray cluster.",
+    )
     upgrade_strategy: Literal["NewCluster", "None"] = Field(
         "NewCluster",
         description="NewCluster: a change of the image or of anything that reloads an engine "

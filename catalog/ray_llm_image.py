@@ -61,5 +61,8 @@ REGISTRY_ACCOUNTS: dict[str, str] = {
 }
 
 
-def image_uri(region: str, tag: str) -> str:
-    return f"{REGISTRY_ACCOUNTS[region]}.dkr.ecr.{region}.amazonaws.com/{REPOSITORY}:{tag}"
+def image_uri(region: str, tag: str, digest: str | None = None) -> str:
+    """By tag, or by the tag's digest when one is pinned: the digest names exact bytes, so every
+    node of a Ray cluster runs the same image whenever it pulls."""
+    repository = f"{REGISTRY_ACCOUNTS[region]}.dkr.ecr.{region}.amazonaws.com/{REPOSITORY}"
+    return f"{repository}@{digest}" if digest else f"{repository}:{tag}"

@@ -231,7 +231,10 @@ def bench_command(
     )
     name = f"pdctl-bench-{int(time.time())}"
     manifest = bench_job.job_manifest(
-        name, serving.namespace, image_uri(settings.region, serving.image_tag), parameters
+        name,
+        serving.namespace,
+        image_uri(settings.region, serving.image_tag, serving.image_digest),
+        parameters,
     )
     kube_config.load_kube_config()
     utils.create_from_dict(client.ApiClient(), manifest)

@@ -60,8 +60,8 @@ POD_CHECKOV_SKIPS = {
     "CKV_K8S_15": "IfNotPresent on purpose: a node keeps the image bytes it pulled first, so a "
     "recreated pod cannot run a newer patch release of the tag than the rest of its Ray "
     "cluster (Ray and NIXL need identical versions on every node)",
-    "CKV_K8S_43": "Pinned by tag in catalog/ray_llm_image.py; the digest differs per regional "
-    "registry and changes with AWS patch releases of the same tag",
+    "CKV_K8S_43": "By tag (catalog/ray_llm_image.py) unless serving.image_digest pins the "
+    "digest, which the operator reads from the registry: AWS patch releases move the tag",
 }
 
 
@@ -69,7 +69,7 @@ def render_rayservice(
     settings: Settings, serve_config: dict[str, Any], gcs_store: GcsStoreBinding | None = None
 ) -> dict[str, Any]:
     serving = settings.serving
-    image = image_uri(settings.region, serving.image_tag)
+    image = image_uri(settings.region, serving.image_tag, serving.image_digest)
     service = load("rayservice.yaml")
     service["metadata"].update(name=serving.name, namespace=serving.namespace)
     spec = service["spec"]

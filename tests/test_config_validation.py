@@ -175,6 +175,11 @@ INVALID = [
         "without a healthy target",
     ),
     (
+        {"serving.image_digest": "sha256:1234"},
+        "serving.image_digest",
+        "sha256:",
+    ),
+    (
         {"serving.drain_timeout_seconds": "5"},
         "serving.drain_timeout_seconds",
         "greater than or equal to 30",

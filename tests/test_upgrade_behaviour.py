@@ -70,6 +70,7 @@ CHANGES = [
     ({"serving.decode.tensor_parallel_size": "4"}, True),
     ({"serving.kv_transfer.backend": "UCX"}, True),
     ({"serving.prefill.gpu_memory_utilization": "0.85"}, True),
+    ({"serving.image_digest": "sha256:" + "ab" * 32}, True),
     ({"serving.decode.max_replicas": "2"}, False),  # Serve autoscaling bounds: in place
     ({"serving.decode.min_replicas": "0"}, False),
     ({"gpu_nodes.decode.scaling": '{"min_size": 2, "desired_size": 3, "max_size": 3}'}, False),
@@ -81,7 +82,6 @@ def test_a_new_ray_cluster_starts_exactly_when_an_engine_would_reload(
     change: dict[str, str], reloads_engine: bool
 ) -> None:
     before, after = _rayservice(**BASE), _rayservice(**{**BASE, **change})
-    assert before["spec"]["serveConfigV2"] != after["spec"]["serveConfigV2"] or not reloads_engine
     new_cluster = kuberay_cluster_hash(before) != kuberay_cluster_hash(after)
     assert new_cluster == reloads_engine
 
@@ -291,3 +291,14 @@ def test_prestop_waits_out_the_drain_timeout_while_streams_run(metrics_server) -
 def test_prestop_treats_unreadable_metrics_as_busy() -> None:
     elapsed = run_prestop("http://127.0.0.1:9/metrics", drain_seconds=3)
     assert elapsed >= 2
+
+
+def test_a_pinned_digest_names_the_same_bytes_for_every_ray_pod() -> None:
+    digest = "sha256:" + "cd" * 32
+    cluster = _rayservice(**{"serving.image_digest": digest})["spec"]["rayClusterConfig"]
+    templates = [cluster["headGroupSpec"]["template"]] + [
+        g["template"] for g in cluster["workerGroupSpecs"]
+    ]
+    images = {c["image"] for t in templates for c in t["spec"]["containers"]}
+    (image,) = images
+    assert image.endswith(f"/ray@{digest}")
