@@ -244,6 +244,10 @@ class GpuNodes(Section):
         """By role, in GPU_ROLES order."""
         return {role: getattr(self, role) for role in GPU_ROLES}
 
+    def placements(self) -> list[NodePlacement]:
+        """The labels and taints of both groups, for what must select or tolerate GPU nodes."""
+        return [group.placement(role) for role, group in self.groups().items()]
+
 
 class Network(Section):
     vpc_cidr: CidrBlock = Field(

@@ -10,6 +10,7 @@ from app_config import Settings
 from constructs.checkov_skips import skip_singleton_provider_checks
 from stacks.cluster_stack import ClusterStack
 from stacks.common import environment
+from stacks.gpu_nodes_stack import GpuNodesStack
 from stacks.network_stack import NetworkStack
 from stacks.observability_stack import ObservabilityStack
 from stacks.serving_stack import ServingStack
@@ -19,12 +20,13 @@ from stacks.serving_stack import ServingStack
 class Stacks:
     network: NetworkStack
     cluster: ClusterStack
+    gpu_nodes: GpuNodesStack
     serving: ServingStack
     observability: ObservabilityStack
 
     def all(self) -> list[Stack]:
         """In deployment order."""
-        return [self.network, self.cluster, self.serving, self.observability]
+        return [self.network, self.cluster, self.gpu_nodes, self.serving, self.observability]
 
 
 def build_stacks(app: App, settings: Settings) -> Stacks:
@@ -41,16 +43,27 @@ def build_stacks(app: App, settings: Settings) -> Stacks:
         settings.stack_name("cluster"),
         settings=settings,
         vpc=network.network.vpc,
-        gpu_subnets=network.network.gpu_subnets,
         env=env,
-        description="EKS cluster, node groups and add-ons for disaggregated LLM serving",
+        description="EKS cluster, system nodes and add-ons for disaggregated LLM serving",
+    )
+    gpu_nodes = GpuNodesStack(
+        app,
+        settings.stack_name("gpu-nodes"),
+        settings=settings,
+        vpc=network.network.vpc,
+        gpu_subnets=network.network.gpu_subnets,
+        cluster=cluster.control_plane.cluster,
+        node_role=cluster.node_role.role,
+        topic=cluster.alarm_topic.topic,
+        env=env,
+        description="EFA GPU node groups (prefill, decode) for disaggregated LLM serving",
     )
     serving = ServingStack(
         app,
         settings.stack_name("serving"),
         settings=settings,
         cluster=cluster.control_plane.cluster,
-        gpu_placements=[group.placement for group in cluster.gpu_node_groups.values()],
+        gpu_placements=settings.gpu_nodes.placements(),
         env=env,
         description="Device plugins and the prefill/decode Ray service on the cluster",
     )
@@ -60,14 +73,22 @@ def build_stacks(app: App, settings: Settings) -> Stacks:
         settings=settings,
         cluster=cluster.control_plane.cluster,
         topic=cluster.alarm_topic.topic,
-        node_group_alarms=cluster.node_group_alarms,
+        node_group_alarms=gpu_nodes.capacity_alarms,
         env=env,
         description="Prometheus metrics, alert rules, dashboard and health alarms for "
         "disaggregated LLM serving",
     )
+    # Deleted before the GPU nodes: the Ray pods drain while their nodes still exist.
+    serving.add_stack_dependency(gpu_nodes)
     # The scraper reads the RayService's pods; its alert rules are about them.
     observability.add_stack_dependency(serving)
-    stacks = Stacks(network=network, cluster=cluster, serving=serving, observability=observability)
+    stacks = Stacks(
+        network=network,
+        cluster=cluster,
+        gpu_nodes=gpu_nodes,
+        serving=serving,
+        observability=observability,
+    )
     for stack in stacks.all():
         skip_singleton_provider_checks(stack)
     for key, value in settings.tags.items():

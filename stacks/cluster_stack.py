@@ -1,4 +1,5 @@
-"""The cluster stack: control plane, node groups and add-ons; changes with capacity."""
+"""The cluster stack: control plane, system nodes, add-ons and the alarm topic; the GPU node groups
+live in their own stack (stacks/gpu_nodes_stack.py)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,9 @@ from aws_cdk import aws_ec2 as ec2
 from app_config import Settings
 from constructs import Construct
 from constructs.alarm_topic import AlarmTopic
-from constructs.checkov_skips import AWS_CUSTOM_RESOURCE_PROVIDER_ID
-from constructs.cluster_placement_group import ClusterPlacementGroup
 from constructs.core_addons import CoreAddons
-from constructs.efa_node_group import EfaNodeGroup, EfaNodeGroupProps
-from constructs.efa_security_group import EfaSecurityGroup
 from constructs.eks_control_plane import EksControlPlane, EksControlPlaneProps
-from constructs.encrypted_log_group import encrypt_log_groups_under
 from constructs.log_encryption_key import LogEncryptionKey
-from constructs.nag_acknowledgments import acknowledge, aws_managed_policy_finding
-from constructs.node_group_capacity_alarm import NodeGroupCapacityAlarm
 from constructs.node_role import NodeRole
 from constructs.observability_addons import ObservabilityAddons, ObservabilityAddonsProps
 from constructs.system_node_group import SystemNodeGroup
@@ -32,7 +26,6 @@ class ClusterStack(Stack):
         *,
         settings: Settings,
         vpc: ec2.IVpc,
-        gpu_subnets: ec2.SubnetSelection,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -56,55 +49,19 @@ class ClusterStack(Stack):
             settings=settings.cluster.system_nodes,
             node_role=self.node_role.role,
         )
-        self.efa_security_group = EfaSecurityGroup(
-            self,
-            "EfaSecurityGroup",
-            vpc=vpc,
-            description="EFA traffic between prefill and decode nodes, and nothing else",
-        )
-        on_demand = [
-            g for g in settings.gpu_nodes.groups().values() if g.capacity.type == "on_demand"
-        ]
-        self.placement_group = (
-            ClusterPlacementGroup(self, "GpuPlacementGroup") if on_demand else None
-        )
-        self.gpu_node_groups = {
-            role: EfaNodeGroup(
-                self,
-                f"{role.capitalize()}Nodes",
-                EfaNodeGroupProps(
-                    role=role,
-                    settings=group,
-                    cluster=cluster,
-                    node_role=self.node_role.role,
-                    subnets=gpu_subnets,
-                    efa_security_group_id=self.efa_security_group.security_group_id,
-                    placement_group_name=self.placement_group.name
-                    if self.placement_group
-                    else None,
-                    tags=settings.tags,
-                ),
-            )
-            for role, group in settings.gpu_nodes.groups().items()
-        }
         # Networking first (a node without the CNI never turns Ready), CoreDNS once nodes exist
-        # (its pods would otherwise leave the add-on DEGRADED and the deployment failing).
-        nodegroups = [self.system_nodes.nodegroup] + [
-            group.nodegroup for group in self.gpu_node_groups.values()
-        ]
-        for nodegroup in nodegroups:
-            for addon in self.addons.needed_by_nodes:
-                nodegroup.node.add_dependency(addon)
+        # (its pods would otherwise leave the add-on DEGRADED and the deployment failing). The
+        # GPU nodes, in their own stack, come after this whole stack.
+        for addon in self.addons.needed_by_nodes:
+            self.system_nodes.nodegroup.node.add_dependency(addon)
         for addon in self.addons.needing_nodes:
             addon.node.add_dependency(self.system_nodes.nodegroup)
         self._observability(settings)
         self._outputs(settings)
 
     def _observability(self, settings: Settings) -> None:
-        """Node-level watching lives with the nodes: the add-ons, and an alarm per GPU node group
-        on the group's Auto Scaling group, whose name changes when the group is replaced and so
-        must not cross stacks. The alarms themselves are exported; their ARNs come from fixed
-        names and stay put."""
+        """Cluster-level watching: the add-ons (Container Insights, node monitoring) and the
+        alarm topic every alarm of the deployment notifies."""
         cluster = self.control_plane.cluster
         log_key = LogEncryptionKey(
             self,
@@ -119,7 +76,7 @@ class ClusterStack(Stack):
                 cluster=cluster,
                 cluster_name=settings.cluster_name,
                 settings=settings.observability,
-                gpu_placements=[group.placement for group in self.gpu_node_groups.values()],
+                gpu_placements=settings.gpu_nodes.placements(),
                 log_key=log_key,
                 removal_policy=removal_policy(settings),
             ),
@@ -131,28 +88,6 @@ class ClusterStack(Stack):
             "AlarmTopic",
             emails=[str(email) for email in settings.observability.alarms.emails],
             removal_policy=removal_policy(settings),
-        )
-        self.node_group_alarms = {
-            role: NodeGroupCapacityAlarm(
-                self,
-                f"{role.capitalize()}NodesCapacityAlarm",
-                cluster_name=settings.cluster_name,
-                alarm_name=f"{settings.prefix}-{role}-gpu-nodes-below-desired",
-                nodegroup=group.nodegroup,
-                role=role,
-                minutes=settings.observability.alarms.node_shortfall_minutes,
-                topic=self.alarm_topic.topic,
-            ).alarm
-            for role, group in self.gpu_node_groups.items()
-        }
-        lookups = self.node.find_child(AWS_CUSTOM_RESOURCE_PROVIDER_ID)
-        encrypt_log_groups_under(lookups, log_key)
-        acknowledge(
-            lookups,
-            aws_managed_policy_finding("service-role/AWSLambdaBasicExecutionRole"),
-            "aws-cdk-lib's AwsCustomResource handler (the node groups' Auto Scaling group names) "
-            "writes its own logs with the AWS managed Lambda execution policy; it runs only "
-            "while CloudFormation updates this stack.",
         )
 
     def _outputs(self, settings: Settings) -> None:

@@ -13,7 +13,7 @@ import pytest
 import app
 from tests.configurations import context_for
 
-STACK_ROLES = ("network", "cluster", "serving", "observability")
+STACK_ROLES = ("network", "cluster", "gpu-nodes", "serving", "observability")
 
 
 def cfn_text(value: object) -> str:

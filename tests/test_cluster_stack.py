@@ -149,3 +149,25 @@ def test_outputs_tell_how_to_reach_the_cluster(default_app: Synthesized) -> None
     )
     assert "--role-arn" in command
     assert {"ClusterName", "AdminRoleArn"} <= outputs.keys()
+
+
+def test_control_plane_logs_are_ours_before_eks_makes_them(default_app: Synthesized) -> None:
+    """EKS creates /aws/eks/<name>/cluster itself, with no retention and no key, unless it
+    exists; the cluster waits for ours."""
+    settings = default_app.built.settings
+    resources = default_app.templates["cluster"]["Resources"]
+    (log_id,) = [
+        logical_id
+        for logical_id, r in resources.items()
+        if r["Type"] == "AWS::Logs::LogGroup"
+        and r["Properties"].get("LogGroupName") == f"/aws/eks/{settings.cluster_name}/cluster"
+    ]
+    group = resources[log_id]
+    assert (
+        group["Properties"]["RetentionInDays"] == settings.cluster.control_plane_log_retention_days
+    )
+    assert "KmsKeyId" in group["Properties"]
+    assert group["DeletionPolicy"] == "RetainExceptOnCreate"
+    (cluster,) = default_app.resources("cluster", "AWS::EKS::Cluster").values()
+    assert log_id in cluster["DependsOn"]
+    assert cluster["Properties"]["UpgradePolicy"] == {"SupportType": settings.cluster.support_type}

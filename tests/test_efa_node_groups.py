@@ -127,7 +127,7 @@ def test_capacity_block_uses_the_capacity_block_market(rendered: dict) -> None:
 
 
 def _gpu_nodegroups(synthesized: Synthesized) -> dict[str, dict]:
-    groups = synthesized.resources("cluster", "AWS::EKS::Nodegroup").values()
+    groups = synthesized.resources("gpu-nodes", "AWS::EKS::Nodegroup").values()
     return {
         g["Properties"]["Labels"][ROLE_LABEL]: g["Properties"]
         for g in groups
@@ -186,13 +186,13 @@ def test_gpu_node_groups_replace_one_node_at_a_time_and_self_repair(
 def test_placement_group_exists_only_for_on_demand_capacity(
     default_app: Synthesized, reserved_app: Synthesized
 ) -> None:
-    (group,) = default_app.resources("cluster", "AWS::EC2::PlacementGroup").values()
+    (group,) = default_app.resources("gpu-nodes", "AWS::EC2::PlacementGroup").values()
     assert group["Properties"]["Strategy"] == "cluster"
-    assert reserved_app.resources("cluster", "AWS::EC2::PlacementGroup") == {}
+    assert reserved_app.resources("gpu-nodes", "AWS::EC2::PlacementGroup") == {}
 
 
 def test_efa_security_group_admits_only_itself(default_app: Synthesized) -> None:
-    resources = default_app.templates["cluster"]["Resources"]
+    resources = default_app.templates["gpu-nodes"]["Resources"]
     (efa_id,) = [
         lid
         for lid, r in resources.items()
@@ -248,3 +248,20 @@ def test_reserved_node_groups_can_be_updated_within_their_reservation(
         assert instances_an_update_needs(group) <= reserved, role
         default = {**group, "UpdateConfig": {"MaxUnavailable": 1}}
         assert instances_an_update_needs(default) > reserved  # why MINIMAL
+
+
+def test_a_gpu_capacity_failure_rolls_back_neither_the_control_plane_nor_the_vpc(
+    default_app: Synthesized,
+) -> None:
+    """CloudFormation rolls back a failed stack whole: the GPU node groups (the likeliest to
+    fail, for want of P-instance capacity) live where nothing else does."""
+    gpu_types = {r["Type"] for r in default_app.templates["gpu-nodes"]["Resources"].values()}
+    assert "AWS::EKS::Nodegroup" in gpu_types
+    assert not gpu_types & {"AWS::EKS::Cluster", "AWS::EC2::VPC", "AWS::EC2::Subnet"}
+    for role in ("network", "cluster"):
+        groups = default_app.resources(role, "AWS::EKS::Nodegroup").values()
+        assert all(g["Properties"]["Labels"][ROLE_LABEL] not in GPU_ROLES for g in groups)
+    stacks = default_app.built.stacks
+    assert stacks.cluster in stacks.gpu_nodes.dependencies
+    # Serving goes first on destroy: Ray pods drain while their nodes still exist.
+    assert stacks.gpu_nodes in stacks.serving.dependencies

@@ -69,7 +69,7 @@ def _queries(synthesized: Synthesized) -> list[str]:
 def _alarms(synthesized: Synthesized) -> list[dict[str, Any]]:
     return [
         alarm["Properties"]
-        for role in ("cluster", "observability")
+        for role in ("cluster", "gpu-nodes", "observability")
         for alarm in synthesized.resources(role, "AWS::CloudWatch::Alarm").values()
     ]
 
@@ -324,7 +324,7 @@ def test_observability_addons_are_pinned_and_the_agent_role_trusts_one_account(
         (t["key"], t["value"])
         for t in json.loads(monitoring["ConfigurationValues"])["dcgmAgent"]["tolerations"]
     }
-    for group in synthesized.built.stacks.cluster.gpu_node_groups.values():
+    for group in synthesized.built.stacks.gpu_nodes.node_groups.values():
         assert {(t.key, t.value) for t in group.placement.taints} <= tolerated
 
 
@@ -350,7 +350,7 @@ def test_container_insights_log_groups_are_ours_encrypted_and_kept(synthesized) 
 def test_both_gpu_node_groups_repair_themselves_one_node_at_a_time(synthesized) -> None:
     groups = [
         g["Properties"]
-        for g in synthesized.resources("cluster", "AWS::EKS::Nodegroup").values()
+        for g in synthesized.resources("gpu-nodes", "AWS::EKS::Nodegroup").values()
         if g["Properties"].get("AmiType") == "AL2023_x86_64_NVIDIA"
     ]
     assert len(groups) == len(GPU_ROLES)

@@ -1,0 +1,106 @@
+"""The GPU nodes stack: the prefill and decode EFA node groups, their security group, placement
+group and capacity alarms. A stack of its own because P-instance capacity is the likeliest thing
+to fail a deploy (two on-demand p5 in one placement group, a reservation not yet active): a
+failure here rolls back only this stack, never the control plane or the VPC, and a retry is
+minutes instead of a new cluster."""
+
+from __future__ import annotations
+
+from aws_cdk import Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sns as sns
+
+from app_config import Settings
+from constructs import Construct
+from constructs.checkov_skips import AWS_CUSTOM_RESOURCE_PROVIDER_ID
+from constructs.cluster_placement_group import ClusterPlacementGroup
+from constructs.efa_node_group import EfaNodeGroup, EfaNodeGroupProps
+from constructs.efa_security_group import EfaSecurityGroup
+from constructs.encrypted_log_group import encrypt_log_groups_under
+from constructs.log_encryption_key import LogEncryptionKey
+from constructs.nag_acknowledgments import acknowledge, aws_managed_policy_finding
+from constructs.node_group_capacity_alarm import NodeGroupCapacityAlarm
+from stacks.common import removal_policy
+
+
+class GpuNodesStack(Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        vpc: ec2.IVpc,
+        gpu_subnets: ec2.SubnetSelection,
+        cluster: eks.Cluster,
+        node_role: iam.IRole,
+        topic: sns.ITopic,
+        **kwargs,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.efa_security_group = EfaSecurityGroup(
+            self,
+            "EfaSecurityGroup",
+            vpc=vpc,
+            description="EFA traffic between prefill and decode nodes, and nothing else",
+        )
+        on_demand = [
+            g for g in settings.gpu_nodes.groups().values() if g.capacity.type == "on_demand"
+        ]
+        self.placement_group = (
+            ClusterPlacementGroup(self, "GpuPlacementGroup") if on_demand else None
+        )
+        self.node_groups = {
+            role: EfaNodeGroup(
+                self,
+                f"{role.capitalize()}Nodes",
+                EfaNodeGroupProps(
+                    role=role,
+                    settings=group,
+                    cluster=cluster,
+                    node_role=node_role,
+                    subnets=gpu_subnets,
+                    efa_security_group_id=self.efa_security_group.security_group_id,
+                    placement_group_name=self.placement_group.name
+                    if self.placement_group
+                    else None,
+                    tags=settings.tags,
+                ),
+            )
+            for role, group in settings.gpu_nodes.groups().items()
+        }
+        self.capacity_alarms = {
+            role: NodeGroupCapacityAlarm(
+                self,
+                f"{role.capitalize()}NodesCapacityAlarm",
+                cluster_name=settings.cluster_name,
+                alarm_name=f"{settings.prefix}-{role}-gpu-nodes-below-desired",
+                nodegroup=group.nodegroup,
+                role=role,
+                minutes=settings.observability.alarms.node_shortfall_minutes,
+                topic=topic,
+            ).alarm
+            for role, group in self.node_groups.items()
+        }
+        self._harden_lookups(settings)
+
+    def _harden_lookups(self, settings: Settings) -> None:
+        """The capacity alarms read each group's Auto Scaling group name through aws-cdk-lib's
+        AwsCustomResource: its logs get our key, its managed policy an acknowledgment."""
+        lookups = self.node.find_child(AWS_CUSTOM_RESOURCE_PROVIDER_ID)
+        log_key = LogEncryptionKey(
+            self,
+            "LookupLogKey",
+            description="Encrypts the GPU node groups' lookup function logs",
+            removal_policy=removal_policy(settings),
+        ).key
+        encrypt_log_groups_under(lookups, log_key)
+        acknowledge(
+            lookups,
+            aws_managed_policy_finding("service-role/AWSLambdaBasicExecutionRole"),
+            "aws-cdk-lib's AwsCustomResource handler (the node groups' Auto Scaling group names) "
+            "writes its own logs with the AWS managed Lambda execution policy; it runs only "
+            "while CloudFormation updates this stack.",
+        )
