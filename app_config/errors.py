@@ -43,6 +43,9 @@ def problems_from_validation_error(error: ValidationError, model: type[BaseModel
             problems.append(Problem(path, f"unknown setting; valid settings here: {known}"))
         elif detail["type"] == "missing":
             problems.append(Problem(path, "required setting is missing"))
+        elif detail["type"] == "string_pattern_mismatch":
+            rule = _rule_at(model, detail["loc"]) or detail["msg"]
+            problems.append(Problem(path, rule, detail.get("input")))
         else:
             message = detail["msg"].removeprefix("Value error, ")
             problems.append(Problem(path, message, detail.get("input")))
@@ -59,6 +62,31 @@ def _dotted(loc: tuple[int | str, ...]) -> str:
         else:
             path += f".{part}" if path else str(part)
     return path or "(root)"
+
+
+def _rule_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> str | None:
+    """The rule in words that a pattern field carries (``json_schema_extra={"rule": ...}``), so
+    a message never only quotes a regular expression."""
+    *parents, name = [part for part in loc if isinstance(part, str)]
+    fields = _field_names_at(model, tuple(parents))
+    if name not in fields:
+        return None
+    holder = _model_at(model, tuple(parents))
+    extra = holder.model_fields[name].json_schema_extra if holder else None
+    return extra.get("rule") if isinstance(extra, dict) else None
+
+
+def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    current: Any = model
+    for part in loc:
+        field = current.model_fields.get(part) if isinstance(current, type) else None
+        if field is None:
+            return None
+        current = field.annotation
+        for arg in getattr(current, "__args__", ()) or ():
+            if isinstance(arg, type) and issubclass(arg, BaseModel):
+                current = arg
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
 
 
 def _field_names_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[str]:

@@ -38,6 +38,7 @@ from app_config.section import (
     Section,
     one_of,
     require_consent_for_anywhere,
+    require_internet_sources,
 )
 from app_config.serving import Serving
 from catalog.instances import CATALOG, GpuInstance
@@ -54,9 +55,27 @@ _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
 _IAM_PRINCIPAL_ARN = re.compile(r"^arn:aws(-us-gov)?:iam::\d{12}:(role|user)/[\w+=,.@/-]{1,512}$")
 
 
+# Graviton (arm64) families carry a "g" after the generation digit (m7g, c7gn, r8gd, t4g, x2gd,
+# im4gn, is4gen) and a1 is the first Graviton (EC2 user guide, "Instance type naming
+# conventions"); the system nodes run the x86_64 AL2023 AMI.
+_ARM64_FAMILY = re.compile(r"(a1|[a-z]+\d+[a-z]*g[a-z]*)")
+# EKS takes at most this many public access CIDRs (EKS API, publicAccessCidrs).
+EKS_PUBLIC_ACCESS_CIDRS_MAX = 40
+
+
 def _instance_type(value: str) -> str:
-    if not _INSTANCE_TYPE.match(value):
+    if not _INSTANCE_TYPE.fullmatch(value):
         raise ValueError("not an EC2 instance type; expected family.size such as m7i.xlarge")
+    return value
+
+
+def _x86_64(value: str) -> str:
+    family = value.split(".", 1)[0]
+    if _ARM64_FAMILY.fullmatch(family):
+        raise ValueError(
+            f"{family} is a Graviton (arm64) family; the system nodes run the x86_64 AL2023 "
+            "AMI like the Ray head's image: use an x86_64 type such as m7i.xlarge"
+        )
     return value
 
 
@@ -83,7 +102,7 @@ class Scaling(Section):
 class SystemNodes(Section):
     """The small CPU node group for CoreDNS, operators, controllers and the Ray head."""
 
-    instance_type: InstanceTypeName = Field(
+    instance_type: Annotated[InstanceTypeName, AfterValidator(_x86_64)] = Field(
         "m7i.xlarge", description="EC2 instance type of the system nodes (x86_64)."
     )
     scaling: Scaling = Field(
@@ -108,17 +127,31 @@ _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
 
 
 def _label_key(key: str) -> str:
-    if not _LABEL_KEY.match(key):
-        raise ValueError(f"{key!r} is not a Kubernetes label key (prefix/name, name <= 63 chars)")
+    if not _LABEL_KEY.fullmatch(key) or len(key.partition("/")[0]) > 253:
+        raise ValueError(
+            f"{key!r} is not a Kubernetes label key: an optional DNS prefix and '/', then a name "
+            "of 1-63 characters, letters, digits, '-', '_' or '.', starting and ending with a "
+            "letter or digit"
+        )
     return key
 
 
+def _label_value(value: str) -> str:
+    if not _LABEL_VALUE.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a Kubernetes label value: at most 63 characters, letters, "
+            "digits, '-', '_' or '.', starting and ending with a letter or digit (or empty)"
+        )
+    return value
+
+
 LabelKey = Annotated[str, AfterValidator(_label_key)]
+LabelValue = Annotated[str, AfterValidator(_label_value)]
 
 
 class Taint(Section):
     key: LabelKey = Field(description="Taint key.")
-    value: str = Field("", pattern=_LABEL_VALUE.pattern, description="Taint value.")
+    value: LabelValue = Field("", description="Taint value.")
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
         "NoSchedule", description="What the taint does to pods that do not tolerate it."
     )
@@ -135,6 +168,9 @@ class Capacity(Section):
     reservation_id: str | None = Field(
         None,
         pattern=r"^cr-[0-9a-f]{8,17}$",
+        json_schema_extra={
+            "rule": "a Capacity Reservation id: cr- followed by 8 to 17 hexadecimal digits"
+        },
         description="The cr-... id for capacity_reservation and capacity_block.",
     )
 
@@ -176,7 +212,7 @@ class GpuNodeGroup(Section):
         "system and the system logs only: nodeadm's RAID0 of the local NVMe disks takes "
         "containerd (the 20+ GB image), kubelet, pod logs and the model cache.",
     )
-    labels: dict[LabelKey, str] = Field({}, description="Extra node labels.")
+    labels: dict[LabelKey, LabelValue] = Field({}, description="Extra node labels.")
     taints: list[Taint] = Field([], description="Extra node taints.")
 
     @field_validator("labels")
@@ -289,6 +325,13 @@ class Network(Section):
     def _vpc_cidr_size(cls, value: IPv4Network) -> IPv4Network:
         if not 16 <= value.prefixlen <= 24:
             raise ValueError("VPC CIDR prefix must be /16 to /24 for subnets of this layout")
+        if value.is_loopback or value.is_multicast or value.is_link_local or value.is_reserved:
+            raise ValueError(
+                "loopback, multicast, link-local and reserved ranges cannot be a VPC; use a "
+                "private range such as 10.0.0.0/16 (RFC 1918)"
+            )
+        if value.overlaps(IPv4Network("0.0.0.0/8")):
+            raise ValueError("0.0.0.0/8 is 'this network', not usable; use e.g. 10.0.0.0/16")
         return value
 
     def required_addresses(self) -> int:
@@ -301,6 +344,12 @@ class Cluster(Section):
     name: str | None = Field(
         None,
         pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$",
+        json_schema_extra={
+            "rule": (
+                "1-100 characters: letters, digits, '-' and '_', starting with a letter or "
+                "digit (EKS cluster names)"
+            )
+        },
         description="EKS cluster name; defaults to the prefix.",
     )
     endpoint_access: Literal["private", "public_and_private"] = Field(
@@ -335,7 +384,7 @@ class Cluster(Section):
     @classmethod
     def _principals(cls, values: list[str]) -> list[str]:
         for arn in values:
-            if not _IAM_PRINCIPAL_ARN.match(arn):
+            if not _IAM_PRINCIPAL_ARN.fullmatch(arn):
                 raise ValueError(
                     f"{arn!r} is not an IAM role or user ARN (arn:aws:iam::123456789012:role/Name)"
                 )
@@ -361,6 +410,9 @@ class Cluster(Section):
             "allow_public_access_from_anywhere",
             "the Kubernetes API",
         )
+        require_internet_sources(
+            self.public_access_cidrs, "the public API endpoint", EKS_PUBLIC_ACCESS_CIDRS_MAX
+        )
         return self
 
 
@@ -370,11 +422,18 @@ class Settings(Section):
     prefix: str = Field(
         "pd-llm",
         pattern=r"^[a-z][a-z0-9-]{1,18}[a-z0-9]$",
+        json_schema_extra={
+            "rule": (
+                "3-20 characters: lower-case letters, digits and '-', starting with a "
+                "letter and not ending with '-'"
+            )
+        },
         description="Prefix of stack names and cluster name (3-20 characters, a-z 0-9 -).",
     )
     account: str | None = Field(
         None,
         pattern=r"^\d{12}$",
+        json_schema_extra={"rule": "a 12-digit AWS account id"},
         description="Target AWS account. Unset: CDK_DEFAULT_ACCOUNT, else account-agnostic "
         "templates (synth needs no credentials).",
     )

@@ -3,12 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Hashable
-from ipaddress import IPv4Network
+from ipaddress import IPv4Network, collapse_addresses
 from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 
 ANYWHERE = IPv4Network("0.0.0.0/0")
+# More than this many addresses is "the internet" for consent: a /8 is more than any single
+# organisation's egress ranges, so a list covering more needs the same explicit flag as 0.0.0.0/0.
+BROADEST_WITHOUT_CONSENT = 2**24
+# Ranges that never reach a public endpoint from the internet (RFC 1918 private, RFC 6598 shared,
+# loopback, link-local, multicast, "this network", reserved): as a public endpoint's allowed
+# sources they admit nobody, or are a mistake.
+NOT_ON_THE_INTERNET = tuple(
+    IPv4Network(cidr)
+    for cidr in (
+        "0.0.0.0/8",
+        "10.0.0.0/8",
+        "100.64.0.0/10",
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+        "172.16.0.0/12",
+        "192.168.0.0/16",
+        "224.0.0.0/4",
+        "240.0.0.0/4",
+    )
+)
 
 # CloudWatch Logs accepts only these retention periods (AWS::Logs::LogGroup RetentionInDays).
 LOG_RETENTION_DAYS = (
@@ -75,12 +95,29 @@ def one_of(valid: Collection[Hashable], what: str, hint: str = "") -> AfterValid
 def require_consent_for_anywhere(
     cidrs: list[IPv4Network], consent: bool, consent_field: str, exposes: str
 ) -> None:
-    """0.0.0.0/0 only with an explicit flag: a typo must not open something to the internet."""
-    if ANYWHERE in cidrs and not consent:
+    """The internet only with an explicit flag, judged by the addresses the list covers (so
+    0.0.0.0/1 + 128.0.0.0/1 counts as 0.0.0.0/0): a typo must not open something to it."""
+    covered = sum(network.num_addresses for network in collapse_addresses(cidrs))
+    if covered > BROADEST_WITHOUT_CONSENT and not consent:
+        whole = "all of IPv4" if covered == ANYWHERE.num_addresses else f"{covered:,} addresses"
         raise ValueError(
-            f"contains 0.0.0.0/0, which opens {exposes} to the internet; list specific CIDRs, "
-            f"or set {consent_field}: true"
+            f"covers {whole}, which opens {exposes} to the internet; list your own CIDRs "
+            f"(at most a /8 in all without consent), or set {consent_field}: true"
         )
+
+
+def require_internet_sources(cidrs: list[IPv4Network], what: str, limit: int) -> None:
+    """Sources of a public endpoint: addresses clients on the internet can have, and no more
+    entries than the service takes."""
+    for cidr in cidrs:
+        clash = next((r for r in NOT_ON_THE_INTERNET if cidr.overlaps(r)), None)
+        if clash is not None:
+            raise ValueError(
+                f"{cidr} overlaps {clash}, which is not an internet address range; {what} sees "
+                "clients' public addresses, so list those (a private range admits nobody)"
+            )
+    if len(cidrs) > limit:
+        raise ValueError(f"{len(cidrs)} CIDRs; {what} takes at most {limit}")
 
 
 LogRetentionDays = Annotated[int, one_of(LOG_RETENTION_DAYS, "a retention CloudWatch Logs accepts")]

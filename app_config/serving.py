@@ -9,7 +9,14 @@ from pydantic import Field, field_validator, model_validator
 
 from app_config.endpoint_health import seconds_until_new_targets_healthy
 from app_config.node_labels import GPU_ROLES
-from app_config.section import CidrBlock, Section, one_of, require_consent_for_anywhere
+from app_config.section import (
+    CidrBlock,
+    Section,
+    one_of,
+    require_consent_for_anywhere,
+    require_internet_sources,
+)
+from catalog.helm_charts import CHARTS
 from catalog.ray_llm_image import DEFAULT_IMAGE_TAG, IMAGES
 
 # KubeRay accepts 47 (MaxRayServiceNameLength = 53 - 6). Worker pods are named
@@ -18,7 +25,17 @@ from catalog.ray_llm_image import DEFAULT_IMAGE_TAG, IMAGES
 # would be cut off, and the dashboard finds each side's pods by that word.
 RAYSERVICE_NAME_MAX = 50 - len("-xxxxx-") - max(len(role) for role in GPU_ROLES)
 _DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
-_S3_URI = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/(?P<prefix>.*))?$")
+_DNS_LABEL_RULE = "lower-case letters, digits and '-', starting with a letter, not ending with '-'"
+_S3_URI = re.compile(r"s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(/(?P<prefix>[^*?]*))?")
+# Namespaces the serving namespace must never be: Kubernetes' own, EKS add-ons', and those the
+# stack's Helm charts own. The namespace gets PSA labels and a deny-all policy, and `cdk destroy`
+# deletes it.
+RESERVED_NAMESPACES = frozenset(
+    {"default", "kube-system", "kube-public", "kube-node-lease", "amazon-cloudwatch"}
+    | {chart.namespace for chart in CHARTS}
+)
+# Inbound rules per security group (VPC quota default): one rule per client CIDR.
+SECURITY_GROUP_RULES_MAX = 60
 # The complete ARN, with the 6-character suffix Secrets Manager appends: IAM matches it exactly.
 _SECRET_ARN = (
     r"^arn:aws(-us-gov)?:secretsmanager:[a-z0-9-]+:\d{12}:secret:[\w/+=.@-]+-[A-Za-z0-9]{6}$"
@@ -31,6 +48,9 @@ class Model(Section):
     id: str = Field(
         "Qwen/Qwen3-32B",
         pattern=r"^[\w.-]+/[\w.-]+$",
+        json_schema_extra={
+            "rule": "a Hugging Face model id, org/name (letters, digits, '_', '-', '.')"
+        },
         description="Hugging Face model id (org/name); also the name clients send as `model`. "
         "The default is ungated (Apache-2.0), supported by vLLM 0.26 and fits every catalog "
         "instance at TP=8.",
@@ -43,6 +63,13 @@ class Model(Section):
     hf_token_secret_arn: str | None = Field(
         None,
         pattern=_SECRET_ARN,
+        json_schema_extra={
+            "rule": (
+                "the full ARN of a Secrets Manager secret, including the 6-character suffix"
+                " Secrets Manager appends "
+                "(arn:aws:secretsmanager:<region>:<account>:secret:<name>-AbCdEf)"
+            )
+        },
         description="Secrets Manager secret with a Hugging Face token, for gated models. Mounted "
         "by the Secrets Store CSI driver; never in CloudFormation.",
     )
@@ -50,7 +77,12 @@ class Model(Section):
     @field_validator("s3_uri")
     @classmethod
     def _s3_uri(cls, value: str | None) -> str | None:
-        if value is not None and not _S3_URI.match(value):
+        if value is not None and ("*" in value or "?" in value):
+            raise ValueError(
+                "wildcards are not allowed: the pods are granted exactly this prefix; name the "
+                "model's folder, s3://bucket/path/to/model"
+            )
+        if value is not None and not _S3_URI.fullmatch(value):
             raise ValueError(
                 "not an S3 URI; expected s3://bucket/prefix (bucket 3-63 chars a-z 0-9 . -)"
             )
@@ -67,11 +99,11 @@ class Model(Section):
 
     @property
     def s3_bucket(self) -> str | None:
-        return _S3_URI.match(self.s3_uri)["bucket"] if self.s3_uri else None
+        return _S3_URI.fullmatch(self.s3_uri)["bucket"] if self.s3_uri else None
 
     @property
     def s3_prefix(self) -> str:
-        return ((_S3_URI.match(self.s3_uri)["prefix"] or "") if self.s3_uri else "").strip("/")
+        return ((_S3_URI.fullmatch(self.s3_uri)["prefix"] or "") if self.s3_uri else "").strip("/")
 
 
 class Engine(Section):
@@ -124,6 +156,9 @@ class Endpoint(Section):
     certificate_arn: str | None = Field(
         None,
         pattern=r"^arn:aws(-us-gov)?:acm:[a-z0-9-]+:\d{12}:certificate/[0-9a-f-]{36}$",
+        json_schema_extra={
+            "rule": "an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<uuid>)"
+        },
         description="ACM certificate: the endpoint listens with TLS on 443 instead of TCP on 80. "
         "Required for internet-facing.",
     )
@@ -155,6 +190,15 @@ class Endpoint(Section):
         require_consent_for_anywhere(
             self.source_cidrs, self.allow_from_anywhere, "allow_from_anywhere", "the model endpoint"
         )
+        if self.scheme == "internet-facing":
+            require_internet_sources(
+                self.source_cidrs, "an internet-facing endpoint", SECURITY_GROUP_RULES_MAX
+            )
+        elif len(self.source_cidrs) > SECURITY_GROUP_RULES_MAX:
+            raise ValueError(
+                f"{len(self.source_cidrs)} CIDRs; the endpoint's security group takes at most "
+                f"{SECURITY_GROUP_RULES_MAX} rules"
+            )
         return self
 
 
@@ -170,6 +214,7 @@ class GcsFaultTolerance(Section):
     node_type: str = Field(
         "cache.r7g.large",
         pattern=r"^cache\.[a-z0-9]+\.[a-z0-9]+$",
+        json_schema_extra={"rule": "an ElastiCache node type such as cache.r7g.large"},
         description="ElastiCache node type of the primary and each replica.",
     )
     engine_version: Literal["7.2", "8.0", "8.1"] = Field(
@@ -186,11 +231,16 @@ class GcsFaultTolerance(Section):
 
 class Serving(Section):
     namespace: str = Field(
-        "llm-serving", pattern=_DNS_LABEL, max_length=63, description="Kubernetes namespace."
+        "llm-serving",
+        pattern=_DNS_LABEL,
+        max_length=63,
+        json_schema_extra={"rule": _DNS_LABEL_RULE},
+        description="Kubernetes namespace.",
     )
     name: str = Field(
         "pd-llm",
         pattern=_DNS_LABEL,
+        json_schema_extra={"rule": _DNS_LABEL_RULE},
         description=f"RayService name (at most {RAYSERVICE_NAME_MAX} characters, so that KubeRay's "
         "pod names keep the worker group's name; without 'prefill' or 'decode' in it).",
     )
@@ -200,6 +250,9 @@ class Serving(Section):
     image_digest: str | None = Field(
         None,
         pattern=r"^sha256:[0-9a-f]{64}$",
+        json_schema_extra={
+            "rule": "an image digest: sha256: followed by 64 lower-case hexadecimal digits"
+        },
         description="The digest image_tag pointed to when you checked it (`aws ecr "
         "batch-get-image` or `docker buildx imagetools inspect`); when set, pods pull exactly "
         "these bytes, so a node that joins later cannot run a newer patch release of the tag. "
@@ -240,6 +293,17 @@ class Serving(Section):
         "Serve's graceful shutdown, the workers' preStop wait, their termination grace period "
         "and the load balancer's deregistration delay all follow it.",
     )
+
+    @field_validator("namespace")
+    @classmethod
+    def _own_namespace(cls, value: str) -> str:
+        if value in RESERVED_NAMESPACES or value.startswith("kube-"):
+            raise ValueError(
+                f"{value!r} belongs to Kubernetes, EKS or a chart this stack installs; the "
+                "serving namespace gets a deny-all network policy and Pod Security labels and "
+                "is deleted by `cdk destroy`: use a namespace of its own such as llm-serving"
+            )
+        return value
 
     @field_validator("name")
     @classmethod

@@ -51,3 +51,11 @@ SECRETS_STORE_CSI_AWS = HelmChartRef(
     version="3.1.1",
     namespace="kube-system",
 )
+
+# Every chart above; the AWS Load Balancer Controller comes through aws-cdk-lib (kube-system).
+CHARTS: tuple[HelmChartRef, ...] = (
+    EFA_DEVICE_PLUGIN,
+    NVIDIA_DEVICE_PLUGIN,
+    KUBERAY_OPERATOR,
+    SECRETS_STORE_CSI_AWS,
+)

@@ -63,7 +63,17 @@ _DIRECTION_CODES = {
     "southwest": "sw",
 }
 
-_ZONE_ID = re.compile(r"^(?P<prefix>[a-z]+\d+)-az\d+$")
+_ZONE_ID = re.compile(r"(?P<prefix>[a-z]+\d+)-az(?P<number>\d+)")
+# No Region has more than six zones (EC2 user guide, "Regions and Zones"): names end in a to f,
+# IDs in az1 to az6. Where the count is smaller and well known, it is here.
+MAX_ZONES = 6
+ZONES_IN_REGION = {
+    "us-east-1": 6,
+    "us-east-2": 3,
+    "us-west-2": 4,
+    "eu-west-1": 3,
+    "eu-central-1": 3,
+}
 
 
 def zone_id_prefix(region: str) -> str:
@@ -78,20 +88,27 @@ def zone_id_prefix(region: str) -> str:
 
 
 def is_zone_id(zone: str) -> bool:
-    return _ZONE_ID.match(zone) is not None
+    return _ZONE_ID.fullmatch(zone) is not None
 
 
 def zone_belongs_to_region(zone: str, region: str) -> bool:
-    """Whether an AZ name (us-east-1a) or AZ ID (use1-az1) lies in the region."""
-    match = _ZONE_ID.match(zone)
+    """Whether an AZ name (us-east-1a) or AZ ID (use1-az1) can exist in the region."""
+    count = ZONES_IN_REGION.get(region, MAX_ZONES)
+    match = _ZONE_ID.fullmatch(zone)
     if match:
-        return match["prefix"] == zone_id_prefix(region)
-    return re.fullmatch(rf"{re.escape(region)}[a-z]", zone) is not None
+        return match["prefix"] == zone_id_prefix(region) and 1 <= int(match["number"]) <= count
+    letters = "abcdef"[:count]
+    return re.fullmatch(rf"{re.escape(region)}[{letters}]", zone) is not None
 
 
 def example_zones(region: str) -> str:
     """Valid spellings for an error message."""
-    return f"an AZ name such as {region}a or an AZ ID such as {zone_id_prefix(region)}-az1"
+    count = ZONES_IN_REGION.get(region, MAX_ZONES)
+    last = "abcdef"[count - 1]
+    return (
+        f"an AZ name {region}a to {region}{last} or an AZ ID {zone_id_prefix(region)}-az1 to "
+        f"-az{count}"
+    )
 
 
 def partition(region: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -20,8 +21,8 @@ CERTIFICATE_ARN = (
 # Each row: `-c` overrides, the setting the message must name, a fragment of the explanation.
 INVALID = [
     ({"region": "us-west-9"}, "region", "valid: af-south-1"),
-    ({"prefix": "PD_LLM"}, "prefix", "should match pattern"),
-    ({"account": "12345"}, "account", "should match pattern"),
+    ({"prefix": "PD_LLM"}, "prefix", "lower-case letters, digits"),
+    ({"account": "12345"}, "account", "12-digit AWS account id"),
     ({"network.nat_gateways": "two"}, "network.nat_gateways", "valid integer"),
     ({"network.nat_gateways": "3"}, "network.nat_gateways", "at most one per zone"),
     ({"network.vpc_cidr": "10.0.0.1/16"}, "network.vpc_cidr", "host bits"),
@@ -134,7 +135,7 @@ INVALID = [
             "gpu_nodes.decode.capacity.reservation_id": "odcr-1",
         },
         "gpu_nodes.decode.capacity.reservation_id",
-        "should match pattern",
+        "cr- followed by 8 to 17 hexadecimal digits",
     ),
     (
         {"gpu_nodes.prefill.scaling": '{"min_size": 2, "desired_size": 1, "max_size": 2}'},
@@ -226,7 +227,7 @@ INVALID = [
         "no Ray LLM DLC registry mapping",
     ),
     ({"serving.name": "a" * 37}, "serving.name", "at most 36"),
-    ({"serving.name": "Pd_LLM"}, "serving.name", "should match pattern"),
+    ({"serving.name": "Pd_LLM"}, "serving.name", "starting with a letter"),
     ({"serving.model.s3_uri": "s3:/models/qwen"}, "serving.model.s3_uri", "not an S3 URI"),
     (
         {"serving.model.s3_uri": "https://bucket.s3.amazonaws.com/x"},
@@ -254,13 +255,13 @@ INVALID = [
     (
         {"serving.model.hf_token_secret_arn": SECRET_ARN.removesuffix("-AbCdEf")},
         "serving.model.hf_token_secret_arn",
-        "should match pattern",
+        "6-character suffix",
     ),
     ({"serving.image_tag": "latest"}, "serving.image_tag", "not a known Ray LLM image tag"),
     (
         {"serving.model.hf_token_secret_arn": "my-token"},
         "serving.model.hf_token_secret_arn",
-        "should match pattern",
+        "6-character suffix",
     ),
     (
         {
@@ -293,7 +294,7 @@ INVALID = [
     (
         {"serving.gcs_fault_tolerance.node_type": "r7g.large"},
         "serving.gcs_fault_tolerance.node_type",
-        "should match pattern",
+        "such as cache.r7g.large",
     ),
     (
         {"serving.old_cluster_deletion_delay_seconds": "-1"},
@@ -331,6 +332,102 @@ INVALID = [
         "observability.alarms.page_me",
         "unknown setting",
     ),
+    # Hardening (issue 11): dangerous values, values that would fail only at deploy time.
+    *[
+        ({"serving.namespace": ns}, "serving.namespace", "use a namespace of its own")
+        for ns in ("kube-system", "default", "kuberay-system", "kube-tools", "amazon-cloudwatch")
+    ],
+    (
+        {
+            "cluster.endpoint_access": "public_and_private",
+            "cluster.public_access_cidrs": '["0.0.0.0/1", "128.0.0.0/1"]',
+        },
+        "cluster",
+        "covers all of IPv4",
+    ),
+    (
+        {
+            "cluster.endpoint_access": "public_and_private",
+            "cluster.public_access_cidrs": '["2.0.0.0/7"]',
+        },
+        "cluster",
+        "opens the Kubernetes API to the internet",
+    ),
+    (
+        {
+            "cluster.endpoint_access": "public_and_private",
+            "cluster.public_access_cidrs": '["10.20.0.0/16"]',
+        },
+        "cluster",
+        "not an internet address range",
+    ),
+    (
+        {
+            "cluster.endpoint_access": "public_and_private",
+            "cluster.public_access_cidrs": json.dumps([f"198.51.{i}.0/24" for i in range(41)]),
+        },
+        "cluster",
+        "at most 40",
+    ),
+    (
+        {
+            "serving.endpoint.scheme": "internet-facing",
+            "serving.endpoint.certificate_arn": CERTIFICATE_ARN,
+            "serving.endpoint.source_cidrs": '["0.0.0.0/1", "128.0.0.0/1"]',
+        },
+        "serving.endpoint",
+        "opens the model endpoint to the internet",
+    ),
+    (
+        {
+            "serving.endpoint.scheme": "internet-facing",
+            "serving.endpoint.certificate_arn": CERTIFICATE_ARN,
+            "serving.endpoint.source_cidrs": '["192.168.10.0/24"]',
+        },
+        "serving.endpoint",
+        "admits nobody",
+    ),
+    ({"serving.model.s3_uri": "s3://bucket/*"}, "serving.model.s3_uri", "wildcards"),
+    ({"serving.model.s3_uri": "s3://bucket/models/q?en"}, "serving.model.s3_uri", "wildcards"),
+    (
+        {"network.availability_zones": '["usw2-az1", "usw2-az9"]'},
+        "network.availability_zones[1]",
+        "usw2-az1 to -az4",
+    ),
+    (
+        {
+            "network.availability_zones": '["us-west-2a", "us-west-2z"]',
+            "network.gpu_availability_zone": "us-west-2a",
+        },
+        "network.availability_zones[1]",
+        "us-west-2a to us-west-2d",
+    ),
+    ({"network.vpc_cidr": "127.0.0.0/16"}, "network.vpc_cidr", "cannot be a VPC"),
+    ({"network.vpc_cidr": "224.0.0.0/16"}, "network.vpc_cidr", "cannot be a VPC"),
+    ({"network.vpc_cidr": "169.254.0.0/16"}, "network.vpc_cidr", "cannot be a VPC"),
+    (
+        {"gpu_nodes.decode.labels": '{"team": "ml platform"}'},
+        "gpu_nodes.decode.labels.team",
+        "not a Kubernetes label value",
+    ),
+    (
+        {"cluster.system_nodes.instance_type": "m7g.xlarge"},
+        "cluster.system_nodes.instance_type",
+        "Graviton (arm64)",
+    ),
+    (
+        {"cluster.admin_principal_arns": json.dumps(["arn:aws:iam::123456789012:role/Ops\n"])},
+        "cluster.admin_principal_arns",
+        "not an IAM role or user ARN",
+    ),
+    (
+        {"serving.model.hf_token_secret_arn": SECRET_ARN + "\n"},
+        "serving.model.hf_token_secret_arn",
+        "6-character suffix",
+    ),
+    # Mistakes that would silently do something else: a top-level typo.
+    ({"regoin": "eu-west-1"}, "regoin", "did you mean 'region'"),
+    ({"prefx": "team-a"}, "prefx", "did you mean 'prefix'"),
 ]
 
 
@@ -412,3 +509,35 @@ def test_cli_reports_bad_input_without_a_traceback(tmp_path: Path) -> None:
     assert "network.gpu_availability_zone = 'usw2-az9'" in result.stderr
     assert "Traceback" not in result.stderr
     assert not list(tmp_path.glob("*.template.json"))
+
+
+def test_one_setting_inside_a_section_keeps_the_sections_other_defaults() -> None:
+    """README's own upgrade step: one number changes, the rest of the default scaling stays."""
+    settings = load_settings({**cdk_json_context(), "gpu_nodes.decode.scaling.max_size": "3"})
+    scaling = settings.gpu_nodes.decode.scaling
+    default = load_settings(cdk_json_context()).gpu_nodes.decode.scaling
+    assert (scaling.min_size, scaling.desired_size, scaling.max_size) == (
+        default.min_size,
+        default.desired_size,
+        3,
+    )
+
+
+def test_no_message_only_quotes_a_regular_expression() -> None:
+    """Every pattern field states its rule in words (json_schema_extra "rule")."""
+    from app_config import Settings
+
+    def pattern_fields(model: type, path: str = "") -> list[str]:
+        found = []
+        for name, field in model.model_fields.items():
+            if any(getattr(m, "pattern", None) for m in field.metadata):
+                assert isinstance(field.json_schema_extra, dict), f"{path}{name}"
+                assert field.json_schema_extra.get("rule"), f"{path}{name}"
+                found.append(f"{path}{name}")
+            annotation = field.annotation
+            for candidate in (annotation, *getattr(annotation, "__args__", ())):
+                if isinstance(candidate, type) and hasattr(candidate, "model_fields"):
+                    found += pattern_fields(candidate, f"{path}{name}.")
+        return found
+
+    assert len(pattern_fields(Settings)) >= 8
