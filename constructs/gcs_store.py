@@ -105,6 +105,13 @@ class GcsStore(Construct):
             auth_token=self.auth_token.secret_value.unsafe_unwrap(),  # a dynamic reference
             auto_minor_version_upgrade=True,
         )
+        # Kept data means a final snapshot here: the store's state outlives `cdk destroy` without
+        # a replication group that keeps billing.
+        self.replication_group.apply_removal_policy(
+            RemovalPolicy.DESTROY
+            if props.removal_policy == RemovalPolicy.DESTROY
+            else RemovalPolicy.SNAPSHOT
+        )
         self.host = self.replication_group.attr_primary_end_point_address
         self.port = PORT  # set above; a number here, where the attribute would be a string
 

@@ -73,6 +73,8 @@ class ManagedPrometheus(Construct):
                 log_group_arn=self.logs.log_group_arn  # ends in :*, as AMP requires
             ),
         )
+        # The metrics are data: kept on destroy like the logs, unless told otherwise.
+        self.workspace.apply_removal_policy(props.removal_policy)
         self.query_url = Fn.join(
             "",
             [

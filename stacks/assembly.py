@@ -9,7 +9,7 @@ from aws_cdk import App, Stack, Tags
 from app_config import Settings
 from constructs.checkov_skips import skip_singleton_provider_checks
 from stacks.cluster_stack import ClusterStack
-from stacks.common import environment
+from stacks.common import apply_log_retention_policy, environment
 from stacks.gpu_nodes_stack import GpuNodesStack
 from stacks.network_stack import NetworkStack
 from stacks.observability_stack import ObservabilityStack
@@ -91,6 +91,7 @@ def build_stacks(app: App, settings: Settings) -> Stacks:
     )
     for stack in stacks.all():
         skip_singleton_provider_checks(stack)
+        apply_log_retention_policy(stack, settings)
     for key, value in settings.tags.items():
         Tags.of(app).add(key, value)
     return stacks

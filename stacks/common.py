@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from aws_cdk import Environment, RemovalPolicy
+from aws_cdk import Environment, RemovalPolicy, Stack
+from aws_cdk import aws_logs as logs
 
 from app_config import Settings
 
@@ -17,6 +18,15 @@ def removal_policy(settings: Settings) -> RemovalPolicy:
     if settings.retain_data_on_destroy:
         return RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE
     return RemovalPolicy.DESTROY
+
+
+def apply_log_retention_policy(stack: Stack, settings: Settings) -> None:
+    """Every log group of the stack, aws-cdk-lib's own included (its providers' groups are
+    Retain by default), follows retain_data_on_destroy: with false, a log group must not stay
+    behind encrypted with a key that goes."""
+    for child in stack.node.find_all():
+        if isinstance(child, logs.CfnLogGroup):
+            child.apply_removal_policy(removal_policy(settings))
 
 
 def environment(settings: Settings) -> Environment:
