@@ -364,8 +364,13 @@ class Cluster(Section):
     )
     admin_principal_arns: list[str] = Field(
         [],
-        description="IAM roles/users given cluster-admin through EKS access entries (besides the "
-        "stack's own admin role).",
+        description="IAM roles/users given cluster-admin through EKS access entries; nobody else "
+        "can use kubectl on the cluster.",
+    )
+    operator_principal_arns: list[str] = Field(
+        [],
+        description="IAM roles/users that operate the service: view access to the whole "
+        "cluster, edit access to the serving namespace (EKS access policies).",
     )
     system_nodes: SystemNodes = Field(SystemNodes(), description="The system node group.")
     support_type: Literal["STANDARD", "EXTENDED"] = Field(
@@ -380,7 +385,7 @@ class Cluster(Section):
         "which the stack creates (KMS-encrypted) before EKS would create it without either.",
     )
 
-    @field_validator("admin_principal_arns")
+    @field_validator("admin_principal_arns", "operator_principal_arns")
     @classmethod
     def _principals(cls, values: list[str]) -> list[str]:
         for arn in values:
@@ -391,6 +396,16 @@ class Cluster(Section):
         if len(set(values)) != len(values):
             raise ValueError("each principal may appear once (EKS allows one access entry each)")
         return values
+
+    @model_validator(mode="after")
+    def _one_entry_per_principal(self) -> Cluster:
+        both = set(self.admin_principal_arns) & set(self.operator_principal_arns)
+        if both:
+            raise ValueError(
+                f"{sorted(both)} in both admin_principal_arns and operator_principal_arns; EKS "
+                "allows one access entry per principal: keep each in one list"
+            )
+        return self
 
     @model_validator(mode="after")
     def _endpoint(self) -> Cluster:

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
-from aws_cdk import aws_iam as iam
 
 from app_config.model import Cluster as ClusterSettings
 from catalog.eks_versions import KUBERNETES
@@ -27,6 +26,10 @@ ALL_CONTROL_PLANE_LOGS = [
 ]
 
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
+# For people who operate the service but not the cluster: read everything, change the serving
+# namespace only (EKS user guide, "Review access policy permissions").
+VIEW_POLICY = "AmazonEKSViewPolicy"
+EDIT_POLICY = "AmazonEKSEditPolicy"
 
 # Managed policies aws-cdk-lib attaches to the kubectl provider's Lambda roles.
 KUBECTL_HANDLER_MANAGED_POLICIES = (
@@ -48,10 +51,12 @@ class EksControlPlaneProps:
     settings: ClusterSettings
     vpc: ec2.IVpc
     removal_policy: RemovalPolicy
+    serving_namespace: str  # where operators may change things
 
 
 class EksControlPlane(Construct):
-    """Publishes ``cluster``, ``admin_role`` (assumed for kubectl) and ``secrets_key``."""
+    """Publishes ``cluster``, ``secrets_key`` and ``log_key``. Access is by EKS access entry for
+    the configured principals only: no role that anyone in the account could assume."""
 
     def __init__(self, scope: Construct, construct_id: str, props: EksControlPlaneProps) -> None:
         super().__init__(scope, construct_id)
@@ -104,26 +109,32 @@ class EksControlPlane(Construct):
         self.cluster.node.add_dependency(self.control_plane_logs)
         self._acknowledge_cdk_managed_parts()
         self._harden_kubectl_provider()
-        self.admin_role = iam.Role(
-            self,
-            "AdminRole",
-            description=f"Cluster admin of {props.cluster_name} through an EKS access entry",
-            assumed_by=iam.AccountRootPrincipal(),
-        )
-        self._grant_admin("AdminRoleAccess", self.admin_role.role_arn)
+        cluster_wide = eks.AccessScopeType.CLUSTER
         for index, principal_arn in enumerate(settings.admin_principal_arns):
-            self._grant_admin(f"AdminAccess{index}", principal_arn)
-
-    def _grant_admin(self, construct_id: str, principal_arn: str) -> None:
-        self.cluster.grant_access(
-            construct_id,
-            principal_arn,
-            [
-                eks.AccessPolicy.from_access_policy_name(
-                    CLUSTER_ADMIN_POLICY, access_scope_type=eks.AccessScopeType.CLUSTER
-                )
-            ],
-        )
+            self.cluster.grant_access(
+                f"AdminAccess{index}",
+                principal_arn,
+                [
+                    eks.AccessPolicy.from_access_policy_name(
+                        CLUSTER_ADMIN_POLICY, access_scope_type=cluster_wide
+                    )
+                ],
+            )
+        for index, principal_arn in enumerate(settings.operator_principal_arns):
+            self.cluster.grant_access(
+                f"OperatorAccess{index}",
+                principal_arn,
+                [
+                    eks.AccessPolicy.from_access_policy_name(
+                        VIEW_POLICY, access_scope_type=cluster_wide
+                    ),
+                    eks.AccessPolicy.from_access_policy_name(
+                        EDIT_POLICY,
+                        access_scope_type=eks.AccessScopeType.NAMESPACE,
+                        namespaces=[props.serving_namespace],
+                    ),
+                ],
+            )
 
     def _harden_kubectl_provider(self) -> None:
         """Encrypt the provider's log groups (aws-cdk-lib leaves them on the default key) and

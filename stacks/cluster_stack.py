@@ -3,7 +3,7 @@ live in their own stack (stacks/gpu_nodes_stack.py)."""
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import Annotations, CfnOutput, Stack
 from aws_cdk import aws_ec2 as ec2
 
 from app_config import Settings
@@ -37,8 +37,15 @@ class ClusterStack(Stack):
                 settings=settings.cluster,
                 vpc=vpc,
                 removal_policy=removal_policy(settings),
+                serving_namespace=settings.serving.namespace,
             ),
         )
+        if not settings.cluster.admin_principal_arns:
+            Annotations.of(self).add_warning_v2(
+                "pd-llm:no-cluster-admin",
+                "cluster.admin_principal_arns is empty: no person or CI role can use kubectl on "
+                "this cluster (only CloudFormation's kubectl provider can). Add your role's ARN.",
+            )
         cluster = self.control_plane.cluster
         self.addons = CoreAddons(self, "Addons", cluster=cluster)
         self.node_role = NodeRole(self, "NodeRole", description="Nodes of the serving cluster")
@@ -92,17 +99,11 @@ class ClusterStack(Stack):
 
     def _outputs(self, settings: Settings) -> None:
         cluster = self.control_plane.cluster
-        admin_role = self.control_plane.admin_role
         CfnOutput(self, "ClusterName", value=cluster.cluster_name)
-        CfnOutput(
-            self,
-            "AdminRoleArn",
-            value=admin_role.role_arn,
-            description="Assume this role for kubectl (cluster-admin access entry)",
-        )
         CfnOutput(
             self,
             "UpdateKubeconfigCommand",
             value=f"aws eks update-kubeconfig --name {settings.cluster_name} "
-            f"--region {settings.region} --role-arn {admin_role.role_arn}",
+            f"--region {settings.region}",
+            description="Run as one of cluster.admin_principal_arns or operator_principal_arns",
         )

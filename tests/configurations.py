@@ -35,6 +35,7 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
         "cluster.endpoint_access": "public_and_private",
         "cluster.public_access_cidrs": '["203.0.113.0/24"]',
         "cluster.admin_principal_arns": '["arn:aws:iam::123456789012:role/PlatformAdmins"]',
+        "cluster.operator_principal_arns": '["arn:aws:iam::123456789012:role/LlmOnCall"]',
         "retain_data_on_destroy": "false",
         "tags": '{"team": "ml-platform"}',
         "serving.endpoint.scheme": "internet-facing",

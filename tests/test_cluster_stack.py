@@ -9,7 +9,7 @@ from catalog.eks_versions import CORE_ADDONS, KUBERNETES, OBSERVABILITY_ADDONS, 
 from constructs.core_addons import VPC_CNI_CONFIGURATION
 from constructs.node_role import NODE_MANAGED_POLICIES
 from nag.serving_checks import CONTROL_PLANE_LOG_TYPES
-from tests.conftest import Synthesized
+from tests.conftest import Synthesized, cfn_text
 
 
 def _cluster(synthesized: Synthesized) -> dict:
@@ -62,7 +62,42 @@ def test_access_entries_not_the_aws_auth_config_map(public_app: Synthesized) -> 
     principals = json.dumps([entry["Properties"]["PrincipalArn"] for entry in entries])
     for arn in public_app.built.settings.cluster.admin_principal_arns:
         assert arn in principals
-    assert "AdminRole" in principals
+    # Nobody else but aws-cdk-lib's kubectl provider: no role any principal could assume.
+    others = [
+        entry["Properties"]["PrincipalArn"]
+        for entry in entries
+        if not isinstance(entry["Properties"]["PrincipalArn"], str)
+    ]
+    roles = public_app.resources("cluster", "AWS::IAM::Role")
+    assert all("KubectlProviderHandlerServiceRole" in arn["Fn::GetAtt"][0] for arn in others)
+    assert all(arn["Fn::GetAtt"][0] in roles for arn in others)
+    roles = public_app.resources("cluster", "AWS::IAM::Role").values()
+    for role in roles:
+        for statement in role["Properties"]["AssumeRolePolicyDocument"]["Statement"]:
+            assert "AWS" not in statement.get("Principal", {}), statement
+
+
+def test_operators_view_the_cluster_and_edit_only_the_serving_namespace(
+    public_app: Synthesized,
+) -> None:
+    settings = public_app.built.settings
+    entries = [
+        entry["Properties"]
+        for entry in public_app.resources("cluster", "AWS::EKS::AccessEntry").values()
+        if entry["Properties"]["PrincipalArn"] in settings.cluster.operator_principal_arns
+    ]
+    assert len(entries) == len(settings.cluster.operator_principal_arns) >= 1
+    for entry in entries:
+        scopes = {
+            cfn_text(policy["PolicyArn"]).rsplit("/", 1)[-1]: policy["AccessScope"]
+            for policy in entry["AccessPolicies"]
+        }
+        assert scopes["AmazonEKSViewPolicy"] == {"Type": "cluster"}
+        assert scopes["AmazonEKSEditPolicy"] == {
+            "Type": "namespace",
+            "Namespaces": [settings.serving.namespace],
+        }
+        assert "AmazonEKSClusterAdminPolicy" not in scopes
 
 
 def test_managed_node_groups_not_auto_mode(default_app: Synthesized) -> None:
@@ -147,8 +182,8 @@ def test_outputs_tell_how_to_reach_the_cluster(default_app: Synthesized) -> None
         f"aws eks update-kubeconfig --name {settings.cluster_name} --region {settings.region}"
         in command
     )
-    assert "--role-arn" in command
-    assert {"ClusterName", "AdminRoleArn"} <= outputs.keys()
+    assert "--role-arn" not in command  # access entries for the principals themselves
+    assert "ClusterName" in outputs
 
 
 def test_control_plane_logs_are_ours_before_eks_makes_them(default_app: Synthesized) -> None:
