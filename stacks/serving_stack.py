@@ -104,4 +104,7 @@ class ServingStack(Stack):
             "RayDashboardCommand",
             value=f"kubectl -n {serving.namespace} port-forward service/{serving.name}-head-svc "
             f"{DASHBOARD_PORT}:{DASHBOARD_PORT}  # then open http://localhost:{DASHBOARD_PORT}",
+            description="The dashboard asks for the Ray cluster's token: kubectl -n "
+            f"{serving.namespace} get secret <Ray cluster name> -o jsonpath="
+            "'{.data.auth_token}' | base64 -d",
         )

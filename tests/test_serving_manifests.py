@@ -419,3 +419,19 @@ def test_metrics_are_readable_from_the_vpc_and_bench_may_call_serve(rendered) ->
     bench = policies["allow-pdctl-bench"]
     assert bench["podSelector"] == {"matchLabels": BENCH_LABELS}
     assert bench["egress"][0]["ports"] == [{"protocol": "TCP", "port": SERVE_PORT}]
+
+
+def test_ray_token_auth_is_on_and_the_readiness_check_carries_the_token(rendered) -> None:
+    """KubeRay 1.7 makes the token (a Secret per Ray cluster, RAY_AUTH_TOKEN in every Ray
+    container) and sends it on its own dashboard calls; the only dashboard call of ours is the
+    workers' readiness check, which must send it too or no worker would ever turn ready."""
+    _, manifests = rendered
+    cluster = manifests.rayservice["spec"]["rayClusterConfig"]
+    assert cluster["authOptions"] == {"mode": "token"}
+    assert "secretName" not in cluster["authOptions"]  # KubeRay's own Secret: not in CFN
+    for group in cluster["workerGroupSpecs"]:
+        (container,) = group["template"]["spec"]["containers"]
+        probe = " ".join(container["readinessProbe"]["exec"]["command"])
+        dashboard_calls = [part for part in probe.split("wget") if "/api/serve/" in part]
+        assert dashboard_calls
+        assert all("x-ray-authorization: Bearer ${RAY_AUTH_TOKEN}" in c for c in dashboard_calls)
