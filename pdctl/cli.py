@@ -81,7 +81,9 @@ def plan_command(
     input_tokens: Annotated[int, typer.Option(min=1)] = 4096,
     output_tokens: Annotated[int, typer.Option(min=1)] = 512,
     instance_type: Annotated[str | None, typer.Option(help="default: the prefill nodes'")] = None,
-    tensor_parallel: Annotated[int | None, typer.Option(help="default: the configured TP")] = None,
+    tensor_parallel: Annotated[
+        int | None, typer.Option(min=1, help="default: the configured TP")
+    ] = None,
     config: ConfigOption = None,
     context: ContextOption = [],  # noqa: B006
     as_json: JsonOption = False,
@@ -95,14 +97,26 @@ def plan_command(
     instance = CATALOG[chosen]
     configured_tp, pp = settings.replica_gpus("prefill")
     tp = tensor_parallel or configured_tp
+    if tp * pp > instance.gpus:
+        console.print(
+            f"[red]TP {tp} x PP {pp} needs {tp * pp} GPUs; one {instance.name} has "
+            f"{instance.gpus}[/red]"
+        )
+        raise typer.Exit(2)
     try:
         shape = kv_plan.model_shape(kv_plan.load_model_config(model_config))
     except OSError as error:
-        console.print(f"[red]{error}[/red]")
+        console.print(f"[red]{model_config}: cannot read it: {error}[/red]")
         raise typer.Exit(2) from None
-    except (kv_plan.UnsupportedModelError, KeyError) as error:
+    except kv_plan.UnsupportedModelError as error:
         console.print(f"[red]{model_config}: cannot size this model: {error}[/red]")
         raise typer.Exit(2) from None
+    if shape.attention_heads % tp:
+        console.print(
+            f"[red]TP {tp} does not divide the model's {shape.attention_heads} attention heads; "
+            "vLLM refuses such a split[/red]"
+        )
+        raise typer.Exit(2)
     result = kv_plan.plan(
         shape,
         instance,
@@ -154,6 +168,9 @@ def verify_command(
         list[str], typer.Option(help="decode metrics URLs; default: through the Kubernetes API")
     ] = [],  # noqa: B006
     metrics_port: int = METRICS_PORT,
+    timeout: Annotated[
+        float, typer.Option(min=1, help="seconds any one network call may take")
+    ] = verify.DEFAULT_TIMEOUT_SECONDS,
     config: ConfigOption = None,
     context: ContextOption = [],  # noqa: B006
     as_json: JsonOption = False,
@@ -161,32 +178,50 @@ def verify_command(
     """List models, stream one completion (TTFT, ITL), and prove KV moved over NIXL."""
     settings = _settings(config, context)
     base = url or _stack_output(settings, "EndpointUrl")
-    client = verify.OpenAI(base_url=f"{base.rstrip('/')}/v1", api_key="unused")
+    try:
+        checks = _verify(settings, base, metrics_url, metrics_port, timeout)
+    except verify.VerifyError as error:
+        console.print(f"[red]pdctl verify {base}: {error}[/red]")
+        raise typer.Exit(1) from None
+    except Exception as error:  # anything else an endpoint can provoke: still one line
+        console.print(f"[red]pdctl verify {base}: {type(error).__name__}: {error}[/red]")
+        raise typer.Exit(1) from None
+    _report(checks, as_json, f"Verify {base}")
+
+
+def _verify(
+    settings: Settings, base: str, metrics_url: list[str], metrics_port: int, timeout: float
+) -> list[Check]:
+    client = verify.client_for(base, timeout)
     checks: list[Check] = []
-    models = [model.id for model in client.models.list()]
+    models = verify.list_models(client)
     served = settings.serving.model.id in models
     checks.append(
         Check(
             f"model {settings.serving.model.id} listed",
             served,
-            ", ".join(models),
+            ", ".join(models) or "no model",
             "" if served else "wait for the RayService to turn healthy",
         )
     )
+    if not served:
+        return checks
 
     def read_metrics() -> verify.TransferEvidence:
         texts = (
-            [verify.fetch_text(metrics) for metrics in metrics_url]
+            [verify.fetch_text(metrics, timeout) for metrics in metrics_url]
             if metrics_url
             else verify.decode_metrics_from_kubernetes(
-                settings.serving.namespace, settings.serving.name, metrics_port
+                settings.serving.namespace, settings.serving.name, metrics_port, timeout
             )
         )
         return verify.transfer_evidence(texts)
 
     before = read_metrics()
     with console.status("Streaming one chat completion...", spinner="dots"):
-        timing = verify.stream_one_completion(client, settings.serving.model.id, "Say hello.")
+        timing = verify.stream_one_completion(
+            client, settings.serving.model.id, "Say hello.", deadline_seconds=4 * timeout
+        )
     checks.append(
         Check(
             "one streamed completion",
@@ -197,7 +232,7 @@ def verify_command(
     )
     evidence = verify.transfers_during(before, read_metrics())
     checks.append(verify.kv_verdict(evidence, settings.serving.kv_transfer.backend))
-    _report(checks, as_json, f"Verify {base}")
+    return checks
 
 
 @app.command("bench")

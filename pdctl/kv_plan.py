@@ -83,38 +83,95 @@ class ModelShape:
         return self._parameters(self.experts_per_token if self.experts else 0)
 
 
+# Hugging Face answers a config download in well under this; a stalled one ends here.
+DOWNLOAD_TIMEOUT_SECONDS = 20
+REQUIRED_SIZES = (
+    "num_hidden_layers",
+    "num_attention_heads",
+    "hidden_size",
+    "vocab_size",
+)
+
+
 def load_model_config(source: str) -> dict[str, Any]:
     """A config.json path, or a Hugging Face model id whose config.json is fetched (public
-    models; gated ones need the file downloaded with a token first)."""
+    models; gated ones need the file downloaded with a token first). Raises OSError for what
+    cannot be read and UnsupportedModelError for what is not a model config."""
     path = Path(source)
     if path.is_file():
-        return json.loads(path.read_text())
-    if not re.fullmatch(r"[\w.-]+/[\w.-]+", source):
+        text = path.read_text(errors="replace")
+    elif re.fullmatch(r"[\w.-]+/[\w.-]+", source):
+        url = f"https://huggingface.co/{source}/resolve/main/config.json"
+        with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_SECONDS) as response:
+            text = response.read(1_000_000).decode(errors="replace")
+    else:
         raise OSError(f"{source}: no such file, and not a Hugging Face model id (org/name)")
-    url = f"https://huggingface.co/{source}/resolve/main/config.json"
-    with urllib.request.urlopen(url, timeout=30) as response:
-        return json.loads(response.read())
+    try:
+        config = json.loads(text, parse_constant=_no_constant)
+    except ValueError as error:
+        raise UnsupportedModelError(f"not valid JSON ({error})") from None
+    if not isinstance(config, dict):
+        raise UnsupportedModelError("not a model config: expected a JSON object")
+    return config
+
+
+def _no_constant(name: str) -> Any:
+    """json accepts NaN and Infinity; a model size never is either."""
+    raise ValueError(f"{name} is not a number a model config can hold")
+
+
+def _size(config: dict[str, Any], key: str, default: int | None = None) -> int:
+    """A positive whole number, or a clear error naming the key."""
+    value = config.get(key)
+    if value is None:  # absent, or null as some configs write it
+        value = default
+    if value is None:
+        raise UnsupportedModelError(f"{key} is missing")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise UnsupportedModelError(f"{key} = {value!r}; expected a positive whole number")
+    return value
 
 
 def model_shape(config: dict[str, Any]) -> ModelShape:
     config = config.get("text_config", config)  # multimodal configs nest the language model
+    if not isinstance(config, dict):
+        raise UnsupportedModelError("text_config is not a JSON object")
     if "kv_lora_rank" in config:
         raise UnsupportedModelError("multi-head latent attention (kv_lora_rank) is not handled")
-    heads = config["num_attention_heads"]
+    sizes = {key: _size(config, key) for key in REQUIRED_SIZES}
+    heads = sizes["num_attention_heads"]
+    kv_heads = _size(config, "num_key_value_heads", heads)
+    if heads % kv_heads:
+        raise UnsupportedModelError(
+            f"num_key_value_heads = {kv_heads} does not divide num_attention_heads = {heads}"
+        )
+    head_dim = _size(config, "head_dim", sizes["hidden_size"] // heads or None)
+    intermediate_key = (
+        "moe_intermediate_size" if config.get("moe_intermediate_size") else "intermediate_size"
+    )
+    experts_key = "num_experts" if config.get("num_experts") else "num_local_experts"
+    experts = _size(config, experts_key) if config.get(experts_key) else 0
+    experts_per_token = (
+        _size(config, "num_experts_per_tok") if config.get("num_experts_per_tok") else 0
+    )
+    if experts_per_token > max(experts, 1) and experts:
+        raise UnsupportedModelError(
+            f"num_experts_per_tok = {experts_per_token} exceeds the {experts} experts"
+        )
     dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
     if dtype not in DTYPE_BYTES:
         raise UnsupportedModelError(f"dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}")
     return ModelShape(
-        layers=config["num_hidden_layers"],
+        layers=sizes["num_hidden_layers"],
         attention_heads=heads,
-        kv_heads=config.get("num_key_value_heads") or heads,
-        head_dim=config.get("head_dim") or config["hidden_size"] // heads,
-        hidden_size=config["hidden_size"],
-        intermediate_size=config.get("moe_intermediate_size") or config["intermediate_size"],
-        vocab_size=config["vocab_size"],
+        kv_heads=kv_heads,
+        head_dim=head_dim,
+        hidden_size=sizes["hidden_size"],
+        intermediate_size=_size(config, intermediate_key),
+        vocab_size=sizes["vocab_size"],
         tied_embeddings=bool(config.get("tie_word_embeddings", False)),
-        experts=config.get("num_experts") or config.get("num_local_experts") or 0,
-        experts_per_token=config.get("num_experts_per_tok") or 0,
+        experts=experts,
+        experts_per_token=experts_per_token,
         dtype_bytes=DTYPE_BYTES[dtype],
     )
 
