@@ -35,7 +35,10 @@ def load_settings(context: Mapping[str, Any], environ: Mapping[str, str] = os.en
     unknown = [Problem(key, _unknown_key_message(key)) for key in context if _is_unknown(key)]
     if unknown:
         raise ConfigError(unknown)
-    raw = copy.deepcopy(dict(context.get(SETTINGS_KEY) or {}))
+    base = context.get(SETTINGS_KEY) or {}
+    if not isinstance(base, Mapping):
+        raise ConfigError([Problem(SETTINGS_KEY, "must be a mapping of settings", base)])
+    raw = copy.deepcopy(dict(base))
     if CONFIG_FILE_KEY in context:
         _deep_merge(raw, _read_yaml(str(context[CONFIG_FILE_KEY])))
     for key, value in context.items():

@@ -52,6 +52,9 @@ from catalog.regions import (
 )
 
 _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
+# What every AWS service accepts in tag keys and values (Tagging AWS resources, "Tag naming
+# limits and requirements").
+_TAG_TEXT = re.compile(r"[\w .:/=+\-@]*")
 _IAM_PRINCIPAL_ARN = re.compile(r"^arn:aws(-us-gov)?:iam::\d{12}:(role|user)/[\w+=,.@/-]{1,512}$")
 
 
@@ -69,12 +72,30 @@ def _instance_type(value: str) -> str:
     return value
 
 
-def _x86_64(value: str) -> str:
-    family = value.split(".", 1)[0]
+_ACCELERATED_FAMILY = re.compile(r"(p|g|inf|trn|dl|vt|f)\d.*")
+_TOO_SMALL_SIZES = ("nano", "micro", "small")
+
+
+def _system_instance(value: str) -> str:
+    """The system nodes run the x86_64 standard AL2023 AMI and host CoreDNS, the operators and
+    the Ray head (2 vCPUs, 8 GiB)."""
+    family, _, size = value.partition(".")
     if _ARM64_FAMILY.fullmatch(family):
         raise ValueError(
             f"{family} is a Graviton (arm64) family; the system nodes run the x86_64 AL2023 "
             "AMI like the Ray head's image: use an x86_64 type such as m7i.xlarge"
+        )
+    if family.startswith("mac"):
+        raise ValueError(f"{family} (Mac) instances cannot join EKS; use e.g. m7i.xlarge")
+    if _ACCELERATED_FAMILY.fullmatch(family):
+        raise ValueError(
+            f"{family} is an accelerated family; the system nodes need no accelerator and the "
+            "standard AMI has no drivers for one: use e.g. m7i.xlarge"
+        )
+    if size in _TOO_SMALL_SIZES:
+        raise ValueError(
+            f"{size} is too small for CoreDNS, the operators and the Ray head (2 vCPUs, 8 GiB "
+            "requested); use at least xlarge, e.g. m7i.xlarge"
         )
     return value
 
@@ -102,7 +123,7 @@ class Scaling(Section):
 class SystemNodes(Section):
     """The small CPU node group for CoreDNS, operators, controllers and the Ray head."""
 
-    instance_type: Annotated[InstanceTypeName, AfterValidator(_x86_64)] = Field(
+    instance_type: Annotated[InstanceTypeName, AfterValidator(_system_instance)] = Field(
         "m7i.xlarge", description="EC2 instance type of the system nodes (x86_64)."
     )
     scaling: Scaling = Field(
@@ -229,6 +250,13 @@ class GpuNodeGroup(Section):
         taken = sorted(OWNED_TAINT_KEYS & {taint.key for taint in taints})
         if taken:
             raise ValueError(f"{taken} are set by this app; choose other taint keys")
+        pairs = [(taint.key, taint.effect) for taint in taints]
+        repeated = sorted({pair for pair in pairs if pairs.count(pair) > 1})
+        if repeated:
+            raise ValueError(
+                f"{repeated[0][0]} with effect {repeated[0][1]} appears twice; Kubernetes "
+                "allows one taint per key and effect"
+            )
         return taints
 
     @property
@@ -472,11 +500,19 @@ class Settings(Section):
     @field_validator("tags")
     @classmethod
     def _tags(cls, tags: dict[str, str]) -> dict[str, str]:
-        for key in tags:
+        for key, value in tags.items():
             if key.lower().startswith("aws:") or not 1 <= len(key) <= 128:
                 raise ValueError(
                     f"tag key {key!r} must be 1-128 characters and not start with aws:"
                 )
+            if len(value) > 256:
+                raise ValueError(f"tag {key!r}: a value may have at most 256 characters")
+            for text in (key, value):
+                if not _TAG_TEXT.fullmatch(text):
+                    raise ValueError(
+                        f"tag {key!r}: {text!r} has characters AWS tags do not allow; use "
+                        "letters, digits, spaces and _ . : / = + - @"
+                    )
         return tags
 
     @model_validator(mode="after")
@@ -580,6 +616,20 @@ def _serving_problems(settings: Settings) -> list[Problem]:
             "region", "has no Ray LLM DLC registry mapping (catalog/ray_llm_image.py); regions "
             f"with the image: {', '.join(sorted(REGISTRY_ACCOUNTS))}", settings.region,
         ))  # fmt: skip
+    certificate = settings.serving.endpoint.certificate_arn
+    if certificate and certificate.split(":")[3] != settings.region:
+        problems.append(Problem(
+            "serving.endpoint.certificate_arn",
+            f"is in {certificate.split(':')[3]}; a load balancer in {settings.region} needs an "
+            f"ACM certificate of {settings.region}",
+            certificate,
+        ))  # fmt: skip
+    if certificate and settings.account and certificate.split(":")[4] != settings.account:
+        problems.append(Problem(
+            "serving.endpoint.certificate_arn",
+            f"belongs to account {certificate.split(':')[4]}, not {settings.account}",
+            certificate,
+        ))  # fmt: skip
     for role, group in settings.gpu_nodes.groups().items():
         engine, gpus = settings.serving.engine(role), group.instance.gpus
         tp, pp = settings.replica_gpus(role)
@@ -588,6 +638,14 @@ def _serving_problems(settings: Settings) -> list[Problem]:
                 f"serving.{role}.tensor_parallel_size",
                 f"TP {tp} x PP {pp} needs more GPUs than one {group.instance_type} has ({gpus}); "
                 "a replica must fit one node",
+                tp,
+            ))  # fmt: skip
+        elif gpus % tp:
+            problems.append(Problem(
+                f"serving.{role}.tensor_parallel_size",
+                f"TP {tp} does not divide the {gpus} GPUs of a {group.instance_type}: replicas "
+                f"would leave GPUs idle, and models' head counts divide by powers of two; use "
+                f"one of {[d for d in range(1, gpus + 1) if gpus % d == 0]}",
                 tp,
             ))  # fmt: skip
         elif engine.max_replicas * tp * pp > gpus * group.scaling.desired_size:

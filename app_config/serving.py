@@ -86,6 +86,11 @@ class Model(Section):
             raise ValueError(
                 "not an S3 URI; expected s3://bucket/prefix (bucket 3-63 chars a-z 0-9 . -)"
             )
+        if value is not None and not (_S3_URI.fullmatch(value)["prefix"] or "").strip("/"):
+            raise ValueError(
+                "names a whole bucket; the pods are granted exactly this prefix, so name the "
+                "model's folder, s3://bucket/path/to/model"
+            )
         return value
 
     @model_validator(mode="after")

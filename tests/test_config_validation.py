@@ -425,6 +425,42 @@ INVALID = [
         "serving.model.hf_token_secret_arn",
         "6-character suffix",
     ),
+    ({"tags": json.dumps({"team": "x" * 300})}, "tags", "at most 256 characters"),
+    ({"tags": json.dumps({"team": "a\u0000b"})}, "tags", "characters AWS tags do not allow"),
+    (
+        {
+            "gpu_nodes.prefill.taints": json.dumps(
+                [
+                    {"key": "a", "value": "b", "effect": "NoSchedule"},
+                    {"key": "a", "value": "c", "effect": "NoSchedule"},
+                ]
+            )
+        },
+        "gpu_nodes.prefill.taints",
+        "one taint per key and effect",
+    ),
+    ({"serving.model.s3_uri": "s3://bucket"}, "serving.model.s3_uri", "names a whole bucket"),
+    (
+        {
+            "serving.endpoint.certificate_arn": CERTIFICATE_ARN.replace("us-west-2", "us-east-1"),
+        },
+        "serving.endpoint.certificate_arn",
+        "needs an ACM certificate of us-west-2",
+    ),
+    (
+        {"serving.decode.tensor_parallel_size": "3"},
+        "serving.decode.tensor_parallel_size",
+        "does not divide the 8 GPUs",
+    ),
+    *[
+        ({"cluster.system_nodes.instance_type": t}, "cluster.system_nodes.instance_type", f)
+        for t, f in (
+            ("mac2.metal", "cannot join EKS"),
+            ("p5.48xlarge", "accelerated family"),
+            ("t3.small", "too small"),
+        )
+    ],
+    ({"settings": "x"}, "settings", "must be a mapping"),
     # Mistakes that would silently do something else: a top-level typo.
     ({"regoin": "eu-west-1"}, "regoin", "did you mean 'region'"),
     ({"prefx": "team-a"}, "prefx", "did you mean 'prefix'"),
