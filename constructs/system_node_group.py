@@ -29,9 +29,14 @@ class SystemNodeGroup(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.labels = {ROLE_LABEL: SYSTEM_ROLE}
+        # The instance type lives in the launch template, not on the node group, where EKS treats
+        # it as immutable: a new type is then a new template version that EKS rolls out one node
+        # at a time, instead of a new node group replacing the one CoreDNS and the Ray head run
+        # on (AWS::EKS::Nodegroup InstanceTypes is create-only).
         launch_template = ec2.LaunchTemplate(
             self,
             "LaunchTemplate",
+            instance_type=ec2.InstanceType(settings.instance_type),
             require_imdsv2=True,
             # Hop limit 1: containers cannot reach the node's instance credentials.
             http_put_response_hop_limit=1,
@@ -53,7 +58,6 @@ class SystemNodeGroup(Construct):
             "Nodegroup",
             cluster=cluster,
             ami_type=eks.NodegroupAmiType.AL2023_X86_64_STANDARD,
-            instance_types=[ec2.InstanceType(settings.instance_type)],
             capacity_type=eks.CapacityType.ON_DEMAND,
             launch_template_spec=eks.LaunchTemplateSpec(
                 id=launch_template.launch_template_id,

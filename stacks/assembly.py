@@ -93,5 +93,7 @@ def build_stacks(app: App, settings: Settings) -> Stacks:
         skip_singleton_provider_checks(stack)
         apply_log_retention_policy(stack, settings)
     for key, value in settings.tags.items():
-        Tags.of(app).add(key, value)
+        # A placement group's tags are create-only: a tag change would replace the group and,
+        # through the launch templates that name it, roll every GPU node.
+        Tags.of(app).add(key, value, exclude_resource_types=["AWS::EC2::PlacementGroup"])
     return stacks

@@ -155,7 +155,10 @@ def test_system_node_group_matches_configuration(default_app: Synthesized) -> No
     props = _system(default_app, "AWS::EKS::Nodegroup")["Properties"]
     system = default_app.built.settings.cluster.system_nodes
     assert props["AmiType"] == "AL2023_x86_64_STANDARD"
-    assert props["InstanceTypes"] == [system.instance_type]
+    # In the launch template: a new type rolls the nodes instead of replacing the group.
+    assert "InstanceTypes" not in props
+    template = _system(default_app, "AWS::EC2::LaunchTemplate")["Properties"]
+    assert template["LaunchTemplateData"]["InstanceType"] == system.instance_type
     assert props["ScalingConfig"] == {
         "MinSize": system.scaling.min_size,
         "DesiredSize": system.scaling.desired_size,

@@ -1,0 +1,105 @@
+"""Routine changes and what CloudFormation replaces for each, decided by the resource schemas'
+create-only properties (tests/replacement_model.py). The README's table "What a change
+replaces" is this test's table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import app
+from tests.configurations import context_for
+from tests.replacement_model import replaced
+
+CERTIFICATE = "arn:aws:acm:us-west-2:123456789012:certificate/0f1e2d3c-4b5a-6978-8695-a4b3c2d1e0f9"
+
+# change -> the resource types it may replace (empty: nothing is replaced).
+ROUTINE: dict[str, tuple[dict[str, str], frozenset[str]]] = {
+    "node counts": (
+        {
+            "cluster.system_nodes.scaling": '{"min_size": 3, "desired_size": 3, "max_size": 6}',
+            "gpu_nodes.decode.scaling": '{"min_size": 1, "desired_size": 2, "max_size": 2}',
+        },
+        frozenset(),
+    ),
+    "system instance type": ({"cluster.system_nodes.instance_type": "m7i.2xlarge"}, frozenset()),
+    "GPU instance type": ({"gpu_nodes.decode.instance_type": "p5e.48xlarge"}, frozenset()),
+    "tags": ({"tags": '{"team": "ml-platform", "cost-center": "42"}'}, frozenset()),
+    "model and engine": (
+        {"serving.model.id": "Qwen/Qwen3-14B", "serving.max_model_len": "16384"},
+        frozenset(),
+    ),
+    "image digest": ({"serving.image_digest": "sha256:" + "ab" * 32}, frozenset()),
+    "drain timeout": ({"serving.drain_timeout_seconds": "600"}, frozenset()),
+    "alarm thresholds": (
+        {"observability.alarms": '{"ttft_p95_objective_seconds": 0.8}'},
+        frozenset(),
+    ),
+    "log retention": ({"observability.log_retention_days": "90"}, frozenset()),
+    "admins and operators": (
+        {"cluster.admin_principal_arns": '["arn:aws:iam::123456789012:role/Admin"]'},
+        frozenset(),
+    ),
+    # Not routine, and said so in the README: the node group's capacity type is create-only,
+    # and a reservation replaces the placement group.
+    "on demand to Capacity Block": (
+        {
+            "gpu_nodes.decode.capacity.type": "capacity_block",
+            "gpu_nodes.decode.capacity.reservation_id": "cr-0123456789abcdef0",
+        },
+        frozenset({"AWS::EKS::Nodegroup"}),
+    ),
+    # The load balancer's scheme is create-only: a new DNS name; TLS is a new listener.
+    "endpoint scheme": (
+        {
+            "serving.endpoint.scheme": "internet-facing",
+            "serving.endpoint.certificate_arn": CERTIFICATE,
+            "serving.endpoint.source_cidrs": '["198.51.100.0/24"]',
+        },
+        frozenset(
+            {
+                "AWS::ElasticLoadBalancingV2::LoadBalancer",
+                "AWS::ElasticLoadBalancingV2::Listener",
+            }
+        ),
+    ),
+}
+# Never replaced by any of the changes above.
+PERMANENT = frozenset(
+    {
+        "AWS::EC2::VPC",
+        "AWS::EC2::Subnet",
+        "AWS::EKS::Cluster",
+        "AWS::KMS::Key",
+        "AWS::Logs::LogGroup",
+        "AWS::APS::Workspace",
+        "AWS::SNS::Topic",
+    }
+)
+
+
+def _templates(tmp_path: Path, **overrides: str) -> dict[str, dict[str, Any]]:
+    built = app.build(context_for("default", **overrides), outdir=str(tmp_path))
+    assembly = built.app.synth()
+    return {stack.stack_name: stack.template for stack in assembly.stacks}
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    return _templates(tmp_path_factory.mktemp("baseline"))
+
+
+@pytest.mark.parametrize("change", list(ROUTINE))
+def test_what_a_change_replaces(change: str, baseline, tmp_path: Path) -> None:
+    overrides, may_replace = ROUTINE[change]
+    after = _templates(tmp_path, **overrides)
+    replaced_types = {}
+    for stack, template in baseline.items():
+        for logical_id, why in replaced(template, after[stack]).items():
+            resource_type = template["Resources"][logical_id]["Type"]
+            replaced_types.setdefault(resource_type, []).append(f"{stack}/{logical_id}: {why}")
+    unexpected = {t: w for t, w in replaced_types.items() if t not in may_replace}
+    assert unexpected == {}, unexpected
+    assert not PERMANENT & replaced_types.keys()
