@@ -37,11 +37,15 @@ def resources_of_type(scope: IConstruct, cfn_type: str) -> Iterator[CfnResource]
 # AwsCustomResource (the node groups' Auto Scaling group names).
 CFN_UTILS_PROVIDER_ID = "AWSCDKCfnUtilsProviderCustomResourceProvider"
 AWS_CUSTOM_RESOURCE_PROVIDER_ID = "AWS679f53fac002430cb0da5b7982bd2287"
+# For a throw-away deployment's access-log bucket (empties it before CloudFormation deletes it).
+S3_AUTO_DELETE_PROVIDER_ID = "Custom::S3AutoDeleteObjectsCustomResourceProvider"
 SINGLETON_PROVIDER_OUTSIDE_VPC = {
     CFN_UTILS_PROVIDER_ID: "Turns CloudFormation values into JSON inside the deployment and "
     "calls no network service, so it has no reason to run in the VPC.",
     AWS_CUSTOM_RESOURCE_PROVIDER_ID: "Calls the regional EKS API (DescribeNodegroup) at deploy "
     "time and nothing inside the VPC, so it has no reason to run in it.",
+    S3_AUTO_DELETE_PROVIDER_ID: "Calls the regional S3 API to empty one bucket when the stack "
+    "is destroyed, and nothing inside the VPC.",
 }
 
 

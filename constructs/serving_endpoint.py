@@ -8,9 +8,10 @@ ready Serve proxies (manifests/endpoint-service.yaml; README, "Upgrades without 
 
 from __future__ import annotations
 
-from aws_cdk import Duration
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
+from aws_cdk import aws_s3 as s3
 
 from app_config import Settings, endpoint_health
 from constructs import Construct
@@ -105,15 +106,50 @@ class ServingEndpoint(Construct):
                 "serving.endpoint.allow_from_anywhere is set: the operator chose to open the "
                 "TLS endpoint to every address.",
             )
-        no_access_logs = (
-            "NLB access logs record TLS connections only; the endpoint's requests are logged per "
-            "request by Ray Serve on the pods, and VPC flow logs record every connection."
-        )
-        acknowledge(self.load_balancer, "AwsSolutions-ELB2", no_access_logs)
-        skip_checks(self.load_balancer.node.default_child, {"CKV_AWS_91": no_access_logs})
+        if endpoint.certificate_arn:
+            self._log_tls_connections(settings)
+        else:
+            no_access_logs = (
+                "A TCP listener: NLB access logs exist for TLS listeners only (ELB user guide, "
+                "'Access logs for your Network Load Balancer'); VPC flow logs record every "
+                "connection and Ray Serve logs every request on the pods."
+            )
+            acknowledge(self.load_balancer, "AwsSolutions-ELB2", no_access_logs)
+            skip_checks(self.load_balancer.node.default_child, {"CKV_AWS_91": no_access_logs})
         scheme = "https" if endpoint.certificate_arn else "http"
         self.url = f"{scheme}://{self.load_balancer.load_balancer_dns_name}:{endpoint.port}"
         self.binding = EndpointBinding(
             target_group_arn=self.target_group.target_group_arn,
             load_balancer_security_group_id=self.security_group.security_group_id,
         )
+
+    def _log_tls_connections(self, settings: Settings) -> None:
+        """A TLS listener's connections (client address, TLS version, cipher, bytes) go to a
+        bucket of their own: SSE-S3 (what NLB access logs write with), no public access, TLS
+        only, expiring with the log retention. Kept on destroy like the other logs."""
+        keep = settings.retain_data_on_destroy
+        self.access_logs = s3.Bucket(
+            self,
+            "AccessLogs",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=True,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    expiration=Duration.days(settings.observability.log_retention_days),
+                    noncurrent_version_expiration=Duration.days(1),
+                )
+            ],
+            removal_policy=RemovalPolicy.RETAIN_ON_UPDATE_OR_DELETE
+            if keep
+            else RemovalPolicy.DESTROY,
+            auto_delete_objects=not keep,
+        )
+        self.load_balancer.log_access_logs(self.access_logs, prefix="nlb")
+        own_access = (
+            "This bucket holds the load balancer's access logs; logging its own access would "
+            "need a second bucket for the same records, and CloudTrail data events cover it."
+        )
+        acknowledge(self.access_logs, "AwsSolutions-S1", own_access)
+        skip_checks(self.access_logs.node.default_child, {"CKV_AWS_18": own_access})

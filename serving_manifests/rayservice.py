@@ -55,8 +55,8 @@ POD_CHECKOV_SKIPS = {
     "CKV_K8S_22": "Ray writes session state, logs and spill files under /tmp/ray in the image",
     "CKV_K8S_23": "The Ray LLM Deep Learning Container runs as root",
     "CKV_K8S_40": "The Ray LLM Deep Learning Container runs as root",
-    "CKV_K8S_37": "Only NET_RAW is dropped; the image's entrypoint is not verified with no caps",
-    "CKV_K8S_38": "IRSA and the head's autoscaler sidecar need the service account token",
+    "CKV_K8S_37": "NET_RAW is dropped; dropping ALL is unverified: the DLC image cannot be "
+    "pulled and run outside AWS to prove its entrypoint and EFA path need no capability",
     "CKV_K8S_15": "IfNotPresent on purpose: a node keeps the image bytes it pulled first, so a "
     "recreated pod cannot run a newer patch release of the tag than the rest of its Ray "
     "cluster (Ray and NIXL need identical versions on every node)",

@@ -435,3 +435,19 @@ def test_ray_token_auth_is_on_and_the_readiness_check_carries_the_token(rendered
         dashboard_calls = [part for part in probe.split("wget") if "/api/serve/" in part]
         assert dashboard_calls
         assert all("x-ray-authorization: Bearer ${RAY_AUTH_TOKEN}" in c for c in dashboard_calls)
+
+
+def test_ray_pods_carry_no_kubernetes_api_token(rendered) -> None:
+    """Nothing in a Ray pod calls the Kubernetes API (Ray's autoscaler is off); IRSA brings
+    its own projected token. So no service account token is mounted, and checkov's CKV_K8S_38
+    needs no skip."""
+    _, manifests = rendered
+    cluster = manifests.rayservice["spec"]["rayClusterConfig"]
+    assert cluster["enableInTreeAutoscaling"] is False
+    templates = [cluster["headGroupSpec"]["template"]] + [
+        g["template"] for g in cluster["workerGroupSpecs"]
+    ]
+    for template in templates:
+        assert template["spec"]["automountServiceAccountToken"] is False
+        skips = " ".join(template["metadata"]["annotations"].values())
+        assert "CKV_K8S_38" not in skips

@@ -310,3 +310,19 @@ def test_namespace_outlives_neither_kuberay_nor_the_gcs_store(public_app: Synthe
     depends_on = namespace["DependsOn"]
     assert any(d.startswith("OperatorsKubeRayOperator") for d in depends_on)
     assert any(d.startswith("GcsStore") for d in depends_on)
+
+
+def test_a_tls_endpoint_logs_its_connections_and_a_tcp_one_says_why_not(
+    default_app: Synthesized, public_app: Synthesized
+) -> None:
+    """NLB access logs exist for TLS listeners only: the TLS endpoint writes them to its own
+    bucket; the TCP endpoint's acknowledgment says exactly that, and no more."""
+    (tls,) = public_app.resources("serving", "AWS::ElasticLoadBalancingV2::LoadBalancer").values()
+    attributes = {a["Key"]: a["Value"] for a in tls["Properties"]["LoadBalancerAttributes"]}
+    assert attributes["access_logs.s3.enabled"] == "true"
+    (bucket,) = public_app.resources("serving", "AWS::S3::Bucket").values()
+    assert bucket["Properties"]["PublicAccessBlockConfiguration"]["BlockPublicPolicy"] is True
+    (tcp,) = default_app.resources("serving", "AWS::ElasticLoadBalancingV2::LoadBalancer").values()
+    skips = {s["id"]: s["comment"] for s in tcp["Metadata"]["checkov"]["skip"]}
+    assert "TLS listeners only" in skips["CKV_AWS_91"]
+    assert default_app.resources("serving", "AWS::S3::Bucket") == {}
