@@ -3,13 +3,14 @@ for gated models, the Secrets Store CSI driver with its AWS provider."""
 
 from __future__ import annotations
 
+from aws_cdk import Stack
 from aws_cdk import aws_eks_v2 as eks
 
 from app_config.model import NodePlacement
 from app_config.node_labels import ROLE_LABEL, SYSTEM_ROLE
 from catalog.helm_charts import KUBERAY_OPERATOR, SECRETS_STORE_CSI_AWS
 from constructs import Construct
-from constructs.checkov_skips import resources_of_type, skip_checks
+from constructs.checkov_skips import resources_of_type
 from constructs.device_plugins import tolerations
 from constructs.helm_release import helm_release
 from constructs.nag_acknowledgments import acknowledge
@@ -18,21 +19,26 @@ from constructs.nag_acknowledgments import acknowledge
 LOAD_BALANCER_CONTROLLER = eks.AlbControllerVersion.V3_2_2
 ON_SYSTEM_NODES = {"nodeSelector": {ROLE_LABEL: SYSTEM_ROLE}}
 
-# Wildcards of the controller's published IAM policy (kubernetes-sigs/aws-load-balancer-controller,
-# docs/install/iam_policy.json, bundled by aws-cdk-lib per version). Resource "*" covers Describe*
-# calls, which support no resource scoping; the ARN patterns cover load balancers, target groups,
-# listeners and security groups the controller creates, and the policy's own conditions limit the
-# mutating actions to resources tagged elbv2.k8s.aws/cluster.
-LOAD_BALANCER_CONTROLLER_POLICY_WILDCARDS = (
-    "*",
-    "arn:<AWS::Partition>:ec2:*:*:security-group/*",
-    "arn:<AWS::Partition>:elasticloadbalancing:*:*:loadbalancer/app/*/*",
-    "arn:<AWS::Partition>:elasticloadbalancing:*:*:loadbalancer/net/*/*",
-    "arn:<AWS::Partition>:elasticloadbalancing:*:*:targetgroup/*/*",
-    "arn:<AWS::Partition>:elasticloadbalancing:*:*:listener-rule/app/*/*/*",
-    "arn:<AWS::Partition>:elasticloadbalancing:*:*:listener-rule/net/*/*/*",
-    "arn:<AWS::Partition>:elasticloadbalancing:*:*:listener/app/*/*/*",
-    "arn:<AWS::Partition>:elasticloadbalancing:*:*:listener/net/*/*/*",
+# The controller here only binds one target group (TargetGroupBinding): its Service and Ingress
+# controllers and its mutating webhook for LoadBalancer Services stay off (chart v3.2.2 values).
+TARGET_GROUP_BINDING_ONLY = {
+    **ON_SYSTEM_NODES,
+    "enableServiceMutatorWebhook": False,
+    "createIngressClassResource": False,
+    "controllerConfig": {"featureGates": {"EnableServiceController": False}},
+}
+# What a TargetGroupBinding with IP targets and networking rules calls, traced in the controller
+# at v3.2.2 (upstream docs/deploy/installation.md, "You only want the LBC to add and remove IPs to
+# already existing target groups", plus the security group calls of pkg/networking): Describe*
+# support no resource scoping; the writes are scoped to the one target group and the one
+# security group the bound pods' interfaces carry.
+TARGET_GROUP_BINDING_READS = (
+    "elasticloadbalancing:DescribeTargetGroups",  # webhooks: target type, VPC, protocol
+    "elasticloadbalancing:DescribeTargetHealth",  # targets_manager: what is registered
+    "ec2:DescribeVpcs",  # vpc_info_provider: the target's VPC
+    "ec2:DescribeSecurityGroups",  # security_group_manager: rules to keep or revoke
+    "ec2:DescribeInstances",  # node ENIs: which security group holds a pod's IP
+    "ec2:DescribeNetworkInterfaces",  # pod ENIs
 )
 
 
@@ -54,29 +60,22 @@ class ServingOperators(Construct):
         self.kuberay = helm_release(
             self, "KubeRayOperator", cluster=cluster, chart=KUBERAY_OPERATOR, values=ON_SYSTEM_NODES
         )
+        self.cluster = cluster
         self.load_balancer_controller = eks.AlbController(
             self,
             "LoadBalancerController",
             cluster=cluster,
             version=LOAD_BALANCER_CONTROLLER,
             # Region and VPC are passed explicitly by the construct: IMDS is out of reach (hop 1).
-            additional_helm_chart_values=ON_SYSTEM_NODES,
+            additional_helm_chart_values=TARGET_GROUP_BINDING_ONLY,
         )
-        for resource in LOAD_BALANCER_CONTROLLER_POLICY_WILDCARDS:
-            acknowledge(
-                self.load_balancer_controller,
-                f"AwsSolutions-IAM5[Resource::{resource}]",
-                "The AWS Load Balancer Controller's own published IAM policy: it must manage load "
-                "balancers, target groups and listeners whose names it generates; mutations are "
-                "conditioned on its elbv2.k8s.aws/cluster tag, and IRSA limits the role to "
-                "kube-system:aws-load-balancer-controller.",
-            )
-        for policy in resources_of_type(self.load_balancer_controller, "AWS::IAM::Policy"):
-            skip_checks(policy, {
-                "CKV_AWS_111": "The AWS Load Balancer Controller's published policy; its write "
-                "actions are conditioned on the controller's own resource tags where AWS allows "
-                "it, and the role is trusted only by the controller's service account.",
-            })  # fmt: skip
+        acknowledge(
+            self.load_balancer_controller,
+            "AwsSolutions-IAM5[Resource::*]",
+            "Only the controller's Describe calls (target groups, target health, VPCs, security "
+            "groups, instances, network interfaces), which AWS cannot scope to a resource; its "
+            "writes are scoped to the one target group and the cluster security group.",
+        )
         self.secrets_store = None
         if with_secrets_store:
             # The driver's and the provider's DaemonSets must run where the Ray pods mount the
@@ -93,3 +92,50 @@ class ServingOperators(Construct):
                 chart=SECRETS_STORE_CSI_AWS,
                 values={"tolerations": gpu_tolerations, "secrets-store-csi-driver": driver},
             )
+
+    def bind_only(self, target_group_arn: str) -> None:
+        """Replace the controller's published policy (every load balancer, listener, WAF and
+        Shield setting of the account) with what binding this one target group needs: register
+        and deregister its targets, and add or remove the load balancer's rule on the cluster
+        security group, which the bound pods' interfaces carry (the one tagged
+        kubernetes.io/cluster/<name>)."""
+        stack = Stack.of(self)
+        security_group = stack.format_arn(
+            service="ec2",
+            resource="security-group",
+            resource_name=self.cluster.cluster_security_group_id,
+        )
+        vpc = stack.format_arn(service="ec2", resource="vpc", resource_name=self.cluster.vpc.vpc_id)
+        document = {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "TargetGroupBindingReads",
+                    "Effect": "Allow",
+                    "Action": list(TARGET_GROUP_BINDING_READS),
+                    "Resource": "*",
+                },
+                {
+                    "Sid": "TargetsOfTheEndpoint",
+                    "Effect": "Allow",
+                    "Action": [
+                        "elasticloadbalancing:RegisterTargets",
+                        "elasticloadbalancing:DeregisterTargets",
+                    ],
+                    "Resource": target_group_arn,
+                },
+                {
+                    "Sid": "LoadBalancerRuleOnTheClusterSecurityGroup",
+                    "Effect": "Allow",
+                    "Action": [
+                        "ec2:AuthorizeSecurityGroupIngress",
+                        "ec2:RevokeSecurityGroupIngress",
+                    ],
+                    "Resource": security_group,
+                    "Condition": {"ArnEquals": {"ec2:Vpc": vpc}},
+                },
+            ],
+        }
+        # Set on the L1 itself (not as an override), so cdk-nag and checkov judge this document.
+        (policy,) = resources_of_type(self.load_balancer_controller, "AWS::IAM::Policy")
+        policy.policy_document = document

@@ -44,6 +44,7 @@ class ServingStack(Stack):
             sync_secrets=gcs.enabled,
         )
         self.endpoint = ServingEndpoint(self, "Endpoint", settings=settings, vpc=cluster.vpc)
+        self.operators.bind_only(self.endpoint.target_group.target_group_arn)
         self.gcs_store = (
             GcsStore(
                 self,

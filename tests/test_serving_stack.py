@@ -326,3 +326,45 @@ def test_a_tls_endpoint_logs_its_connections_and_a_tcp_one_says_why_not(
     skips = {s["id"]: s["comment"] for s in tcp["Metadata"]["checkov"]["skip"]}
     assert "TLS listeners only" in skips["CKV_AWS_91"]
     assert default_app.resources("serving", "AWS::S3::Bucket") == {}
+
+
+def test_the_load_balancer_controller_may_only_bind_the_endpoints_target_group(
+    default_app: Synthesized,
+) -> None:
+    """It binds one target group: no load balancer, listener, WAF or Shield action on the
+    account; writes only on that target group and the cluster security group."""
+    resources = default_app.templates["serving"]["Resources"]
+    (policy,) = [
+        r["Properties"]["PolicyDocument"]
+        for lid, r in resources.items()
+        if r["Type"] == "AWS::IAM::Policy" and "LoadBalancerController" in lid
+    ]
+    (target_group_id,) = [
+        lid
+        for lid, r in resources.items()
+        if r["Type"] == "AWS::ElasticLoadBalancingV2::TargetGroup"
+    ]
+    actions = {a for s in policy["Statement"] for a in s["Action"]}
+    assert not any(a.split(":")[0] in ("wafv2", "waf-regional", "shield", "iam") for a in actions)
+    assert not any(":Create" in a or ":Delete" in a or ":Modify" in a for a in actions)
+    for statement in policy["Statement"]:
+        writes = [a for a in statement["Action"] if ":Describe" not in a]
+        if not writes:
+            assert statement["Resource"] == "*"
+            continue
+        resource = json.dumps(statement["Resource"])
+        if any(a.startswith("elasticloadbalancing:") for a in writes):
+            assert statement["Resource"] == {"Ref": target_group_id}
+        else:
+            assert "security-group/" in resource
+            assert "ClusterSecurityGroupId" in resource
+            assert "ec2:Vpc" in statement["Condition"]["ArnEquals"]
+    (chart,) = [
+        r
+        for r in resources.values()
+        if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"
+        and "aws-load-balancer-controller" in json.dumps(r["Properties"].get("Chart", ""))
+    ]
+    values = json.loads(cfn_text(chart["Properties"]["Values"]))
+    assert values["enableServiceMutatorWebhook"] is False
+    assert values["controllerConfig"]["featureGates"]["EnableServiceController"] is False
