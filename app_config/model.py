@@ -62,6 +62,10 @@ _IAM_PRINCIPAL_ARN = re.compile(r"^arn:aws(-us-gov)?:iam::\d{12}:(role|user)/[\w
 # im4gn, is4gen) and a1 is the first Graviton (EC2 user guide, "Instance type naming
 # conventions"); the system nodes run the x86_64 AL2023 AMI.
 _ARM64_FAMILY = re.compile(r"(a1|[a-z]+\d+[a-z]*g[a-z]*)")
+# The internal load balancer's own subnets: nothing else lives there, so the pods' network policy
+# can admit exactly the load balancer. An NLB needs 8 free addresses per subnet (ELB user guide,
+# "Subnets for your Network Load Balancer"); a /27 leaves 27.
+ENDPOINT_SUBNET_MASK = 27
 # EKS takes at most this many public access CIDRs (EKS API, publicAccessCidrs).
 EKS_PUBLIC_ACCESS_CIDRS_MAX = 40
 
@@ -363,8 +367,13 @@ class Network(Section):
         return value
 
     def required_addresses(self) -> int:
-        """Addresses the subnets take: one public and one private subnet per zone."""
-        per_zone = 2 ** (32 - self.private_subnet_mask) + 2 ** (32 - self.public_subnet_mask)
+        """Addresses the subnets take: a public, a private and a load balancer subnet per
+        zone."""
+        per_zone = (
+            2 ** (32 - self.private_subnet_mask)
+            + 2 ** (32 - self.public_subnet_mask)
+            + 2 ** (32 - ENDPOINT_SUBNET_MASK)
+        )
         return per_zone * len(self.availability_zones)
 
 

@@ -5,7 +5,8 @@ a p5.48xlarge with the AWS EFA layout takes 1 address for its ENA primary interf
 VPC CNI's warm pool (one ENI's worth: up to 49 secondary addresses); EFA-only interfaces take
 none. Even a layout with 32 EFA (not EFA-only) interfaces costs 32 + 50 = 82 addresses per node,
 so one GPU-zone subnet holds about 100 such nodes, next to the system nodes and every pod IP.
-Two zones of /19 + /24 use 16,896 of a /16's 65,536 addresses, leaving room for more zones.
+Two zones of /19 + /24 + /27 (the internal load balancer's own) use 16,960 of a /16's 65,536
+addresses, leaving room for more zones.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from aws_cdk import RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 
-from app_config.model import Network
+from app_config.model import ENDPOINT_SUBNET_MASK, Network
 from catalog.regions import is_zone_id
 from catalog.vpc_endpoints import INTERFACE_ENDPOINT_SERVICES
 from constructs import Construct
@@ -32,6 +33,17 @@ DEFAULT_SG_PROVIDER_ID = "Custom::VpcRestrictDefaultSGCustomResourceProvider"
 class GpuVpcProps:
     network: Network
     removal_policy: RemovalPolicy
+
+
+ENDPOINT_SUBNET_GROUP = "Endpoint"
+
+
+def endpoint_subnets(vpc: ec2.IVpc, internet_facing: bool) -> list[ec2.ISubnet]:
+    """Where the model endpoint's load balancer lives: the public subnets when it faces the
+    internet, else subnets of its own."""
+    if internet_facing:
+        return vpc.select_subnets(subnet_type=ec2.SubnetType.PUBLIC).subnets
+    return vpc.select_subnets(subnet_group_name=ENDPOINT_SUBNET_GROUP).subnets
 
 
 class GpuVpc(Construct):
@@ -58,6 +70,13 @@ class GpuVpc(Construct):
                     name="Private",
                     subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS,
                     cidr_mask=network.private_subnet_mask,
+                ),
+                # Last, so existing subnets keep their ranges: the internal endpoint's load
+                # balancer alone, so that the pods can admit exactly its addresses.
+                ec2.SubnetConfiguration(
+                    name=ENDPOINT_SUBNET_GROUP,
+                    subnet_type=ec2.SubnetType.PRIVATE_ISOLATED,
+                    cidr_mask=ENDPOINT_SUBNET_MASK,
                 ),
             ],
         )
@@ -118,7 +137,7 @@ class GpuVpc(Construct):
     def _place_subnets_by_zone_id(self) -> None:
         """Zones given as AZ IDs stay IDs in the template (AvailabilityZoneId), so the same
         physical zone is used in every account; the L2 VPC only knows AZ names."""
-        for subnet in self.vpc.public_subnets + self.vpc.private_subnets:
+        for subnet in self._all_subnets():
             cfn_subnet = subnet.node.default_child
             cfn_subnet.add_property_deletion_override("AvailabilityZone")
             cfn_subnet.add_property_override("AvailabilityZoneId", subnet.availability_zone)
@@ -129,12 +148,15 @@ class GpuVpc(Construct):
         reason = (
             "Zones are pinned on purpose: the GPU zone must be where the P-instance capacity is."
         )
-        for subnet in self.vpc.public_subnets + self.vpc.private_subnets:
+        for subnet in self._all_subnets():
             subnet.node.default_child.add_metadata(
                 "cfn-lint", {"config": {"ignore_checks": ["W3010"]}}
             )
             # The same check, run by aws-cdk-lib's built-in CloudFormation validation at synth.
             acknowledge(subnet, "CloudFormation-Validate::W3010", reason)
+
+    def _all_subnets(self) -> list[ec2.ISubnet]:
+        return self.vpc.public_subnets + self.vpc.private_subnets + self.vpc.isolated_subnets
 
     def _tag_subnets_for_load_balancers(self) -> None:
         """Subnet discovery tags of the AWS Load Balancer Controller (its docs, "Subnet

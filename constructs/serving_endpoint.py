@@ -16,6 +16,7 @@ from aws_cdk import aws_s3 as s3
 from app_config import Settings, endpoint_health
 from constructs import Construct
 from constructs.checkov_skips import skip_checks
+from constructs.gpu_vpc import endpoint_subnets
 from constructs.nag_acknowledgments import acknowledge
 from serving_manifests.drain import deregistration_delay_seconds
 from serving_manifests.names import SERVE_PORT, EndpointBinding, endpoint_client_cidrs
@@ -30,6 +31,7 @@ class ServingEndpoint(Construct):
         super().__init__(scope, construct_id)
         endpoint = settings.serving.endpoint
         internet_facing = endpoint.scheme == "internet-facing"
+        subnets = endpoint_subnets(vpc, internet_facing)
         self.security_group = ec2.SecurityGroup(
             self,
             "SecurityGroup",
@@ -51,11 +53,7 @@ class ServingEndpoint(Construct):
             "LoadBalancer",
             vpc=vpc,
             internet_facing=internet_facing,
-            vpc_subnets=ec2.SubnetSelection(
-                subnet_type=ec2.SubnetType.PUBLIC
-                if internet_facing
-                else ec2.SubnetType.PRIVATE_WITH_EGRESS
-            ),
+            vpc_subnets=ec2.SubnetSelection(subnets=subnets),
             security_groups=[self.security_group],
             cross_zone_enabled=True,
         )
@@ -121,6 +119,8 @@ class ServingEndpoint(Construct):
         self.binding = EndpointBinding(
             target_group_arn=self.target_group.target_group_arn,
             load_balancer_security_group_id=self.security_group.security_group_id,
+            # Literal CIDRs: the VPC construct computes its subnets' ranges at synth time.
+            load_balancer_cidrs=tuple(subnet.ipv4_cidr_block for subnet in subnets),
         )
 
     def _log_tls_connections(self, settings: Settings) -> None:

@@ -43,6 +43,8 @@ class EndpointBinding:
 
     target_group_arn: str
     load_balancer_security_group_id: str
+    # The load balancer's own subnets: the only addresses the pods admit on the Serve port.
+    load_balancer_cidrs: tuple[str, ...]
 
 
 @dataclass(frozen=True)

@@ -62,8 +62,12 @@ def render_service_accounts(
 
 
 def render_network_policies(
-    settings: Settings, store: GcsStoreBinding | None = None
+    settings: Settings,
+    store: GcsStoreBinding | None = None,
+    endpoint: EndpointBinding | None = None,
 ) -> list[dict[str, Any]]:
+    """``endpoint`` names the load balancer's subnets; without it (an offline render) the Serve
+    port is admitted from the VPC, as no narrower range is known."""
     policies = load_all("network-policies.yaml")
     if store:
         policies.append(_gcs_store_policy(settings, store))
@@ -78,11 +82,20 @@ def render_network_policies(
             for peer in rule.get("from", []) + rule.get("to", []):
                 _retarget_peer(peer, settings)
         name = policy["metadata"]["name"]
-        if name in ("allow-endpoint", "allow-metrics"):
+        if name == "allow-endpoint":
+            (rule,) = spec["ingress"]
+            load_balancer = (
+                [{"ipBlock": {"cidr": cidr}} for cidr in endpoint.load_balancer_cidrs]
+                if endpoint
+                else vpc
+            )
+            # The load balancer (its own subnets) and the bench Job; no other workload.
+            rule["from"] = [*load_balancer, {"podSelector": {"matchLabels": dict(BENCH_LABELS)}}]
+            rule["ports"] = [{"protocol": "TCP", "port": SERVE_PORT}]
+        if name == "allow-metrics":
             (rule,) = spec["ingress"]
             rule["from"] = vpc
-            port = SERVE_PORT if name == "allow-endpoint" else METRICS_PORT
-            rule["ports"] = [{"protocol": "TCP", "port": port}]
+            rule["ports"] = [{"protocol": "TCP", "port": METRICS_PORT}]
         if name == "allow-pdctl-bench":
             spec["podSelector"] = {"matchLabels": dict(BENCH_LABELS)}
             spec["egress"][0]["ports"] = [{"protocol": "TCP", "port": SERVE_PORT}]

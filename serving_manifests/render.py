@@ -77,7 +77,7 @@ def render(
         service_accounts=render_service_accounts(
             settings, worker_role_arn, gcs_store.head_role_arn if gcs_store else None
         ),
-        network_policies=render_network_policies(settings, gcs_store),
+        network_policies=render_network_policies(settings, gcs_store, endpoint),
         secret_provider_class=render_secret_provider_class(settings),
         gcs_store_provider_class=render_gcs_store_provider_class(settings, gcs_store),
         model_cache=render_model_cache(settings),

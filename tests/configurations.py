@@ -93,6 +93,7 @@ ROLE_ARN = "arn:aws:iam::123456789012:role/ray-pods"
 ENDPOINT = EndpointBinding(
     target_group_arn="arn:aws:elasticloadbalancing:us-west-2:123456789012:targetgroup/pd/0a1b2c3d",
     load_balancer_security_group_id="sg-0a1b2c3d4e5f60718",
+    load_balancer_cidrs=("10.0.96.0/27", "10.0.96.32/27"),
 )
 GCS_STORE = GcsStoreBinding(
     host="master.pd-llm-gcs.abc123.usw2.cache.amazonaws.com",

@@ -27,7 +27,8 @@ RAY_CLUSTER = "pd-llm-abcde"  # what KubeRay names the RayService's current Ray 
 GCS_PORT = 6379
 # Addresses inside the VPC that are not pods: the load balancer's, the managed scraper's
 # interfaces, the GCS store's primary; and one on the internet.
-LOAD_BALANCER_IP = "10.0.0.45"
+LOAD_BALANCER_IP = "10.0.96.45"  # in the load balancer's own subnet (ENDPOINT example)
+OTHER_WORKLOAD_IP = "10.0.70.9"  # a pod of another namespace, in the nodes' private subnet
 SCRAPER_IP = "10.0.1.17"
 GCS_STORE_IP = "10.0.2.33"
 INTERNET_IP = "52.94.1.1"
@@ -117,6 +118,14 @@ def test_the_load_balancer_reaches_every_worker_proxy(world) -> None:
     _, _, model, pods, _ = world
     for worker in _workers(pods):
         assert model.allows(Flow(LOAD_BALANCER_IP, worker, SERVE_PORT))
+
+
+def test_no_other_workload_in_the_vpc_reaches_the_model_api(world) -> None:
+    """The load balancer has subnets of its own, so the pods admit exactly its addresses: a
+    pod of another namespace (its address in the nodes' subnet) must go through the endpoint."""
+    _, _, model, pods, _ = world
+    for worker in _workers(pods):
+        assert not model.allows(Flow(OTHER_WORKLOAD_IP, worker, SERVE_PORT))
 
 
 def test_the_bench_job_reaches_serve_through_the_endpoint_service(world) -> None:

@@ -4,18 +4,26 @@ from __future__ import annotations
 
 from ipaddress import IPv4Network
 
+from app_config.model import ENDPOINT_SUBNET_MASK
 from catalog.vpc_endpoints import INTERFACE_ENDPOINT_SERVICES
 from tests.conftest import Synthesized
 
 
-def test_one_public_and_one_private_subnet_per_configured_zone(default_app: Synthesized) -> None:
+def test_a_public_a_private_and_a_load_balancer_subnet_per_configured_zone(
+    default_app: Synthesized,
+) -> None:
     network = default_app.built.settings.network
     subnets = default_app.resources("network", "AWS::EC2::Subnet").values()
     zones = sorted(s["Properties"]["AvailabilityZoneId"] for s in subnets)
-    assert zones == sorted(network.availability_zones * 2)
+    assert zones == sorted(network.availability_zones * 3)
     assert all("AvailabilityZone" not in s["Properties"] for s in subnets)
     masks = sorted(IPv4Network(s["Properties"]["CidrBlock"]).prefixlen for s in subnets)
-    assert masks == sorted([network.private_subnet_mask, network.public_subnet_mask] * 2)
+    assert masks == sorted(
+        [network.private_subnet_mask, network.public_subnet_mask, ENDPOINT_SUBNET_MASK] * 2
+    )
+    ranges = [IPv4Network(s["Properties"]["CidrBlock"]) for s in subnets]
+    used = sum(r.num_addresses for r in ranges)
+    assert used == network.required_addresses()  # what the configuration checks against
 
 
 def test_zone_names_stay_names(public_app: Synthesized) -> None:

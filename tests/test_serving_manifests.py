@@ -337,15 +337,20 @@ def test_rendering_a_fault_tolerant_service_needs_the_deployed_store() -> None:
         render(settings, ROLE_ARN, ENDPOINT)
 
 
-def test_network_policies_deny_by_default_and_open_the_endpoint_to_allowed_cidrs(rendered) -> None:
+def test_network_policies_deny_by_default_and_open_the_endpoint_to_the_load_balancer(
+    rendered,
+) -> None:
     settings, manifests = rendered
     policies = {p["metadata"]["name"]: p for p in manifests.network_policies}
     assert {p["metadata"]["namespace"] for p in policies.values()} == {settings.serving.namespace}
     deny = policies["default-deny"]["spec"]
     assert deny == {"podSelector": {}, "policyTypes": ["Ingress", "Egress"]}
     (rule,) = policies["allow-endpoint"]["spec"]["ingress"]
-    # The load balancer does not preserve client IPs: its private addresses are in the VPC.
-    assert [peer["ipBlock"]["cidr"] for peer in rule["from"]] == [str(settings.network.vpc_cidr)]
+    # The load balancer does not preserve client IPs: its own subnets, and the bench Job.
+    blocks = [peer["ipBlock"]["cidr"] for peer in rule["from"] if "ipBlock" in peer]
+    assert blocks == list(ENDPOINT.load_balancer_cidrs)
+    pods = [peer["podSelector"]["matchLabels"] for peer in rule["from"] if "podSelector" in peer]
+    assert pods == [BENCH_LABELS]
     assert rule["ports"] == [{"protocol": "TCP", "port": SERVE_PORT}]
     for policy in policies.values():
         labels = policy["spec"]["podSelector"].get("matchLabels", {})
