@@ -16,13 +16,25 @@ class RayLlmImage:
     tag: str
     ray_version: str  # the RayService's rayVersion must equal it
     vllm_version: str
+    nixl_version: str
+    efa_installer_version: str
+    cuda_version: str
+    python_version: str
 
 
 # Upgrading the image is one row here (and `serving.image_tag`): rayVersion follows from the tag.
 IMAGES: dict[str, RayLlmImage] = {
     image.tag: image
     for image in (
-        RayLlmImage(tag="serve-llm-cuda-v1.0", ray_version="2.58.0", vllm_version="0.26.0"),
+        RayLlmImage(
+            tag="serve-llm-cuda-v1.0",
+            ray_version="2.58.0",
+            vllm_version="0.26.0",
+            nixl_version="1.3.0",
+            efa_installer_version="1.49.0",
+            cuda_version="13.0",
+            python_version="3.13",
+        ),
     )
 }
 DEFAULT_IMAGE_TAG = "serve-llm-cuda-v1.0"

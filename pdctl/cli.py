@@ -21,7 +21,7 @@ from app_config import ConfigError, Settings, load_settings
 from app_config.cli_context import cli_context
 from catalog.instances import CATALOG
 from catalog.ray_llm_image import image_uri
-from pdctl import bench_job, cost, kv_plan, preflight, verify
+from pdctl import bench_job, cost, image, kv_plan, preflight, verify
 from pdctl.checks import Check
 from serving_manifests.names import METRICS_PORT, SERVE_PORT, endpoint_service_name
 
@@ -316,6 +316,75 @@ def _print_bench(summary: bench_job.BenchSummary, as_json: bool, saved: Path) ->
         f"{summary.request_throughput:.2f} requests/s, {summary.output_throughput:.0f} output "
         f"tokens/s over {summary.duration_s:.0f} s; result saved to {saved}"
     )
+
+
+@app.command("image")
+def image_command(
+    registry: Annotated[
+        bool, typer.Option(help="ask the region's DLC registry for the tag's digest now")
+    ] = True,
+    from_cluster: Annotated[
+        bool, typer.Option(help="read the digests the Ray pods run (kubectl context)")
+    ] = False,
+    config: ConfigOption = None,
+    context: ContextOption = [],  # noqa: B006
+    as_json: JsonOption = False,
+) -> None:
+    """The pinned image, its versions, the digest the registry holds and the pods run."""
+    from botocore.config import Config
+
+    settings = _settings(config, context)
+    ecr = (
+        boto3.client(
+            "ecr",
+            region_name=settings.region,
+            config=Config(connect_timeout=5, read_timeout=15, retries={"max_attempts": 2}),
+        )
+        if registry
+        else None
+    )
+    pod_images = _pod_image_ids(settings) if from_cluster else []
+    result = image.report(settings, ecr, pod_images)
+    if as_json:
+        print(json.dumps(result.as_dict(), indent=2))
+        return
+    table = Table(title=f"Ray LLM image in {settings.region}")
+    table.add_column("item")
+    table.add_column("value")
+    table.add_row("tag", result.tag)
+    table.add_row("pods pull", result.uri)
+    for name, version in result.versions.items():
+        table.add_row(name, version)
+    table.add_row("pinned digest", result.pinned_digest or "none (by tag)")
+    table.add_row("registry digest now", result.registry_digest or f"? ({result.registry_error})")
+    if from_cluster:
+        table.add_row("running digests", ", ".join(result.running_digests) or "no Ray pod found")
+    console.print(table)
+    console.print(result.verdict)
+
+
+def _pod_image_ids(settings: Settings) -> list[str]:
+    from kubernetes import client
+    from kubernetes import config as kube_config
+    from kubernetes.client.exceptions import ApiException
+    from kubernetes.config.config_exception import ConfigException
+
+    try:
+        kube_config.load_kube_config()
+        pods = client.CoreV1Api().list_namespaced_pod(
+            settings.serving.namespace,
+            label_selector=f"llm-serving/rayservice={settings.serving.name}",
+            _request_timeout=30,
+        )
+    except (ApiException, ConfigException, OSError) as error:
+        console.print(f"[red]reading the Ray pods failed: {type(error).__name__}: {error}[/red]")
+        raise typer.Exit(1) from None
+    return [
+        status.image_id
+        for pod in pods.items
+        for status in (pod.status.container_statuses or [])
+        if status.image_id
+    ]
 
 
 @app.command("cost")

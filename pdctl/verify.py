@@ -169,8 +169,9 @@ def transfers_during(before: TransferEvidence, after: TransferEvidence) -> Trans
 
 
 SLOW_TRANSFER_HINT = (
-    "slow or missing transfers with EFA devices present point at the fabric: run `pdctl "
-    "efa-check` (issue 14) or `fi_info -p efa` on both nodes"
+    "slow or missing transfers with the LIBFABRIC backend point at the fabric: run "
+    "`fi_info -p efa -t FI_EP_RDM` on both nodes (Session Manager) and compare the devices with "
+    "the instance's network cards"
 )
 
 
