@@ -16,10 +16,10 @@ CDK := node_modules/.bin/cdk
 CDK_FLAGS := --no-notices
 PIP := $(BIN)/python -m pip install -qq --disable-pip-version-check
 
-.PHONY: help setup setup-dev synth test lint format diff deploy destroy snapshots bench config-docs manifests clean
+.PHONY: help setup setup-dev synth test lint format diff deploy destroy snapshots bench config-docs manifests clean e2e-setup e2e e2e-bench
 
 help: ## List the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 $(BIN)/python:
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
@@ -73,6 +73,26 @@ manifests: setup ## Write the serving manifests to build/manifests/ (ROLE_ARN=<o
 
 bench: setup-dev ## Time cdk synth (cold and warm) and the test suite
 	$(BIN)/python -m tools.bench
+
+# The end-to-end tier: the Serve config synthesized into cdk.out, run by the image's Ray Serve
+# LLM on a local Ray with a stand-in engine (tests/e2e, README "What runs before deploy"). Its
+# venv holds Ray Serve LLM and vLLM (torch: several GB): outside the clone, keyed by the
+# versions in catalog/ray_llm_image.py, shared by every clone on the machine; a stamp in it makes
+# a second run install nothing.
+E2E_TOOL := $(BIN)/python -m tools.e2e_requirements
+E2E_TIMEOUT_S ?= 1800
+# Not the main suite's addopts (pytest-xdist: one Ray cluster per session cannot be split) nor
+# its conftest (CDK); the e2e venv has neither.
+E2E_PYTEST := -o addopts= -ra --strict-markers -p no:cacheprovider --confcutdir=tests/e2e
+
+e2e-setup: setup ## Install the image's Ray Serve LLM and vLLM into their own venv (once per version)
+	@$(E2E_TOOL) install
+
+e2e: synth e2e-setup ## Run the synthesized Serve app on a local Ray: OpenAI API, P/D, metrics, pdctl
+	timeout -k 60 $(E2E_TIMEOUT_S) "$$($(E2E_TOOL) venv)/bin/python" -m pytest $(E2E_PYTEST) tests/e2e
+
+e2e-bench: synth e2e-setup ## Latency the P/D graph adds over Ray's aggregated app (stand-in engine)
+	timeout -k 60 $(E2E_TIMEOUT_S) "$$($(E2E_TOOL) venv)/bin/python" tests/e2e/bench_orchestration.py
 
 # Each says in one line what is missing (credentials, bootstrap) before the CDK CLI starts.
 diff: setup ## cdk diff against the deployed stacks (needs credentials)

@@ -265,12 +265,12 @@ class Serving(Section):
     )
     upgrade_strategy: Literal["NewCluster", "None"] = Field(
         "NewCluster",
-        description="NewCluster: a change of the image or of anything that reloads an engine "
-        "(model, context length, block size, parallelism, KV settings) starts a second Ray "
-        "cluster, which joins the endpoint once its Serve application runs; needs a second set "
-        "of GPU nodes (raise desired_size first). Replica bounds and health settings apply in "
-        "place. None: every Serve config change applies in place (engines reload while "
-        "nothing serves); image changes need a manual restart.",
+        description="NewCluster: a change of the image or of any serving setting (every one "
+        "restarts the engines, replica bounds included) starts a second Ray cluster, which "
+        "joins the endpoint once its Serve application runs; needs a second set of GPU nodes "
+        "(raise desired_size first). Node counts apply in place. None: every Serve config "
+        "change applies in place (engines reload while nothing serves); image changes need a "
+        "manual restart.",
     )
     model: Model = Field(Model(), description="The model to serve.")
     max_model_len: int = Field(32768, ge=512, le=1048576, description="Context length in tokens.")

@@ -171,6 +171,12 @@ def verify_command(
     timeout: Annotated[
         float, typer.Option(min=1, help="seconds any one network call may take")
     ] = verify.DEFAULT_TIMEOUT_SECONDS,
+    metrics_wait: Annotated[
+        float,
+        typer.Option(
+            min=0, help="seconds to wait for the decode metrics to show the completion's transfer"
+        ),
+    ] = verify.METRICS_EXPORT_WAIT_SECONDS,
     config: ConfigOption = None,
     context: ContextOption = [],  # noqa: B006
     as_json: JsonOption = False,
@@ -179,7 +185,7 @@ def verify_command(
     settings = _settings(config, context)
     base = url or _stack_output(settings, "EndpointUrl")
     try:
-        checks = _verify(settings, base, metrics_url, metrics_port, timeout)
+        checks = _verify(settings, base, metrics_url, metrics_port, timeout, metrics_wait)
     except verify.VerifyError as error:
         console.print(f"[red]pdctl verify {base}: {error}[/red]")
         raise typer.Exit(1) from None
@@ -190,7 +196,12 @@ def verify_command(
 
 
 def _verify(
-    settings: Settings, base: str, metrics_url: list[str], metrics_port: int, timeout: float
+    settings: Settings,
+    base: str,
+    metrics_url: list[str],
+    metrics_port: int,
+    timeout: float,
+    metrics_wait: float,
 ) -> list[Check]:
     client = verify.client_for(base, timeout)
     checks: list[Check] = []
@@ -230,7 +241,7 @@ def _verify(
             f"mean ITL {timing.mean_itl * 1000:.1f} ms",
         )
     )
-    evidence = verify.transfers_during(before, read_metrics())
+    evidence = verify.await_transfers(read_metrics, before, metrics_wait)
     checks.append(verify.kv_verdict(evidence, settings.serving.kv_transfer.backend))
     return checks
 

@@ -29,6 +29,11 @@ FAILED_TRANSFERS = NIXL_FAILED_TRANSFERS.name.removeprefix("ray_vllm_")
 # hung endpoint hold the check for half an hour.
 DEFAULT_TIMEOUT_SECONDS = 30.0
 METRICS_BYTES_MAX = 20_000_000
+# Ray exports a worker's metrics to its node's metrics port every metrics_report_interval_ms
+# (10 s by default; ray/_private/telemetry/open_telemetry_metric_recorder.py): the completion's
+# own transfer shows there up to one interval after the stream ended, plus the agent's export.
+# Read before that and a working hand-off looks like none (`make e2e` caught it).
+METRICS_EXPORT_WAIT_SECONDS = 25.0
 
 
 # What a misbehaving endpoint can raise through the openai client: its own errors, and a
@@ -166,6 +171,25 @@ def transfers_during(before: TransferEvidence, after: TransferEvidence) -> Trans
         seen=before.seen and after.seen,
         reset=reset,
     )
+
+
+def await_transfers(
+    read: Callable[[], TransferEvidence],
+    before: TransferEvidence,
+    wait_seconds: float,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    interval: float = 0.5,
+) -> TransferEvidence:
+    """Reads the metrics until they show what the completion did (a transfer, a failure, a
+    restart, no NIXL metrics at all) or ``wait_seconds`` have passed; what they show then."""
+    deadline = clock() + wait_seconds
+    while True:
+        during = transfers_during(before, read())
+        settled = during.transfers > 0 or during.failed_transfers > 0 or during.reset
+        if settled or not during.seen or clock() >= deadline:
+            return during
+        sleep(interval)
 
 
 SLOW_TRANSFER_HINT = (

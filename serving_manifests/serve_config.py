@@ -13,19 +13,6 @@ from serving_manifests.templates import load
 
 PD_BUILDER = "ray.serve.llm:build_pd_openai_app"
 NIXL_CONNECTOR = "NixlConnector"
-# Deployment options Serve changes on running replicas ("lightweight" updates: Ray Serve docs,
-# "Updating a Serve application in place"). Every other change to an LLM config reaches the
-# engine's constructor, so Serve replaces the replicas and the model reloads.
-IN_PLACE_DEPLOYMENT_OPTIONS = frozenset(
-    {
-        "autoscaling_config",
-        "num_replicas",
-        "health_check_period_s",
-        "health_check_timeout_s",
-        "graceful_shutdown_wait_loop_s",
-        "graceful_shutdown_timeout_s",
-    }
-)
 
 
 def ray_resource(role: str) -> str:
@@ -85,18 +72,16 @@ def _model_source(settings: Settings) -> str | dict[str, str]:
 
 
 def engine_reload_fingerprint(serve_config: dict[str, Any]) -> str:
-    """A digest of everything in the Serve config whose change reloads an engine.
+    """A digest of the whole Serve config: every change to it reloads the engines.
 
     KubeRay 1.7 starts a new Ray cluster only when ``rayClusterConfig`` changes (its hash leaves
     out replica counts and tolerations; ray-operator utils.GenerateHashWithoutReplicasAndWorkers-
-    ToDelete) and applies ``serveConfigV2`` to the running cluster. Written on the pod templates,
-    this digest turns an engine-reloading Serve change into a cluster change, so a NewCluster
-    upgrade loads the new engines beside the old ones instead of in their place."""
-    reloading = json.loads(json.dumps(serve_config))
-    for application in reloading["applications"]:
-        for role in GPU_ROLES:
-            deployment = application["args"][f"{role}_config"].get("deployment_config", {})
-            for option in IN_PLACE_DEPLOYMENT_OPTIONS:
-                deployment.pop(option, None)
-    canonical = json.dumps(reloading, sort_keys=True, separators=(",", ":"))
+    ToDelete) and applies ``serveConfigV2`` to the running cluster. And every change of this
+    application's config is a change of the builder's ``args``, which Serve hashes into the
+    application's code version (ray/serve/_private/deploy_utils.py, get_app_code_version, Ray
+    2.58): Serve then replaces every replica of both sides, even for new replica bounds
+    (measured by `make e2e`, tests/e2e/test_under_load.py). Written on the pod templates, this
+    digest turns any Serve change into a cluster change, so a NewCluster upgrade loads the new
+    engines beside the old ones instead of in their place."""
+    canonical = json.dumps(serve_config, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]

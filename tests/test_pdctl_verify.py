@@ -38,6 +38,10 @@ class FakeServe(BaseHTTPRequestHandler):
     transfers_at_start, failed_at_start = 8, 1
     transfers_per_request, failed_per_request = 0, 0
     requests = 0
+    # Like Ray's periodic export: a completion shows in the metrics only from this many reads
+    # after it on.
+    export_lag_reads = 0
+    reads_since_request = 0
 
     def log_message(self, *args) -> None:  # keep test output clean
         pass
@@ -58,13 +62,17 @@ class FakeServe(BaseHTTPRequestHandler):
             self._send(json.dumps(body).encode(), "application/json")
         else:
             cls = type(self)
-            transfers = cls.transfers_at_start + cls.requests * cls.transfers_per_request
-            failed = cls.failed_at_start + cls.requests * cls.failed_per_request
+            cls.reads_since_request += 1
+            pending = cls.requests > 0 and cls.reads_since_request <= cls.export_lag_reads
+            exported = cls.requests - pending
+            transfers = cls.transfers_at_start + exported * cls.transfers_per_request
+            failed = cls.failed_at_start + exported * cls.failed_per_request
             self._send(_metrics(transfers, failed).encode(), "text/plain; version=0.0.4")
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers["Content-Length"]))
         type(self).requests += 1
+        type(self).reads_since_request = 0
         events = []
         for word in ("Hello", " there", "!"):
             chunk = {
@@ -89,9 +97,19 @@ def serve() -> Iterator[tuple[str, type[FakeServe]]]:
     server.shutdown()
 
 
-def _verify(url: str) -> tuple[int, list[dict]]:
+def _verify(url: str, metrics_wait: float = 0) -> tuple[int, list[dict]]:
     result = CliRunner().invoke(
-        app, ["verify", "--url", url, "--metrics-url", f"{url}/metrics", "--json"]
+        app,
+        [
+            "verify",
+            "--url",
+            url,
+            "--metrics-url",
+            f"{url}/metrics",
+            "--metrics-wait",
+            str(metrics_wait),
+            "--json",
+        ],
     )
     return result.exit_code, json.loads(result.output)
 
@@ -121,3 +139,16 @@ def test_failed_transfers_fail_verification(serve) -> None:
     code, checks = _verify(url)
     assert code == 1
     assert "3 failed" in checks[-1]["detail"]
+
+
+@pytest.mark.parametrize(("metrics_wait", "exit_code"), [(0, 1), (10, 0)])
+def test_waits_for_the_metrics_export_to_show_the_transfer(
+    serve, metrics_wait: float, exit_code: int
+) -> None:
+    """Ray exports metrics every 10 s: right after the stream they do not show it yet."""
+    url, handler = serve
+    handler.transfers_per_request, handler.export_lag_reads = 3, 2
+    code, checks = _verify(url, metrics_wait)
+    assert code == exit_code
+    if exit_code == 0:
+        assert "3 NIXL transfers, 0 failed" in checks[-1]["detail"]

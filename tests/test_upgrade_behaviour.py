@@ -71,8 +71,9 @@ CHANGES = [
     ({"serving.kv_transfer.backend": "UCX"}, True),
     ({"serving.prefill.gpu_memory_utilization": "0.85"}, True),
     ({"serving.image_digest": "sha256:" + "ab" * 32}, True),
-    ({"serving.decode.max_replicas": "2"}, False),  # Serve autoscaling bounds: in place
-    ({"serving.decode.min_replicas": "0"}, False),
+    # Replica bounds are builder args too: Serve would replace every engine (make e2e measures it)
+    ({"serving.decode.max_replicas": "2"}, True),
+    ({"serving.decode.min_replicas": "0"}, True),
     ({"gpu_nodes.decode.scaling": '{"min_size": 2, "desired_size": 3, "max_size": 3}'}, False),
 ]
 

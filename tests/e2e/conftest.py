@@ -1,0 +1,87 @@
+"""One local Ray cluster per session, running the Serve config synthesized into cdk.out.
+
+Run from the project root with the e2e venv's Python (`make e2e`):
+    <e2e venv>/bin/python -m pytest -o addopts= -ra --strict-markers -p no:cacheprovider \
+        --confcutdir=tests/e2e tests/e2e
+``--confcutdir`` keeps tests/conftest.py (the CDK suite's, which imports aws_cdk) out;
+``-o addopts=`` drops the main suite's pytest-xdist options (and its --ignore of this folder).
+
+Environment (defaults in brackets):
+  PD_E2E_CDK_OUT         the synthesized templates [<root>/cdk.out]
+  PD_E2E_RUN_DIR         records, Ray's logs, figures [<root>/build/e2e]
+  PD_E2E_PROJECT_PYTHON  the project venv's Python, which runs pdctl [<root>/.venv/bin/python]
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import openai
+import pytest
+from harness import PROJECT_ROOT, LocalRay, Synthesized
+
+CDK_OUT = Path(os.environ.get("PD_E2E_CDK_OUT", PROJECT_ROOT / "cdk.out"))
+RUN_DIR = Path(os.environ.get("PD_E2E_RUN_DIR", PROJECT_ROOT / "build" / "e2e"))
+PROJECT_PYTHON = Path(os.environ.get("PD_E2E_PROJECT_PYTHON", PROJECT_ROOT / ".venv/bin/python"))
+FIGURES: dict[str, Any] = {}
+
+
+@pytest.fixture(scope="session")
+def synthesized() -> Synthesized:
+    return Synthesized.read(CDK_OUT)
+
+
+@pytest.fixture(scope="session")
+def pd(synthesized: Synthesized) -> Iterator[LocalRay]:
+    """The deployed application, RUNNING; Ray is shut down after the session whatever happens."""
+    cluster = LocalRay(synthesized, RUN_DIR)
+    start = time.monotonic()
+    try:
+        cluster.start()
+        cluster.deploy(cluster.config)
+        cluster.timings["ready_s"] = time.monotonic() - start
+        yield cluster
+    finally:
+        cluster.stop()
+        FIGURES["startup"] = {key: round(value, 1) for key, value in cluster.timings.items()}
+
+
+@pytest.fixture(scope="session")
+def client(pd: LocalRay) -> openai.OpenAI:
+    return openai.OpenAI(base_url=f"{pd.base_url}/v1", api_key="unused", timeout=60, max_retries=0)
+
+
+@pytest.fixture(scope="session")
+def model(pd: LocalRay) -> str:
+    return pd.config["applications"][0]["args"]["decode_config"]["model_loading_config"]["model_id"]
+
+
+@pytest.fixture(scope="session")
+def project_python() -> Path:
+    if not PROJECT_PYTHON.exists():
+        pytest.fail(f"{PROJECT_PYTHON} is missing: run `make setup` (or set PD_E2E_PROJECT_PYTHON)")
+    return PROJECT_PYTHON
+
+
+@pytest.fixture(scope="session")
+def figures() -> dict[str, Any]:
+    """Measurements for the README; written to <run dir>/figures.json at the end."""
+    return FIGURES
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if FIGURES:
+        RUN_DIR.mkdir(parents=True, exist_ok=True)
+        (RUN_DIR / "figures.json").write_text(json.dumps(FIGURES, indent=2) + "\n")
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if FIGURES:
+        terminalreporter.section("end-to-end figures")
+        terminalreporter.write_line(json.dumps(FIGURES, indent=2))
+        terminalreporter.write_line(f"(saved to {RUN_DIR / 'figures.json'})")

@@ -1,0 +1,551 @@
+"""The deployed Serve application on a local Ray cluster: what `cdk synth` wrote into cdk.out,
+started by the real Ray Serve LLM (``build_pd_openai_app``) with the stand-in engine.
+
+The cluster is shaped like the KubeRay one the RayService describes: a head with the head group's
+CPUs (none), one Ray node per worker pod with the GPUs of its container limit and the custom
+resources of its group. The Serve config is submitted the way KubeRay does it
+(``PUT /api/serve/applications/`` on the dashboard). Everything listens on 127.0.0.1, every wait
+is bounded, and ``LocalRay.stop()`` (also run at exit and on SIGTERM) shuts Ray down.
+
+The Ray environment must be set before ``import ray``: ``LocalRay`` refuses to start otherwise.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import copy
+import json
+import os
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any, TypeVar
+
+import yaml
+from scraper import KUBERAY_HEAD_GROUP, Pod, fetch_text, kuberay_pod_labels
+
+HERE = Path(__file__).resolve().parent
+PROJECT_ROOT = HERE.parent.parent
+
+# ================================================================================================
+# Every change the local run makes to what is deployed, and nothing else. Everything below this
+# block reads the synthesized templates and uses them unchanged.
+#
+# 1. Engine: Ray Serve LLM's own engine hook selects the stand-in in every replica.
+ENGINE_CLS = "standin_engine.StandinEngine"
+# 2. Addresses: the Serve proxies listen on 127.0.0.1 and a free port (the pod: 0.0.0.0:8000);
+#    the dashboard, GCS and metrics ports are free ports on 127.0.0.1 (the pod: 8265, 6379,
+#    8080). Each Ray node stands for a pod with a made-up pod IP; the scraper's request to that
+#    IP and the `metrics` container port goes to the node's metrics port (pod_fetch).
+LOOPBACK = "127.0.0.1"
+POD_NETWORK = "10.244.0."
+# 3. Resources: GPUs are logical (Ray counts them; no device exists); accelerator_type:<X>,
+#    which Ray detects on a real GPU node, is declared; each worker node gets 16 CPUs (the pod
+#    has the instance's), enough for the placement group bundles and the ingress.
+WORKER_NODE_CPUS = 16
+OBJECT_STORE_BYTES = 200 * 2**20  # the pod: 30% of its memory; nothing large crosses it here
+# 4. Process environment of the whole local cluster (the driver's, inherited by every raylet
+#    and worker), each entry with its reason.
+METRICS_REPORT_INTERVAL_MS = 2000  # Ray's default 10000: tests poll the metrics port less
+
+
+def local_environment(run_dir: Path, ray_tmpdir: Path) -> dict[str, str]:
+    """Set before ``import ray``: Ray reads some of it at import, the raylets at start."""
+    return {
+        "RAYLLM_VLLM_ENGINE_CLS": ENGINE_CLS,
+        # sitecustomize.py (this folder): Serve replicas' gRPC servers bind 127.0.0.1, not [::].
+        "PD_LOOPBACK_ONLY": "1",
+        "PYTHONPATH": os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p),
+        # The stand-in's request record and its switch that makes NIXL transfers fail.
+        "STANDIN_RECORDS": str(run_dir / "records.jsonl"),
+        "STANDIN_NIXL_FAIL_FILE": str(run_dir / "nixl-fail.flag"),
+        # Ray resolves 127.0.0.1 to the host's IP unless told this is a single-host cluster;
+        # the dashboard's Serve API then hangs.
+        "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+        # A private temp dir: no other ray.init() on the machine attaches to this cluster.
+        "RAY_TMPDIR": str(ray_tmpdir),
+        # Else Ray prestarts one worker per logical CPU of every node.
+        "RAY_prestart_worker_first_driver": "0",
+        "RAY_metrics_report_interval_ms": str(METRICS_REPORT_INTERVAL_MS),
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "VLLM_NO_USAGE_STATS": "1",
+        "DO_NOT_TRACK": "1",
+        # Nothing is fetched from the Hub: fail fast rather than wait on the network.
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_HOME": str(run_dir / "hf-home"),
+    }
+
+
+def localize(serve_config: Mapping[str, Any], http_port: int) -> dict[str, Any]:
+    """The Serve config with the proxies' address changed, nothing else."""
+    config = copy.deepcopy(dict(serve_config))
+    config["http_options"] = {**config.get("http_options", {}), "host": LOOPBACK, "port": http_port}
+    return config
+
+
+def head_node_args(ray_start_params: Mapping[str, str], dashboard_port: int) -> dict[str, Any]:
+    """ray.cluster_utils.Cluster arguments for the head pod (CPUs from its rayStartParams)."""
+    return {
+        "node_ip_address": LOOPBACK,
+        "object_store_memory": OBJECT_STORE_BYTES,
+        "metrics_export_port": free_port(),
+        "num_cpus": int(ray_start_params.get("num-cpus", WORKER_NODE_CPUS)),
+        "num_gpus": 0,
+        "include_dashboard": True,
+        "dashboard_host": LOOPBACK,
+        "dashboard_port": dashboard_port,
+    }
+
+
+def worker_node_args(shape: NodeShape) -> dict[str, Any]:
+    """ray.cluster_utils.Cluster arguments for a worker pod."""
+    return {
+        "node_ip_address": LOOPBACK,
+        "object_store_memory": OBJECT_STORE_BYTES,
+        "metrics_export_port": free_port(),
+        "num_cpus": WORKER_NODE_CPUS,
+        "num_gpus": shape.gpus,
+        "resources": {**shape.resources, f"accelerator_type:{shape.accelerator}": 1.0},
+    }
+
+
+# ================================================================================================
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        return sock.getsockname()[1]
+
+
+T = TypeVar("T")
+
+
+def wait_for(
+    predicate: Callable[[], T], timeout: float, interval: float = 1.0, what: str = "condition"
+) -> T:
+    """The predicate's first truthy value; TimeoutError after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while time.monotonic() < deadline:
+        try:
+            value = predicate()
+        except (OSError, ValueError, KeyError, RuntimeError) as problem:
+            last_error, value = problem, None
+        if value:
+            return value
+        time.sleep(interval)
+    raise TimeoutError(f"no {what} after {timeout:.0f} s; last error: {last_error!r}")
+
+
+def http(method: str, url: str, body: Any = None, timeout: float = 10.0) -> tuple[int, str]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(url, data=data, method=method)
+    if data is not None:
+        request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as refused:
+        return refused.code, refused.read().decode()
+
+
+# ---------------------------------------------------------------------------- what cdk.out holds
+def cfn_text(value: Any) -> str:
+    """A CloudFormation string value as text; tokens (Ref, GetAtt, imports) become <token>."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        return separator.join(cfn_text(part) for part in parts)
+    if isinstance(value, dict) and "Fn::Base64" in value:
+        return cfn_text(value["Fn::Base64"])
+    return "<token>"
+
+
+@dataclass(frozen=True)
+class NodeShape:
+    """What a worker pod advertises to Ray."""
+
+    group: str
+    gpus: int
+    resources: dict[str, float]
+    accelerator: str
+
+
+@dataclass(frozen=True)
+class Synthesized:
+    """The serving pieces of the synthesized templates."""
+
+    rayservice: dict[str, Any]
+    scrape_config: dict[str, Any]  # the managed scraper's Prometheus configuration
+    queries: str  # the dashboard body and the alert rules, as text
+
+    @classmethod
+    def read(cls, cdk_out: Path) -> Synthesized:
+        rayservices, scrapers, queries = [], [], []
+        for template in sorted(cdk_out.glob("*.template.json")):
+            for resource in json.loads(template.read_text())["Resources"].values():
+                properties = resource.get("Properties", {})
+                if "Manifest" in properties:
+                    documents = json.loads(cfn_text(properties["Manifest"]))
+                    rayservices += [d for d in documents if d.get("kind") == "RayService"]
+                if resource["Type"] == "AWS::APS::Scraper":
+                    blob = properties["ScrapeConfiguration"]["ConfigurationBlob"]
+                    scrapers.append(yaml.safe_load(cfn_text(blob)))
+                if resource["Type"] == "AWS::CloudWatch::Dashboard":
+                    queries.append(cfn_text(properties["DashboardBody"]))
+                if resource["Type"] == "AWS::APS::RuleGroupsNamespace":
+                    queries.append(cfn_text(properties["Data"]))
+        if len(rayservices) != 1 or len(scrapers) != 1:
+            raise LookupError(
+                f"{cdk_out}: expected one RayService and one scraper, found "
+                f"{len(rayservices)} and {len(scrapers)} (run `make synth`)"
+            )
+        return cls(rayservices[0], scrapers[0], "\n".join(queries))
+
+    @property
+    def serve_config(self) -> dict[str, Any]:
+        return yaml.safe_load(self.rayservice["spec"]["serveConfigV2"])
+
+    @property
+    def cluster_config(self) -> dict[str, Any]:
+        return self.rayservice["spec"]["rayClusterConfig"]
+
+    def group_spec(self, group: str) -> dict[str, Any]:
+        """The head group's spec for KubeRay's "headgroup", else the named worker group's."""
+        if group == KUBERAY_HEAD_GROUP:
+            return self.cluster_config["headGroupSpec"]
+        specs = self.cluster_config["workerGroupSpecs"]
+        return next(spec for spec in specs if spec["groupName"] == group)
+
+    def ray_container(self, group: str) -> dict[str, Any]:
+        return self.group_spec(group)["template"]["spec"]["containers"][0]
+
+    def pod_labels(self, group: str) -> dict[str, str]:
+        return dict(self.group_spec(group)["template"]["metadata"].get("labels", {}))
+
+    def worker_pods(self) -> list[NodeShape]:
+        """One shape per worker pod (a group's replicas), each with its group's resources."""
+        args = self.serve_config["applications"][0]["args"]
+        pods = []
+        for group in self.cluster_config["workerGroupSpecs"]:
+            limits = group["template"]["spec"]["containers"][0]["resources"]["limits"]
+            shape = NodeShape(
+                group=group["groupName"],
+                gpus=int(limits["nvidia.com/gpu"]),
+                resources={k: float(v) for k, v in (group.get("resources") or {}).items()},
+                accelerator=args[f"{group['groupName']}_config"]["accelerator_type"],
+            )
+            pods += [shape] * int(group["replicas"])
+        return pods
+
+
+# ------------------------------------------------------------------------------- the local Ray
+class DeployError(RuntimeError):
+    """An application Serve reported as DEPLOY_FAILED or UNHEALTHY, with Serve's message."""
+
+    def __init__(self, app: str, status: str, message: str) -> None:
+        super().__init__(f"{app}: {status}: {message}")
+        self.app, self.status, self.message = app, status, message
+
+
+@dataclass
+class RayNode:
+    role: str  # "head" or the worker group
+    node_id: str
+    metrics_port: int
+    pod_name: str
+    pod_ip: str
+
+
+_LIVE: set[LocalRay] = set()
+
+
+def _stop_all_and_reraise(signum: int, frame: FrameType | None) -> None:
+    for cluster in list(_LIVE):
+        cluster.stop()
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+@dataclass(eq=False)
+class LocalRay:
+    synthesized: Synthesized
+    run_dir: Path
+    extra_nodes: list[NodeShape] = field(default_factory=list)  # beside the RayService's pods
+    extra_env: dict[str, str] = field(default_factory=dict)
+    start_timeout_s: float = 120.0
+    timings: dict[str, float] = field(default_factory=dict)
+    nodes: list[RayNode] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if "ray" in sys.modules:
+            raise RuntimeError("ray was imported before the local Ray environment was set")
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self.records_path = self.run_dir / "records.jsonl"
+        self.fail_flag = self.run_dir / "nixl-fail.flag"
+        self.records_path.unlink(missing_ok=True)
+        self.fail_flag.unlink(missing_ok=True)
+        (self.run_dir / "hf-home").mkdir(exist_ok=True)
+        # Short: Ray's Unix socket paths live under it (108-byte limit).
+        self.ray_tmpdir = Path(tempfile.mkdtemp(prefix="pdE2E", dir="/tmp"))
+        self.env = {**local_environment(self.run_dir, self.ray_tmpdir), **self.extra_env}
+        os.environ.update(self.env)
+        self.http_port = free_port()
+        self.dashboard_port = free_port()
+        self.config = localize(self.synthesized.serve_config, self.http_port)
+        self._cluster: Any = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.http_port}"
+
+    @property
+    def dashboard(self) -> str:
+        return f"http://{LOOPBACK}:{self.dashboard_port}"
+
+    def start(self, attempts: int = 2) -> None:
+        """Start the nodes; on a busy machine a raylet can miss Ray's fixed 30 s registration
+        window, so a failed start is cleaned up and tried once more."""
+        start = time.monotonic()
+        _LIVE.add(self)
+        atexit.register(self.stop)
+        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+            signal.signal(signal.SIGTERM, _stop_all_and_reraise)
+        for attempt in range(1, attempts + 1):
+            before = self.cluster_pids()
+            try:
+                self._start_nodes()
+                break
+            except Exception as failed:
+                self._abandon(before)
+                if attempt == attempts:
+                    raise
+                print(f"local Ray start failed ({failed}); retrying", file=sys.stderr)
+        self.session_dir = Path(self._cluster.head_node.get_session_dir_path())
+        wait_for(
+            lambda: http("GET", f"{self.dashboard}/api/version")[0] == 200,
+            self.start_timeout_s,
+            0.5,
+            "answer from the dashboard",
+        )
+        self.timings["ray_start_s"] = time.monotonic() - start
+
+    def _start_nodes(self) -> None:
+        from ray.cluster_utils import Cluster
+
+        self.nodes = []
+        self._cluster = Cluster()
+        head_group = self.synthesized.cluster_config["headGroupSpec"]
+        head = head_node_args(head_group["rayStartParams"], self.dashboard_port)
+        self._cluster.add_node(**head)
+        self.ray_cluster_name = f"{self.synthesized.rayservice['metadata']['name']}-local"
+        self.nodes.append(
+            RayNode(
+                "head",
+                self._cluster.head_node.node_id,
+                head["metrics_export_port"],
+                f"{self.ray_cluster_name}-head-0",
+                f"{POD_NETWORK}1",
+            )
+        )
+        shapes = self.synthesized.worker_pods() + self.extra_nodes
+        for index, shape in enumerate(shapes, start=2):
+            args = worker_node_args(shape)
+            node = self._cluster.add_node(**args)
+            self.nodes.append(
+                RayNode(
+                    shape.group,
+                    node.node_id,
+                    args["metrics_export_port"],
+                    f"{self.ray_cluster_name}-{shape.group}-worker-{index}",
+                    f"{POD_NETWORK}{index}",
+                )
+            )
+        self._cluster.connect()
+
+    def _abandon(self, before: set[int]) -> None:
+        """After a failed start: shut down the nodes that registered, then end the processes
+        this attempt started that Ray does not track (by their pid, nothing else)."""
+        import psutil
+
+        with contextlib.suppress(Exception):
+            self._cluster.shutdown()
+        self._cluster = None
+        leftover = []
+        for pid in self.cluster_pids() - before:
+            with contextlib.suppress(psutil.Error):
+                process = psutil.Process(pid)
+                process.terminate()
+                leftover.append(process)
+        psutil.wait_procs(leftover, timeout=15)
+        for process in leftover:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        shutil.rmtree(self.ray_tmpdir, ignore_errors=True)
+        self.ray_tmpdir.mkdir()
+
+    def node(self, role: str) -> RayNode:
+        (found,) = [node for node in self.nodes if node.role == role]
+        return found
+
+    def metrics_url(self, role: str) -> str:
+        return f"http://{LOOPBACK}:{self.node(role).metrics_port}/metrics"
+
+    def metrics_text(self, role: str) -> str:
+        status, text = http("GET", self.metrics_url(role))
+        if status != 200:
+            raise RuntimeError(f"{self.metrics_url(role)} answered {status}")
+        return text
+
+    # ---- the scraper's view
+    def pods(self) -> list[Pod]:
+        """The RayService's pods as the API server would list them: the template's labels and
+        Ray container, plus the labels KubeRay adds."""
+        pods = []
+        groups = {g["groupName"] for g in self.synthesized.cluster_config["workerGroupSpecs"]}
+        for node in self.nodes:
+            if node.role not in groups | {"head"}:
+                continue  # a node of the local run's own (the orchestration bench's)
+            group = KUBERAY_HEAD_GROUP if node.role == "head" else node.role
+            labels = {
+                **self.synthesized.pod_labels(group),
+                **kuberay_pod_labels(self.ray_cluster_name, group),
+            }
+            pods.append(
+                Pod(
+                    name=node.pod_name,
+                    namespace=self.synthesized.rayservice["metadata"]["namespace"],
+                    node_name=f"node-{node.role}",
+                    ip=node.pod_ip,
+                    labels=labels,
+                    container=self.synthesized.ray_container(group),
+                )
+            )
+        return pods
+
+    def pod_fetch(self, url: str) -> str:
+        """GET a pod's `metrics` container port: the pod's Ray node's metrics port."""
+        address = urllib.parse.urlsplit(url)
+        (node,) = [node for node in self.nodes if node.pod_ip == address.hostname]
+        group = KUBERAY_HEAD_GROUP if node.role == "head" else node.role
+        ports = self.synthesized.ray_container(group).get("ports", [])
+        if address.port not in [p["containerPort"] for p in ports if p.get("name") == "metrics"]:
+            raise ConnectionRefusedError(f"{url}: only the metrics port is emulated")
+        return fetch_text(f"http://{LOOPBACK}:{node.metrics_port}{address.path}")
+
+    # ---- Serve
+    def put(self, config: Mapping[str, Any]) -> None:
+        status, body = http("PUT", f"{self.dashboard}/api/serve/applications/", config, 60)
+        if status != 200:
+            raise RuntimeError(f"PUT /api/serve/applications/ answered {status}: {body[:2000]}")
+
+    def applications(self) -> dict[str, Any]:
+        status, body = http("GET", f"{self.dashboard}/api/serve/applications/", timeout=30)
+        if status != 200:
+            raise RuntimeError(f"GET /api/serve/applications/ answered {status}")
+        return json.loads(body).get("applications", {})
+
+    def wait_status(
+        self,
+        app: str,
+        wanted: str,
+        timeout: float,
+        failures: tuple[str, ...] = ("DEPLOY_FAILED", "UNHEALTHY"),
+    ) -> dict[str, Any]:
+        """Poll Serve until ``app`` has the wanted status; a status in ``failures`` raises at
+        once (a replica being replaced makes an application UNHEALTHY for a while)."""
+
+        def reached() -> dict[str, Any] | None:
+            found = self.applications().get(app)
+            if not found:
+                return None
+            if found["status"] != wanted and found["status"] in failures:
+                raise DeployError(app, found["status"], found.get("message", ""))
+            return found if found["status"] == wanted else None
+
+        deadline = time.monotonic() + timeout
+        while True:
+            found = reached()
+            if found:
+                return found
+            if time.monotonic() > deadline:
+                status = json.dumps(self.applications().get(app))[:4000]
+                raise TimeoutError(f"{app} not {wanted} after {timeout:.0f} s: {status}")
+            time.sleep(1.0)
+
+    def deploy(self, config: Mapping[str, Any], timeout: float = 420.0) -> None:
+        """PUT the config, as KubeRay does, and wait until each of its applications is RUNNING."""
+        start = time.monotonic()
+        self.put(config)
+        for app in config["applications"]:
+            self.wait_status(app["name"], "RUNNING", timeout)
+        self.timings.setdefault("deploy_s", time.monotonic() - start)
+
+    @property
+    def app_name(self) -> str:
+        return self.config["applications"][0]["name"]
+
+    def records(self) -> list[dict[str, Any]]:
+        if not self.records_path.exists():
+            return []
+        lines = self.records_path.read_text().splitlines()
+        return [json.loads(line) for line in lines if line]
+
+    @contextlib.contextmanager
+    def transfers_failing(self) -> Iterator[None]:
+        self.fail_flag.touch()
+        try:
+            yield
+        finally:
+            self.fail_flag.unlink(missing_ok=True)
+
+    def cluster_pids(self) -> set[int]:
+        import psutil
+
+        me = psutil.Process()
+        return {child.pid for child in me.children(recursive=True)} | {me.pid}
+
+    def stop(self) -> None:
+        """Safe to call twice. Keeps the session's logs, then shuts this cluster's nodes down.
+        Never `ray stop --force` or AutoscalingCluster.shutdown(): they stop every Ray on the
+        machine."""
+        if self not in _LIVE:
+            return
+        _LIVE.discard(self)
+        start = time.monotonic()
+        session = getattr(self, "session_dir", None)
+        if session and (session / "logs").exists():
+            with contextlib.suppress(OSError, shutil.Error):
+                destination = self.run_dir / "ray-logs"
+                shutil.rmtree(destination, ignore_errors=True)
+                shutil.copytree(
+                    session / "logs",
+                    destination,
+                    ignore_dangling_symlinks=True,
+                    ignore=shutil.ignore_patterns("*.sock"),
+                )
+        try:
+            import ray
+
+            if ray.is_initialized():
+                ray.shutdown()
+        finally:
+            if self._cluster is not None:
+                self._cluster.shutdown()
+                self._cluster = None
+            shutil.rmtree(self.ray_tmpdir, ignore_errors=True)
+        self.timings["ray_stop_s"] = time.monotonic() - start
