@@ -11,7 +11,15 @@ from catalog.ray_llm_image import DEFAULT_IMAGE_TAG, IMAGES, RayLlmImage
 from tests.configurations import PROJECT_ROOT
 from tools import e2e_requirements
 
-BUMPED = RayLlmImage(tag="next", ray_version="9.1.0", vllm_version="0.99.0")
+BUMPED = RayLlmImage(
+    tag="next",
+    ray_version="9.1.0",
+    vllm_version="0.99.0",
+    nixl_version="9.9.0",
+    efa_installer_version="9.99.0",
+    cuda_version="99.0",
+    python_version="3.99",
+)
 
 
 def test_the_versions_are_the_configured_images() -> None:
