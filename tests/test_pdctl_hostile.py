@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from pdctl.cli import app
 from tests.configurations import settings_for
+from tests.test_pdctl_plan import QWEN3_32B
 
 MODEL = settings_for("default").serving.model.id
 TIMEOUT = 1.0  # --timeout for these runs: every wait must end within a few of these
@@ -223,16 +224,7 @@ CONFIGS = [
 
 
 def _qwen(**changes: object) -> dict:
-    config = {
-        "hidden_size": 5120,
-        "intermediate_size": 25600,
-        "num_attention_heads": 64,
-        "num_hidden_layers": 64,
-        "num_key_value_heads": 8,
-        "head_dim": 128,
-        "vocab_size": 151936,
-        "torch_dtype": "bfloat16",
-    }
+    config = dict(QWEN3_32B)
     config.update(changes)
     return {k: v for k, v in config.items() if v is not None}
 
