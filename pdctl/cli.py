@@ -25,7 +25,9 @@ from pdctl import bench_job, cost, image, kv_plan, preflight, verify
 from pdctl.checks import Check
 from serving_manifests.names import METRICS_PORT, SERVE_PORT, endpoint_service_name
 
-app = typer.Typer(help=__doc__.splitlines()[0], no_args_is_help=True)
+app = typer.Typer(
+    help=__doc__.splitlines()[0], no_args_is_help=True, pretty_exceptions_enable=False
+)
 console = Console()
 
 ConfigOption = Annotated[str | None, typer.Option("--config", help="YAML configuration file")]
@@ -248,10 +250,10 @@ def _verify(
 
 @app.command("bench")
 def bench_command(
-    input_tokens: int = 1024,
-    output_tokens: int = 256,
-    concurrency: int = 16,
-    prompts: int = 200,
+    input_tokens: Annotated[int, typer.Option(min=1)] = 1024,
+    output_tokens: Annotated[int, typer.Option(min=1)] = 256,
+    concurrency: Annotated[int, typer.Option(min=1)] = 16,
+    prompts: Annotated[int, typer.Option(min=1)] = 200,
     save: Annotated[Path, typer.Option(help="where the result JSON goes")] = Path(
         "bench-result.json"
     ),
@@ -457,7 +459,20 @@ def _stack_output(settings: Settings, key: str) -> str:
 
 
 def main() -> Any:
-    return app()
+    """Every failure that reaches here is AWS or Kubernetes saying no (no credentials, no
+    kubeconfig, access denied, an endpoint out of reach): one line and exit 1, not a traceback."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        return app()
+    except (BotoCoreError, ClientError) as error:
+        console.print(f"[red]pdctl: AWS: {error}[/red] (credentials: AWS_PROFILE or aws sso login)")
+        raise SystemExit(1) from None
+    except Exception as error:
+        if type(error).__module__.startswith("kubernetes"):
+            console.print(f"[red]pdctl: Kubernetes: {type(error).__name__}: {error}[/red]")
+            raise SystemExit(1) from None
+        raise
 
 
 if __name__ == "__main__":

@@ -234,6 +234,8 @@ def kv_verdict(evidence: TransferEvidence, backend: str) -> Check:
 
 def fetch_text(url: str, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> str:
     """One metrics endpoint reached directly (a port-forward, or a test server)."""
+    if not url.startswith(("http://", "https://")):
+        raise VerifyError(f"metrics {url}: not an http(s) URL")
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             return response.read(METRICS_BYTES_MAX).decode(errors="replace")

@@ -274,3 +274,50 @@ def test_plan_refuses_parallelism_that_cannot_run(
     code, output, _ = _run(["plan", "--model-config", str(path), *args])
     assert code == 2
     assert fragment in " ".join(output.split()), output
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["cost"], "pdctl: AWS: Unable to locate credentials"),
+        (["preflight"], "pdctl: AWS: Unable to locate credentials"),
+        (["verify", "--timeout", "1"], "pdctl: AWS: Unable to locate credentials"),
+        (["bench"], "pdctl: Kubernetes: ConfigException"),
+    ],
+)
+def test_no_credentials_and_no_kubeconfig_are_one_line(
+    args: list[str], fragment: str, tmp_path: Path
+) -> None:
+    """What a new user meets first: the command as installed, without AWS credentials or a
+    kubeconfig, says so in one line instead of a traceback."""
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith("AWS_") and key != "KUBECONFIG"
+    }
+    env.update(
+        AWS_EC2_METADATA_DISABLED="true",
+        AWS_CONFIG_FILE=str(tmp_path / "none"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+        KUBECONFIG=str(tmp_path / "none"),
+        HOME=str(tmp_path),
+        COLUMNS="200",
+    )
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "pdctl.cli", *args],
+        cwd=Path(__file__).resolve().parent.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    assert "Traceback" not in output
+    assert fragment in " ".join(output.split()), output
+    assert time.monotonic() - started < 30
