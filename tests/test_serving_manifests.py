@@ -456,3 +456,16 @@ def test_ray_pods_carry_no_kubernetes_api_token(rendered) -> None:
         assert template["spec"]["automountServiceAccountToken"] is False
         skips = " ".join(template["metadata"]["annotations"].values())
         assert "CKV_K8S_38" not in skips
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["--role-arn", "garbage"], "not an IAM role ARN"),
+        (["--role-arn", ROLE_ARN + "\n"], "not an IAM role ARN"),
+        (["--out", "/proc/no-such-dir"], "cannot write there"),
+    ],
+)
+def test_make_manifests_refuses_bad_arguments_in_one_line(tmp_path, args, fragment) -> None:
+    with pytest.raises(SystemExit, match=fragment):
+        main(["--out", str(tmp_path), *args])

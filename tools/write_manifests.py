@@ -9,6 +9,7 @@ Uses the same configuration as `cdk synth` (cdk.json, then `--config file.yaml`,
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
@@ -19,6 +20,9 @@ from app_config.cli_context import cli_context
 from serving_manifests import ServingManifests, render
 
 ROOT = Path(__file__).resolve().parent.parent
+# What the serving stack's ModelAccessRoleArn output looks like; anything else in the IRSA
+# annotation would leave the workers without credentials at run time.
+ROLE_ARN = re.compile(r"arn:aws(-us-gov)?:iam::\d{12}:role/[\w+=,.@/-]{1,512}")
 
 
 def write_manifests(manifests: ServingManifests, outdir: Path) -> list[Path]:
@@ -48,11 +52,20 @@ def main(argv: list[str] | None = None) -> None:
         settings = load_settings(cli_context(args.config, args.context))
     except (ConfigError, ValueError) as error:
         sys.exit(str(error))
+    if args.role_arn is not None and not ROLE_ARN.fullmatch(args.role_arn):
+        sys.exit(
+            f"--role-arn {args.role_arn!r}: not an IAM role ARN; pass the serving stack's "
+            "ModelAccessRoleArn output (arn:aws:iam::<account>:role/<name>)"
+        )
     try:
         manifests = render(settings, args.role_arn)
     except ValueError as error:  # GCS fault tolerance: the store exists only once deployed
         sys.exit(f"{error}; read the applied RayService from the cluster instead")
-    for path in write_manifests(manifests, args.out):
+    try:
+        written = write_manifests(manifests, args.out)
+    except OSError as error:
+        sys.exit(f"--out {args.out}: cannot write there ({error.strerror})")
+    for path in written:
         print(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
 
 
