@@ -36,6 +36,7 @@ from app_config.section import (
     CidrBlock,
     LogRetentionDays,
     Section,
+    matching,
     one_of,
     require_consent_for_anywhere,
     require_internet_sources,
@@ -192,10 +193,10 @@ class Capacity(Section):
     )
     reservation_id: str | None = Field(
         None,
-        pattern=r"^cr-[0-9a-f]{8,17}$",
-        json_schema_extra={
-            "rule": "a Capacity Reservation id: cr- followed by 8 to 17 hexadecimal digits"
-        },
+        **matching(
+            r"^cr-[0-9a-f]{8,17}$",
+            "a Capacity Reservation id: cr- followed by 8 to 17 hexadecimal digits",
+        ),
         description="The cr-... id for capacity_reservation and capacity_block.",
     )
 
@@ -380,13 +381,13 @@ class Network(Section):
 class Cluster(Section):
     name: str | None = Field(
         None,
-        pattern=r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$",
-        json_schema_extra={
-            "rule": (
+        **matching(
+            r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$",
+            (
                 "1-100 characters: letters, digits, '-' and '_', starting with a letter or "
                 "digit (EKS cluster names)"
-            )
-        },
+            ),
+        ),
         description="EKS cluster name; defaults to the prefix.",
     )
     endpoint_access: Literal["private", "public_and_private"] = Field(
@@ -473,19 +474,18 @@ class Settings(Section):
 
     prefix: str = Field(
         "pd-llm",
-        pattern=r"^[a-z][a-z0-9-]{1,18}[a-z0-9]$",
-        json_schema_extra={
-            "rule": (
+        **matching(
+            r"^[a-z][a-z0-9-]{1,18}[a-z0-9]$",
+            (
                 "3-20 characters: lower-case letters, digits and '-', starting with a "
                 "letter and not ending with '-'"
-            )
-        },
+            ),
+        ),
         description="Prefix of stack names and cluster name (3-20 characters, a-z 0-9 -).",
     )
     account: str | None = Field(
         None,
-        pattern=r"^\d{12}$",
-        json_schema_extra={"rule": "a 12-digit AWS account id"},
+        **matching(r"^\d{12}$", "a 12-digit AWS account id"),
         description="Target AWS account. Unset: CDK_DEFAULT_ACCOUNT, else account-agnostic "
         "templates (synth needs no credentials).",
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Hashable
 from ipaddress import IPv4Network, collapse_addresses
-from typing import Annotated
+from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
 
@@ -72,6 +72,17 @@ def _cidr(value: object) -> object:
 
 
 CidrBlock = Annotated[IPv4Network, BeforeValidator(_cidr)]
+
+
+def matching(pattern: str, rule: str) -> dict[str, Any]:
+    """Field arguments for a text setting with a pattern: the pattern, and the rule it encodes
+    in words, which errors show instead of the regular expression (app_config/errors.py)."""
+    return {"pattern": pattern, "json_schema_extra": {"rule": rule}}
+
+
+def int_from_text(value: object) -> object:
+    """`-c key=64` arrives as text; pydantic does not coerce text to a Literal of numbers."""
+    return int(value) if isinstance(value, str) and value.strip().isdigit() else value
 
 
 class Section(BaseModel):

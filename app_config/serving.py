@@ -5,13 +5,15 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from app_config.endpoint_health import seconds_until_new_targets_healthy
 from app_config.node_labels import GPU_ROLES
 from app_config.section import (
     CidrBlock,
     Section,
+    int_from_text,
+    matching,
     one_of,
     require_consent_for_anywhere,
     require_internet_sources,
@@ -47,10 +49,10 @@ class Model(Section):
 
     id: str = Field(
         "Qwen/Qwen3-32B",
-        pattern=r"^[\w.-]+/[\w.-]+$",
-        json_schema_extra={
-            "rule": "a Hugging Face model id, org/name (letters, digits, '_', '-', '.')"
-        },
+        **matching(
+            r"^[\w.-]+/[\w.-]+$",
+            "a Hugging Face model id, org/name (letters, digits, '_', '-', '.')",
+        ),
         description="Hugging Face model id (org/name); also the name clients send as `model`. "
         "The default is ungated (Apache-2.0), supported by vLLM 0.26 and fits every catalog "
         "instance at TP=8.",
@@ -62,14 +64,14 @@ class Model(Section):
     )
     hf_token_secret_arn: str | None = Field(
         None,
-        pattern=_SECRET_ARN,
-        json_schema_extra={
-            "rule": (
+        **matching(
+            _SECRET_ARN,
+            (
                 "the full ARN of a Secrets Manager secret, including the 6-character suffix"
                 " Secrets Manager appends "
                 "(arn:aws:secretsmanager:<region>:<account>:secret:<name>-AbCdEf)"
-            )
-        },
+            ),
+        ),
         description="Secrets Manager secret with a Hugging Face token, for gated models. Mounted "
         "by the Secrets Store CSI driver; never in CloudFormation.",
     )
@@ -140,18 +142,11 @@ class KvTransfer(Section):
         description="NIXL backend. LIBFABRIC uses EFA; UCX on EFA silently falls back to a slow "
         "path (synth warns).",
     )
-    block_size: Literal[16, 32, 64, 128] = Field(
+    block_size: Annotated[Literal[16, 32, 64, 128], BeforeValidator(int_from_text)] = Field(
         128,
         description="vLLM KV block size in tokens, the same on both sides: larger blocks mean "
         "fewer, larger RDMA reads per request.",
     )
-
-    @field_validator("block_size", mode="before")
-    @classmethod
-    def _number_from_cli(cls, value: object) -> object:
-        """`-c serving.kv_transfer.block_size=64` arrives as text; a choice of numbers does not
-        coerce it by itself."""
-        return int(value) if isinstance(value, str) and value.strip().isdigit() else value
 
 
 class Endpoint(Section):
@@ -160,10 +155,10 @@ class Endpoint(Section):
     )
     certificate_arn: str | None = Field(
         None,
-        pattern=r"^arn:aws(-us-gov)?:acm:[a-z0-9-]+:\d{12}:certificate/[0-9a-f-]{36}$",
-        json_schema_extra={
-            "rule": "an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<uuid>)"
-        },
+        **matching(
+            r"^arn:aws(-us-gov)?:acm:[a-z0-9-]+:\d{12}:certificate/[0-9a-f-]{36}$",
+            "an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<uuid>)",
+        ),
         description="ACM certificate: the endpoint listens with TLS on 443 instead of TCP on 80. "
         "Required for internet-facing.",
     )
@@ -218,8 +213,9 @@ class GcsFaultTolerance(Section):
     )
     node_type: str = Field(
         "cache.r7g.large",
-        pattern=r"^cache\.[a-z0-9]+\.[a-z0-9]+$",
-        json_schema_extra={"rule": "an ElastiCache node type such as cache.r7g.large"},
+        **matching(
+            r"^cache\.[a-z0-9]+\.[a-z0-9]+$", "an ElastiCache node type such as cache.r7g.large"
+        ),
         description="ElastiCache node type of the primary and each replica.",
     )
     engine_version: Literal["7.2", "8.0", "8.1"] = Field(
@@ -237,15 +233,13 @@ class GcsFaultTolerance(Section):
 class Serving(Section):
     namespace: str = Field(
         "llm-serving",
-        pattern=_DNS_LABEL,
+        **matching(_DNS_LABEL, _DNS_LABEL_RULE),
         max_length=63,
-        json_schema_extra={"rule": _DNS_LABEL_RULE},
         description="Kubernetes namespace.",
     )
     name: str = Field(
         "pd-llm",
-        pattern=_DNS_LABEL,
-        json_schema_extra={"rule": _DNS_LABEL_RULE},
+        **matching(_DNS_LABEL, _DNS_LABEL_RULE),
         description=f"RayService name (at most {RAYSERVICE_NAME_MAX} characters, so that KubeRay's "
         "pod names keep the worker group's name; without 'prefill' or 'decode' in it).",
     )
@@ -254,10 +248,10 @@ class Serving(Section):
     ] = Field(DEFAULT_IMAGE_TAG, description=f"Ray LLM DLC tag, one of: {', '.join(IMAGES)}.")
     image_digest: str | None = Field(
         None,
-        pattern=r"^sha256:[0-9a-f]{64}$",
-        json_schema_extra={
-            "rule": "an image digest: sha256: followed by 64 lower-case hexadecimal digits"
-        },
+        **matching(
+            r"^sha256:[0-9a-f]{64}$",
+            "an image digest: sha256: followed by 64 lower-case hexadecimal digits",
+        ),
         description="The digest image_tag pointed to when you checked it (`aws ecr "
         "batch-get-image` or `docker buildx imagetools inspect`); when set, pods pull exactly "
         "these bytes, so a node that joins later cannot run a newer patch release of the tag. "

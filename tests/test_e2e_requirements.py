@@ -2,23 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from catalog.ray_llm_image import DEFAULT_IMAGE_TAG, IMAGES, RayLlmImage
+from catalog.ray_llm_image import DEFAULT_IMAGE_TAG, IMAGES
 from tests.configurations import PROJECT_ROOT
 from tools import e2e_requirements
 
-BUMPED = RayLlmImage(
-    tag="next",
-    ray_version="9.1.0",
-    vllm_version="0.99.0",
-    nixl_version="9.9.0",
-    efa_installer_version="9.99.0",
-    cuda_version="99.0",
-    python_version="3.99",
+BUMPED = dataclasses.replace(
+    IMAGES[DEFAULT_IMAGE_TAG], tag="next", ray_version="9.1.0", vllm_version="0.99.0"
 )
 
 

@@ -127,22 +127,20 @@ def healthy_targets_over_time(
     connections). A switch that takes every old target out before a new one is healthy is an
     outage."""
     to_healthy = endpoint_health.seconds_until_new_targets_healthy()
+    joined: list[int | None] = [None] * len(pods)  # when each pod last became an endpoint
     timeline = []
     for second in range(until):
-        selector = selector_at(second)
+        selector = {"matchLabels": selector_at(second)}
         healthy = 0
-        for pod in pods:
-            joined = None
-            for t in range(second + 1):
-                member = pod["ready_from"] <= t < pod["gone_at"] and selector_matches(
-                    {"matchLabels": selector_at(t)}, pod["labels"]
-                )
-                if member and joined is None:
-                    joined = t
-                if not member:
-                    joined = None
-            serving = joined is not None and second - joined >= to_healthy
-            if serving and selector_matches({"matchLabels": selector}, pod["labels"]):
+        for index, pod in enumerate(pods):
+            member = pod["ready_from"] <= second < pod["gone_at"] and selector_matches(
+                selector, pod["labels"]
+            )
+            if not member:
+                joined[index] = None
+            elif joined[index] is None:
+                joined[index] = second
+            if member and second - joined[index] >= to_healthy:
                 healthy += 1
         timeline.append(healthy)
     return timeline
