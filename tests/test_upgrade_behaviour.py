@@ -74,6 +74,8 @@ CHANGES = [
     # Replica bounds are builder args too: Serve would replace every engine (make e2e measures it)
     ({"serving.decode.max_replicas": "2"}, True),
     ({"serving.decode.min_replicas": "0"}, True),
+    # Worker counts are not hashed: KubeRay neither starts a cluster nor resizes the running one
+    # (README, "Capacity"); the new count takes effect with the next Ray cluster.
     ({"gpu_nodes.decode.scaling": '{"min_size": 2, "desired_size": 3, "max_size": 3}'}, False),
 ]
 
@@ -301,3 +303,20 @@ def test_a_pinned_digest_names_the_same_bytes_for_every_ray_pod() -> None:
     images = {c["image"] for t in templates for c in t["spec"]["containers"]}
     (image,) = images
     assert image.endswith(f"/ray@{digest}")
+
+
+def test_a_new_node_count_reaches_only_the_next_ray_cluster() -> None:
+    """KubeRay 1.7 leaves the running cluster alone when only worker counts change (the hash
+    excludes them, and shouldUpdateCluster finds nothing to do): the RayService carries the new
+    count, which a new Ray cluster (the next Serve or image change) starts with."""
+    before = _rayservice(**BASE)
+    after = _rayservice(
+        **{**BASE, "gpu_nodes.decode.scaling": '{"min_size": 2, "desired_size": 3, "max_size": 3}'}
+    )
+    assert kuberay_cluster_hash(before) == kuberay_cluster_hash(after)
+    counts = [
+        {g["groupName"]: g["replicas"] for g in svc["spec"]["rayClusterConfig"]["workerGroupSpecs"]}
+        for svc in (before, after)
+    ]
+    assert counts[0]["decode"] == 2
+    assert counts[1]["decode"] == 3
