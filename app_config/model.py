@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from app_config.efa_check import EfaCheck
 from app_config.errors import ConfigError, Problem
 from app_config.node_labels import (
     EFA_LABEL,
@@ -289,6 +290,9 @@ class GpuNodes(Section):
 
     prefill: GpuNodeGroup = Field(GpuNodeGroup(), description="Nodes that run prefill.")
     decode: GpuNodeGroup = Field(GpuNodeGroup(), description="Nodes that run decode.")
+    efa_check: EfaCheck = Field(
+        EfaCheck(), description="Pass marks of `pdctl efa-check` between the two groups."
+    )
 
     @model_validator(mode="after")
     def _efa_peers(self) -> GpuNodes:

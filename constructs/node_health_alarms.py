@@ -52,8 +52,8 @@ class NodeHealthAlarms(Construct):
             alarm_name=efa_name,
             alarm_description="EFA reported unresponsive or impaired remote connections. No "
             "data counts as no errors (no GPU node reporting); a Container Insights agent that "
-            f"stopped reporting shows in the nodes-not-ready alarm. See README, Operating: "
-            f"'{efa_name}'.",
+            "stopped reporting shows in the nodes-not-ready alarm. Measure the path with "
+            f"`pdctl efa-check`; see README, Operating: '{efa_name}'.",
             threshold=settings.observability.alarms.efa_error_events_threshold,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             evaluation_periods=1,

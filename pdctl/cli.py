@@ -21,7 +21,17 @@ from app_config import ConfigError, Settings, load_settings
 from app_config.cli_context import cli_context
 from catalog.instances import CATALOG
 from catalog.ray_llm_image import image_uri
-from pdctl import bench_job, cost, image, kv_plan, preflight, verify
+from pdctl import (
+    bench_job,
+    cost,
+    efa_jobs,
+    efa_results,
+    efa_run,
+    image,
+    kv_plan,
+    preflight,
+    verify,
+)
 from pdctl.checks import Check
 from serving_manifests.names import METRICS_PORT, SERVE_PORT, endpoint_service_name
 
@@ -179,6 +189,10 @@ def verify_command(
             min=0, help="seconds to wait for the decode metrics to show the completion's transfer"
         ),
     ] = verify.METRICS_EXPORT_WAIT_SECONDS,
+    slow_transfer_ms: Annotated[
+        float,
+        typer.Option(min=0.1, help="a mean KV transfer slower than this points at the fabric"),
+    ] = verify.SLOW_TRANSFER_SECONDS * 1000,
     config: ConfigOption = None,
     context: ContextOption = [],  # noqa: B006
     as_json: JsonOption = False,
@@ -187,7 +201,9 @@ def verify_command(
     settings = _settings(config, context)
     base = url or _stack_output(settings, "EndpointUrl")
     try:
-        checks = _verify(settings, base, metrics_url, metrics_port, timeout, metrics_wait)
+        checks = _verify(
+            settings, base, metrics_url, metrics_port, timeout, metrics_wait, slow_transfer_ms
+        )
     except verify.VerifyError as error:
         console.print(f"[red]pdctl verify {base}: {error}[/red]")
         raise typer.Exit(1) from None
@@ -204,6 +220,7 @@ def _verify(
     metrics_port: int,
     timeout: float,
     metrics_wait: float,
+    slow_transfer_ms: float,
 ) -> list[Check]:
     client = verify.client_for(base, timeout)
     checks: list[Check] = []
@@ -244,7 +261,9 @@ def _verify(
         )
     )
     evidence = verify.await_transfers(read_metrics, before, metrics_wait)
-    checks.append(verify.kv_verdict(evidence, settings.serving.kv_transfer.backend))
+    checks.append(
+        verify.kv_verdict(evidence, settings.serving.kv_transfer.backend, slow_transfer_ms / 1000)
+    )
     return checks
 
 
@@ -398,6 +417,59 @@ def _pod_image_ids(settings: Settings) -> list[str]:
         for status in (pod.status.container_statuses or [])
         if status.image_id
     ]
+
+
+@app.command("efa-check")
+def efa_check_command(
+    prefill_node: Annotated[
+        str | None, typer.Option(help="a prefill node by name; default: any of the group")
+    ] = None,
+    decode_node: Annotated[
+        str | None, typer.Option(help="a decode node by name; default: any of the group")
+    ] = None,
+    config: ConfigOption = None,
+    context: ContextOption = [],  # noqa: B006
+    as_json: JsonOption = False,
+) -> None:
+    """EFA devices and a ping-pong over every device pair between a prefill and a decode node,
+    from the Ray LLM image, judged against the catalog's line rate."""
+    settings = _settings(config, context)
+    plan = efa_jobs.plan_for(
+        settings,
+        f"pdctl-efa-check-{int(time.time())}",
+        {"prefill": prefill_node, "decode": decode_node},
+    )
+    try:
+        with console.status(
+            f"Jobs {plan.name}-*: EFA ping-pong (at most {plan.deadline_seconds} s)...",
+            spinner="dots",
+        ):
+            output = efa_run.run(efa_run.KubernetesJobs(), plan)
+    except efa_run.EfaCheckError as error:
+        console.print(f"[red]pdctl efa-check: {error}[/red]")
+        raise typer.Exit(1) from None
+    expected = {
+        role: efa_results.expectation(group.instance)
+        for role, group in settings.gpu_nodes.groups().items()
+    }
+    checks, sides = efa_results.evaluate(output.logs, expected, settings.gpu_nodes.efa_check)
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "nodes": output.nodes,
+                    "checks": [check.as_dict() for check in checks],
+                    "sides": {role: efa_results.as_dict(side) for role, side in sides.items()},
+                    "logs": output.logs,
+                },
+                indent=2,
+            )
+        )
+        if not all(check.ok for check in checks):
+            raise typer.Exit(1)
+        return
+    nodes = ", ".join(f"{role} {node}" for role, node in output.nodes.items())
+    _report(checks, False, f"EFA between {nodes}")
 
 
 @app.command("cost")

@@ -24,6 +24,7 @@ from pdctl.checks import Check, failed, passed
 # vLLM's names without the "vllm:" or "ray_vllm_" in front (catalog/metrics.py has the names
 # Ray exports); all spellings count, for a metrics URL that is not a Ray pod's.
 TRANSFERS = NIXL_TRANSFER_TIME.name.removeprefix("ray_vllm_") + "_count"
+TRANSFER_SECONDS = NIXL_TRANSFER_TIME.name.removeprefix("ray_vllm_") + "_sum"
 FAILED_TRANSFERS = NIXL_FAILED_TRANSFERS.name.removeprefix("ray_vllm_")
 # Every network call is bounded: the openai client's defaults (10 minutes, two retries) let a
 # hung endpoint hold the check for half an hour.
@@ -34,6 +35,10 @@ METRICS_BYTES_MAX = 20_000_000
 # own transfer shows there up to one interval after the stream ended, plus the agent's export.
 # Read before that and a working hand-off looks like none (`make e2e` caught it).
 METRICS_EXPORT_WAIT_SECONDS = 25.0
+# The check's prompt is a few dozen tokens: tens of MB of KV at most for the largest models,
+# about a millisecond over one EFA device. A mean transfer a hundred times that is not the
+# model's size; it is the fabric (or UCX's TCP fallback, which takes seconds).
+SLOW_TRANSFER_SECONDS = 0.1
 
 
 # What a misbehaving endpoint can raise through the openai client: its own errors, and a
@@ -126,6 +131,11 @@ class TransferEvidence:
     # start-up prewarm on, so its absence means the URL is not a decode worker's metrics.
     seen: bool = True
     reset: bool = False  # a counter went down: a decode worker restarted during the check
+    transfer_seconds: float = 0.0  # the transfer-time histogram's sum
+
+    @property
+    def mean_transfer_seconds(self) -> float:
+        return self.transfer_seconds / self.transfers if self.transfers > 0 else 0.0
 
 
 def _metric_total(texts: Iterable[str], suffix: str) -> tuple[float, bool]:
@@ -151,9 +161,12 @@ def transfer_evidence(metrics_texts: list[str]) -> TransferEvidence:
     try:
         transfers, seen = _metric_total(metrics_texts, TRANSFERS)
         failures, _ = _metric_total(metrics_texts, FAILED_TRANSFERS)
+        seconds, _ = _metric_total(metrics_texts, TRANSFER_SECONDS)
     except (ValueError, TypeError, IndexError) as error:
         raise VerifyError(f"the metrics are not Prometheus text ({error})") from None
-    return TransferEvidence(transfers, failures, len(metrics_texts), seen=seen)
+    return TransferEvidence(
+        transfers, failures, len(metrics_texts), seen=seen, transfer_seconds=seconds
+    )
 
 
 def transfers_during(before: TransferEvidence, after: TransferEvidence) -> TransferEvidence:
@@ -170,6 +183,7 @@ def transfers_during(before: TransferEvidence, after: TransferEvidence) -> Trans
         sources=after.sources,
         seen=before.seen and after.seen,
         reset=reset,
+        transfer_seconds=after.transfer_seconds - before.transfer_seconds,
     )
 
 
@@ -194,19 +208,22 @@ def await_transfers(
 
 SLOW_TRANSFER_HINT = (
     "slow or missing transfers with the LIBFABRIC backend point at the fabric: run "
-    "`fi_info -p efa -t FI_EP_RDM` on both nodes (Session Manager) and compare the devices with "
-    "the instance's network cards"
+    "`pdctl efa-check` (every EFA device of a prefill and a decode node, against the catalog's "
+    "line rate)"
 )
 
 
-def kv_verdict(evidence: TransferEvidence, backend: str) -> Check:
+def kv_verdict(
+    evidence: TransferEvidence, backend: str, slow_seconds: float = SLOW_TRANSFER_SECONDS
+) -> Check:
     """Yes only on evidence: transfers counted by decode during this check and none failed.
     Data that cannot tell (no decode metrics, a restart in between) is a failure to verify,
     never a yes and never a no."""
     name = f"KV moved from prefill to decode over NIXL/{backend}"
     detail = (
         f"{evidence.transfers:.0f} NIXL transfers, {evidence.failed_transfers:.0f} failed during "
-        f"the streamed completion, on {evidence.sources} decode metrics endpoint(s)"
+        f"the streamed completion, on {evidence.sources} decode metrics endpoint(s); mean "
+        f"transfer {evidence.mean_transfer_seconds * 1000:.1f} ms"
     )
     if evidence.sources == 0 or not evidence.seen:
         return failed(
@@ -223,6 +240,12 @@ def kv_verdict(evidence: TransferEvidence, backend: str) -> Check:
             "run pdctl verify again once the decode workers are steady",
         )
     if evidence.transfers > 0 and evidence.failed_transfers == 0:
+        if evidence.mean_transfer_seconds > slow_seconds:
+            return failed(
+                f"{name}: yes, but slowly",
+                f"{detail} (more than {slow_seconds * 1000:.0f} ms)",
+                SLOW_TRANSFER_HINT,
+            )
         return passed(f"{name}: yes", detail)
     return failed(
         f"{name}: no",

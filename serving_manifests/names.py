@@ -25,6 +25,10 @@ ENGINE_FINGERPRINT_ANNOTATION = "llm-serving/engine-config"
 MODEL_CACHE_CLAIM = "model-cache"
 MODEL_CACHE_HOST_PATH = "/mnt/k8s-disks/0/llm-serving/model-cache"
 BENCH_LABELS = {"app.kubernetes.io/name": "pdctl-bench"}
+EFA_CHECK_LABELS = {"app.kubernetes.io/name": "pdctl-efa-check"}
+# fi_pingpong's control socket (libfabric util/pingpong.c, -B/-P; 47592 is its default): the
+# only IP traffic of `pdctl efa-check`; the ping-pongs themselves cross EFA, which is not IP.
+EFA_CHECK_CONTROL_PORT = 47592
 HF_TOKEN_MOUNT = "/var/run/secrets/huggingface"
 HF_TOKEN_ALIAS = "token"
 HF_TOKEN_PROVIDER_CLASS = "hf-token"

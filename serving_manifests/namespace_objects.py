@@ -13,6 +13,8 @@ from catalog.helm_charts import KUBERAY_OPERATOR
 from serving_manifests.names import (
     BENCH_LABELS,
     DASHBOARD_PORT,
+    EFA_CHECK_CONTROL_PORT,
+    EFA_CHECK_LABELS,
     GCS_STORE_AUTH,
     GCS_STORE_AUTH_KEY,
     HEAD_SERVICE_ACCOUNT,
@@ -99,12 +101,23 @@ def render_network_policies(
         if name == "allow-pdctl-bench":
             spec["podSelector"] = {"matchLabels": dict(BENCH_LABELS)}
             spec["egress"][0]["ports"] = [{"protocol": "TCP", "port": SERVE_PORT}]
+        if name == "allow-pdctl-efa-check":
+            _fill_efa_check_policy(spec)
         if name == "allow-kuberay-operator":
             (rule,) = spec["ingress"]
             rule["ports"] = [
                 {"protocol": "TCP", "port": port} for port in (DASHBOARD_PORT, SERVE_PORT)
             ]
     return policies
+
+
+def _fill_efa_check_policy(spec: dict[str, Any]) -> None:
+    peers = [{"podSelector": {"matchLabels": dict(EFA_CHECK_LABELS)}}]
+    ports = [{"protocol": "TCP", "port": EFA_CHECK_CONTROL_PORT}]
+    spec["podSelector"] = {"matchLabels": dict(EFA_CHECK_LABELS)}
+    (ingress,), (egress,) = spec["ingress"], spec["egress"]
+    ingress.update({"from": peers, "ports": ports})
+    egress.update({"to": peers, "ports": ports})
 
 
 def _gcs_store_policy(settings: Settings, store: GcsStoreBinding) -> dict[str, Any]:

@@ -10,10 +10,11 @@ import pytest
 
 from app_config import Settings
 from catalog.helm_charts import KUBERAY_OPERATOR
-from pdctl import bench_job
+from pdctl import bench_job, efa_jobs
 from serving_manifests import ServingManifests
 from serving_manifests.names import (
     DASHBOARD_PORT,
+    EFA_CHECK_CONTROL_PORT,
     KUBERAY_CLUSTER_LABEL,
     KUBERAY_NODE_TYPE_LABEL,
     METRICS_PORT,
@@ -62,6 +63,12 @@ def world(request) -> tuple[Settings, ServingManifests, Cluster, dict[str, Pod],
         "bench", ns, "image", bench_job.BenchParameters("http://x", "m", 1, 1, 1, 1)
     )
     pods["bench"] = Pod("bench", ns, job["spec"]["template"]["metadata"]["labels"], "10.0.64.40")
+    plan = efa_jobs.plan_for(settings, "efa")
+    for role, ip in (("prefill", "10.0.64.50"), ("decode", "10.0.64.51")):
+        job = efa_jobs.job_manifest(plan, role, "true")
+        pods[f"efa-{role}"] = Pod(
+            f"efa-{role}", ns, job["spec"]["template"]["metadata"]["labels"], ip
+        )
     pods["kuberay"] = Pod(
         "kuberay-operator",
         KUBERAY_OPERATOR.namespace,
@@ -194,3 +201,20 @@ def test_the_bench_job_reaches_nothing_but_serve_and_https(world) -> None:
     _, _, model, pods, _ = world
     assert not model.allows(Flow(pods["bench"], pods["head"], DASHBOARD_PORT))
     assert not model.allows(Flow(pods["bench"], pods["head"], GCS_PORT))
+
+
+def test_the_efa_check_client_reaches_its_server_on_the_control_port_only(world) -> None:
+    """fi_pingpong's control socket is the check's only IP traffic (the ping-pongs are EFA)."""
+    _, _, model, pods, _ = world
+    client, server = pods["efa-prefill"], pods["efa-decode"]
+    assert model.allows(Flow(client, server, EFA_CHECK_CONTROL_PORT))
+    assert not model.allows(Flow(client, server, 22))
+    assert not model.allows(Flow(client, pods["internet"], 443))
+
+
+def test_the_efa_check_pods_and_the_ray_pods_stay_apart(world) -> None:
+    _, _, model, pods, _ = world
+    for efa in (pods["efa-prefill"], pods["efa-decode"]):
+        for ray in (pods["head"], *_workers(pods)):
+            assert not model.allows(Flow(efa, ray, GCS_PORT))
+            assert not model.allows(Flow(ray, efa, EFA_CHECK_CONTROL_PORT))

@@ -17,14 +17,14 @@ from tests.configurations import context_for
 MODEL = load_settings(context_for("default")).serving.model.id
 
 
-def _metrics(transfers: int, failed: int) -> str:
+def _metrics(transfers: int, failed: int, seconds_each: float = 0.002) -> str:
     """What Ray's metrics agent exports for vLLM's NIXL metrics on a decode worker."""
     return (
         "# HELP ray_vllm:nixl_xfer_time_seconds Transfer duration\n"
         "# TYPE ray_vllm:nixl_xfer_time_seconds histogram\n"
         f'ray_vllm:nixl_xfer_time_seconds_bucket{{le="+Inf",model_name="m"}} {transfers}\n'
         f'ray_vllm:nixl_xfer_time_seconds_count{{model_name="m"}} {transfers}\n'
-        f'ray_vllm:nixl_xfer_time_seconds_sum{{model_name="m"}} {transfers * 0.002}\n'
+        f'ray_vllm:nixl_xfer_time_seconds_sum{{model_name="m"}} {transfers * seconds_each}\n'
         "# HELP ray_vllm:nixl_num_failed_transfers Failed transfers\n"
         "# TYPE ray_vllm:nixl_num_failed_transfers counter\n"
         f'ray_vllm:nixl_num_failed_transfers_total{{model_name="m"}} {failed}\n'
@@ -38,6 +38,7 @@ class FakeServe(BaseHTTPRequestHandler):
     transfers_at_start, failed_at_start = 8, 1
     transfers_per_request, failed_per_request = 0, 0
     requests = 0
+    seconds_per_transfer = 0.002
     # Like Ray's periodic export: a completion shows in the metrics only from this many reads
     # after it on.
     export_lag_reads = 0
@@ -67,7 +68,8 @@ class FakeServe(BaseHTTPRequestHandler):
             exported = cls.requests - pending
             transfers = cls.transfers_at_start + exported * cls.transfers_per_request
             failed = cls.failed_at_start + exported * cls.failed_per_request
-            self._send(_metrics(transfers, failed).encode(), "text/plain; version=0.0.4")
+            text = _metrics(transfers, failed, cls.seconds_per_transfer)
+            self._send(text.encode(), "text/plain; version=0.0.4")
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers["Content-Length"]))
@@ -152,3 +154,14 @@ def test_waits_for_the_metrics_export_to_show_the_transfer(
     assert code == exit_code
     if exit_code == 0:
         assert "3 NIXL transfers, 0 failed" in checks[-1]["detail"]
+
+
+def test_slow_transfers_point_at_pdctl_efa_check(serve) -> None:
+    """Transfers that happen but take far longer than a short prompt's KV needs: the fabric."""
+    url, handler = serve
+    handler.transfers_per_request, handler.seconds_per_transfer = 4, 1.5
+    code, checks = _verify(url)
+    assert code == 1
+    assert checks[-1]["name"].endswith("yes, but slowly")
+    assert "mean transfer 1500.0 ms" in checks[-1]["detail"]
+    assert "pdctl efa-check" in checks[-1]["fix"]

@@ -1,0 +1,163 @@
+"""The two Jobs of `pdctl efa-check`: a fi_pingpong server on a decode node and a client on a
+prefill node, from the Ray LLM image, holding every EFA device of their nodes.
+
+Why fi_pingpong: it is what the image has. The EFA installer puts libfabric's utilities
+(`fi_info`, `fi_pingpong`, `fi_strerror`) in /opt/amazon/efa/bin, on the image's PATH
+(aws/deep-learning-containers docker/ray_llm/Dockerfile.cuda runs the installer); the fabtests
+suite (fi_rma_bw and friends) is a separate build the image does not carry, and NIXL's nixlbench
+is not in the nixl wheels and needs etcd. One fi_pingpong per EFA device, device i of one node
+against device i of the other, in sorted order on both sides.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from app_config import Settings
+from app_config.node_labels import EFA_RESOURCE
+from catalog.ray_llm_image import image_uri
+from serving_manifests.names import EFA_CHECK_CONTROL_PORT, EFA_CHECK_LABELS
+from serving_manifests.rayservice import HUGEPAGES
+
+MARK = "### pdctl-efa-check"
+SERVER_ROLE, CLIENT_ROLE = "decode", "prefill"
+# Seconds one device's ping-pong may take before the next device is tried.
+PER_DEVICE_SECONDS = 60
+CLIENT_CONNECT_ATTEMPTS = 30  # one a second while the server's next fi_pingpong starts
+# libfabric over EFA as the Ray workers use it (manifests/rayservice.yaml).
+FABRIC_ENV = {"FI_PROVIDER": "efa", "FI_EFA_FORK_SAFE": "1"}
+
+_DEVICES = f"""
+echo "{MARK} uverbs $(ls /dev/infiniband 2>/dev/null | grep -c '^uverbs')"
+echo "{MARK} fi_info"
+fi_info -p efa -t FI_EP_RDM || echo "{MARK} fi_info-failed $?"
+domains=$(fi_info -p efa -t FI_EP_RDM 2>/dev/null | awk '$1 == "domain:" {{print $2}}' | sort -u)
+"""
+
+
+@dataclass(frozen=True)
+class EfaCheckPlan:
+    """What both Jobs share: the settings' pass marks and where each side runs."""
+
+    name: str
+    namespace: str
+    image: str
+    iterations: int
+    deadline_seconds: int
+    efa_devices: dict[str, int]  # per role: the instance's network cards
+    node_selectors: dict[str, dict[str, str]]
+    tolerations: dict[str, list[dict[str, str]]]
+
+
+def plan_for(
+    settings: Settings, name: str, nodes: dict[str, str | None] | None = None
+) -> EfaCheckPlan:
+    """``nodes`` pins a side to one node by name (a replaced node, say); else any of the group."""
+    groups = settings.gpu_nodes.groups()
+    selectors, tolerations = {}, {}
+    for role, group in groups.items():
+        placement = group.placement(role)
+        selectors[role] = dict(placement.labels)
+        if nodes and nodes.get(role):
+            selectors[role]["kubernetes.io/hostname"] = nodes[role]
+        tolerations[role] = [
+            {"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect}
+            for t in placement.taints
+        ]
+    check = settings.gpu_nodes.efa_check
+    return EfaCheckPlan(
+        name=name,
+        namespace=settings.serving.namespace,
+        image=image_uri(settings.region, settings.serving.image_tag, settings.serving.image_digest),
+        iterations=check.iterations,
+        deadline_seconds=check.timeout_seconds,
+        efa_devices={role: group.instance.network_cards for role, group in groups.items()},
+        node_selectors=selectors,
+        tolerations=tolerations,
+    )
+
+
+def _pingpong(iterations: int) -> str:
+    return shlex.join(["fi_pingpong", "-p", "efa", "-e", "rdm", "-I", str(iterations), "-S", "all"])
+
+
+def server_script(plan: EfaCheckPlan) -> str:
+    return (
+        _DEVICES
+        + f"""for domain in $domains; do
+  echo "{MARK} pingpong $domain"
+  timeout {PER_DEVICE_SECONDS} {_pingpong(plan.iterations)} -d "$domain" \\
+      -B {EFA_CHECK_CONTROL_PORT} || echo "{MARK} pingpong-failed $domain $?"
+done
+echo "{MARK} done"
+"""
+    )
+
+
+def client_script(plan: EfaCheckPlan, server_ip: str) -> str:
+    """Device by device, retrying the connection while the server starts its next fi_pingpong."""
+    return (
+        _DEVICES
+        + f"""for domain in $domains; do
+  echo "{MARK} pingpong $domain"
+  attempt=0
+  until timeout {PER_DEVICE_SECONDS} {_pingpong(plan.iterations)} -d "$domain" \\
+      -P {EFA_CHECK_CONTROL_PORT} {shlex.quote(server_ip)}; do
+    attempt=$((attempt + 1))
+    if [ "$attempt" -ge {CLIENT_CONNECT_ATTEMPTS} ]; then
+      echo "{MARK} pingpong-failed $domain"
+      break
+    fi
+    sleep 1
+  done
+done
+echo "{MARK} done"
+"""
+    )
+
+
+def job_name(plan: EfaCheckPlan, role: str) -> str:
+    return f"{plan.name}-{role}"
+
+
+def job_manifest(plan: EfaCheckPlan, role: str, script: str) -> dict[str, Any]:
+    """Bounded by activeDeadlineSeconds even if pdctl dies; deleted by pdctl, else by the TTL."""
+    efa = {EFA_RESOURCE: str(plan.efa_devices[role]), **HUGEPAGES}
+    resources = {"cpu": "2", "memory": "8Gi", **efa}
+    labels = {**EFA_CHECK_LABELS, "llm-serving/efa-check": plan.name, "llm-serving/role": role}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": job_name(plan, role), "namespace": plan.namespace, "labels": labels},
+        "spec": {
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": plan.deadline_seconds,
+            "ttlSecondsAfterFinished": 600,
+            "template": {
+                "metadata": {"labels": labels},  # network policy allow-pdctl-efa-check
+                "spec": {
+                    "restartPolicy": "Never",
+                    "automountServiceAccountToken": False,
+                    "nodeSelector": plan.node_selectors[role],
+                    "tolerations": plan.tolerations[role],
+                    "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [
+                        {
+                            "name": "efa-check",
+                            "image": plan.image,
+                            "imagePullPolicy": "IfNotPresent",
+                            "command": ["bash", "-c", script],
+                            "env": [{"name": k, "value": v} for k, v in FABRIC_ENV.items()],
+                            "resources": {"requests": resources, "limits": resources},
+                            "securityContext": {
+                                "allowPrivilegeEscalation": False,
+                                "capabilities": {"drop": ["NET_RAW"]},
+                            },
+                        }
+                    ],
+                },
+            },
+        },
+    }
