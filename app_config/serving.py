@@ -230,6 +230,30 @@ class GcsFaultTolerance(Section):
     )
 
 
+class ImageCache(Section):
+    """A copy of the Ray LLM image in your own registry, where ECR or Amazon Inspector scans it:
+    an ECR pull-through cache rule with ECR Public (where AWS also publishes the DLC) upstream."""
+
+    enabled: bool = Field(
+        False,
+        description="Pull the image through a pull-through cache rule in this account instead "
+        "of from AWS's DLC registry. Costs ECR storage for the cached image (20+ GB) and, with "
+        "enhanced scanning, Amazon Inspector's per-image scan charges.",
+    )
+    scanning: Literal["enhanced", "basic", "unchanged"] = Field(
+        "enhanced",
+        description="Registry scanning for the cache's repositories: 'enhanced' (Amazon "
+        "Inspector, continuous: rescans when new CVEs are published), 'basic' (ECR, on push), "
+        "or 'unchanged' (leave the registry's scanning configuration alone). 'enhanced' and "
+        "'basic' replace the registry's scanning configuration, a per-account-and-region "
+        "setting: synth warns.",
+    )
+
+    def repository_prefix(self, prefix: str) -> str:
+        """The cache's repository namespace (ECR: 2-30 characters)."""
+        return f"{prefix}-dlc"
+
+
 class Serving(Section):
     namespace: str = Field(
         "llm-serving",
@@ -265,6 +289,9 @@ class Serving(Section):
         "(raise desired_size first). Node counts apply in place. None: every Serve config "
         "change applies in place (engines reload while nothing serves); image changes need a "
         "manual restart.",
+    )
+    image_cache: ImageCache = Field(
+        ImageCache(), description="A scanned copy of the image in your account's registry."
     )
     model: Model = Field(Model(), description="The model to serve.")
     max_model_len: int = Field(32768, ge=512, le=1048576, description="Context length in tokens.")

@@ -4,6 +4,9 @@ Sources:
 - AWS Deep Learning Containers, "Ray" release notes (serve-llm-cuda-v1.0: Ray 2.58.0, vLLM 0.26.0,
   NIXL 1.3.0 cu13, EFA installer 1.49.0, CUDA 13, Python 3.13).
 - aws/deep-learning-containers available_images.md, "Region availability" (registry accounts).
+- aws/deep-learning-containers .github/config/image/ray-llm/ec2-gpu.yml (`public_registry: true`)
+  and docs/src/utils.py (build_public_ecr_uri): the same tags are published to ECR Public as
+  public.ecr.aws/deep-learning-containers/ray.
 """
 
 from __future__ import annotations
@@ -39,6 +42,9 @@ IMAGES: dict[str, RayLlmImage] = {
 }
 DEFAULT_IMAGE_TAG = "serve-llm-cuda-v1.0"
 REPOSITORY = "ray"
+# ECR Public: the upstream an ECR pull-through cache rule can copy into the user's account.
+PUBLIC_REGISTRY = "public.ecr.aws"
+PUBLIC_REPOSITORY = "deep-learning-containers/ray"
 
 _STANDARD_ACCOUNT = "763104351884"
 # Regions whose DLC registry is not the standard account (available_images.md).
@@ -73,8 +79,15 @@ REGISTRY_ACCOUNTS: dict[str, str] = {
 }
 
 
-def image_uri(region: str, tag: str, digest: str | None = None) -> str:
+def image_uri(
+    region: str, tag: str, digest: str | None = None, cache: tuple[str, str] | None = None
+) -> str:
     """By tag, or by the tag's digest when one is pinned: the digest names exact bytes, so every
-    node of a Ray cluster runs the same image whenever it pulls."""
-    repository = f"{REGISTRY_ACCOUNTS[region]}.dkr.ecr.{region}.amazonaws.com/{REPOSITORY}"
+    node of a Ray cluster runs the same image whenever it pulls. ``cache`` is (account, prefix)
+    of the account's pull-through cache of ECR Public: the same image, in the user's registry."""
+    if cache:
+        account, prefix = cache
+        repository = f"{account}.dkr.ecr.{region}.amazonaws.com/{prefix}/{PUBLIC_REPOSITORY}"
+    else:
+        repository = f"{REGISTRY_ACCOUNTS[region]}.dkr.ecr.{region}.amazonaws.com/{REPOSITORY}"
     return f"{repository}@{digest}" if digest else f"{repository}:{tag}"

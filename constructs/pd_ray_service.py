@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aws_cdk import Stack
 from aws_cdk import aws_eks_v2 as eks
 
 from app_config import Settings
@@ -50,7 +51,11 @@ class PdRayService(Construct):
             ).role
         role_arn = self.model_access_role.role_arn if self.model_access_role else None
         self.manifests: ServingManifests = render(
-            settings, role_arn, props.endpoint, self._gcs_store_binding(props)
+            settings,
+            role_arn,
+            props.endpoint,
+            self._gcs_store_binding(props),
+            account=Stack.of(self).account,
         )
         m = self.manifests
 

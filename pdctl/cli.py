@@ -20,7 +20,6 @@ from rich.table import Table
 from app_config import ConfigError, Settings, load_settings
 from app_config.cli_context import cli_context
 from catalog.instances import CATALOG
-from catalog.ray_llm_image import image_uri
 from pdctl import (
     bench_job,
     cost,
@@ -33,6 +32,7 @@ from pdctl import (
     verify,
 )
 from pdctl.checks import Check
+from serving_manifests.image import pod_image
 from serving_manifests.names import METRICS_PORT, SERVE_PORT, endpoint_service_name
 
 app = typer.Typer(
@@ -297,12 +297,7 @@ def bench_command(
         prompts=prompts,
     )
     name = f"pdctl-bench-{int(time.time())}"
-    manifest = bench_job.job_manifest(
-        name,
-        serving.namespace,
-        image_uri(settings.region, serving.image_tag, serving.image_digest),
-        parameters,
-    )
+    manifest = bench_job.job_manifest(name, serving.namespace, _image(settings), parameters)
     kube_config.load_kube_config()
     utils.create_from_dict(client.ApiClient(), manifest)
     batch, core = client.BatchV1Api(), client.CoreV1Api()
@@ -376,7 +371,7 @@ def image_command(
         else None
     )
     pod_images = _pod_image_ids(settings) if from_cluster else []
-    result = image.report(settings, ecr, pod_images)
+    result = image.report(settings, ecr, pod_images, _image(settings))
     if as_json:
         print(json.dumps(result.as_dict(), indent=2))
         return
@@ -438,6 +433,7 @@ def efa_check_command(
         settings,
         f"pdctl-efa-check-{int(time.time())}",
         {"prefill": prefill_node, "decode": decode_node},
+        _account(settings),
     )
     try:
         with console.status(
@@ -514,6 +510,17 @@ def cost_command(
         )
     table.add_row("total", "", f"{total:,.2f}", f"{total * cost.HOURS_PER_DAY:,.2f}", "")
     console.print(table)
+
+
+def _account(settings: Settings) -> str | None:
+    """The deployment's account, asked of STS only when the image cache needs it."""
+    if not settings.serving.image_cache.enabled or settings.account:
+        return settings.account
+    return boto3.client("sts", region_name=settings.region).get_caller_identity()["Account"]
+
+
+def _image(settings: Settings) -> str:
+    return pod_image(settings, _account(settings))
 
 
 def _stack_output(settings: Settings, key: str) -> str:

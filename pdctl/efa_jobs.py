@@ -17,7 +17,7 @@ from typing import Any
 
 from app_config import Settings
 from app_config.node_labels import EFA_RESOURCE
-from catalog.ray_llm_image import image_uri
+from serving_manifests.image import pod_image
 from serving_manifests.names import EFA_CHECK_CONTROL_PORT, EFA_CHECK_LABELS
 from serving_manifests.rayservice import HUGEPAGES
 
@@ -52,9 +52,13 @@ class EfaCheckPlan:
 
 
 def plan_for(
-    settings: Settings, name: str, nodes: dict[str, str | None] | None = None
+    settings: Settings,
+    name: str,
+    nodes: dict[str, str | None] | None = None,
+    account: str | None = None,
 ) -> EfaCheckPlan:
-    """``nodes`` pins a side to one node by name (a replaced node, say); else any of the group."""
+    """``nodes`` pins a side to one node by name (a replaced node, say); else any of the group.
+    ``account`` locates an image cache (serving.image_cache)."""
     groups = settings.gpu_nodes.groups()
     selectors, tolerations = {}, {}
     for role, group in groups.items():
@@ -70,7 +74,7 @@ def plan_for(
     return EfaCheckPlan(
         name=name,
         namespace=settings.serving.namespace,
-        image=image_uri(settings.region, settings.serving.image_tag, settings.serving.image_digest),
+        image=pod_image(settings, account),
         iterations=check.iterations,
         deadline_seconds=check.timeout_seconds,
         efa_devices={role: group.instance.network_cards for role, group in groups.items()},

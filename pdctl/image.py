@@ -83,13 +83,16 @@ def running_digests(image_ids: list[str]) -> list[str]:
     return sorted({image_id.rpartition("@")[2] for image_id in image_ids if "@" in image_id})
 
 
-def report(settings: Settings, ecr: Any | None, pod_image_ids: list[str]) -> ImageReport:
+def report(
+    settings: Settings, ecr: Any | None, pod_image_ids: list[str], uri: str | None = None
+) -> ImageReport:
+    """``uri``: where the pods pull from (an image cache's address needs the account)."""
     serving = settings.serving
     image = IMAGES[serving.image_tag]
     digest, error = registry_digest(ecr, settings) if ecr else (None, "not asked (--no-registry)")
     return ImageReport(
         tag=serving.image_tag,
-        uri=image_uri(settings.region, serving.image_tag, serving.image_digest),
+        uri=uri or image_uri(settings.region, serving.image_tag, serving.image_digest),
         versions={
             "ray": image.ray_version,
             "vllm": image.vllm_version,

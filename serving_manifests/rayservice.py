@@ -15,8 +15,9 @@ from app_config.node_labels import (
     ROLE_LABEL,
     SYSTEM_ROLE,
 )
-from catalog.ray_llm_image import IMAGES, image_uri
+from catalog.ray_llm_image import IMAGES
 from serving_manifests import drain
+from serving_manifests.image import pod_image
 from serving_manifests.names import (
     DASHBOARD_PORT,
     ENGINE_FINGERPRINT_ANNOTATION,
@@ -66,10 +67,13 @@ POD_CHECKOV_SKIPS = {
 
 
 def render_rayservice(
-    settings: Settings, serve_config: dict[str, Any], gcs_store: GcsStoreBinding | None = None
+    settings: Settings,
+    serve_config: dict[str, Any],
+    gcs_store: GcsStoreBinding | None = None,
+    account: str | None = None,
 ) -> dict[str, Any]:
     serving = settings.serving
-    image = image_uri(settings.region, serving.image_tag, serving.image_digest)
+    image = pod_image(settings, account)
     service = load("rayservice.yaml")
     service["metadata"].update(name=serving.name, namespace=serving.namespace)
     spec = service["spec"]

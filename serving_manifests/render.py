@@ -63,9 +63,11 @@ def render(
     worker_role_arn: str | None,
     endpoint: EndpointBinding | None = None,
     gcs_store: GcsStoreBinding | None = None,
+    account: str | None = None,
 ) -> ServingManifests:
     """``endpoint`` and ``gcs_store`` exist once CloudFormation has made them; a configuration
-    with GCS fault tolerance cannot render its RayService without the store."""
+    with GCS fault tolerance cannot render its RayService without the store. ``account`` (or the
+    settings') is where an image cache lives."""
     if settings.serving.gcs_fault_tolerance.enabled and gcs_store is None:
         raise ValueError(
             "serving.gcs_fault_tolerance is enabled: the RayService needs the GCS store's "
@@ -83,7 +85,7 @@ def render(
         model_cache=render_model_cache(settings),
         pod_disruption_budgets=render_pod_disruption_budgets(settings),
         serve_config=serve_config,
-        rayservice=render_rayservice(settings, serve_config, gcs_store),
+        rayservice=render_rayservice(settings, serve_config, gcs_store, account),
         endpoint_service=render_endpoint_service(settings),
         target_group_binding=render_target_group_binding(settings, endpoint),
     )

@@ -11,6 +11,7 @@ from constructs import Construct
 from constructs.alarm_topic import AlarmTopic
 from constructs.core_addons import CoreAddons
 from constructs.eks_control_plane import EksControlPlane, EksControlPlaneProps
+from constructs.image_cache import ImageCache
 from constructs.log_encryption_key import LogEncryptionKey
 from constructs.node_role import NodeRole
 from constructs.observability_addons import ObservabilityAddons, ObservabilityAddonsProps
@@ -49,6 +50,14 @@ class ClusterStack(Stack):
         cluster = self.control_plane.cluster
         self.addons = CoreAddons(self, "Addons", cluster=cluster)
         self.node_role = NodeRole(self, "NodeRole", description="Nodes of the serving cluster")
+        if settings.serving.image_cache.enabled:
+            ImageCache(
+                self,
+                "ImageCache",
+                settings=settings.serving.image_cache,
+                prefix=settings.prefix,
+                node_role=self.node_role.role,
+            )
         self.system_nodes = SystemNodeGroup(
             self,
             "SystemNodes",

@@ -55,7 +55,7 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
     },
     # Reserved P5-class capacity, the usual way to get it: a Capacity Block for prefill, an
     # On-Demand Capacity Reservation for decode, extra labels and taints; weights from S3;
-    # decode with TP 4 and two replicas per node.
+    # decode with TP 4 and two replicas per node; the image through the account's scanned cache.
     "reserved-capacity": {
         "gpu_nodes.prefill.instance_type": "p5en.48xlarge",
         "gpu_nodes.prefill.capacity.type": "capacity_block",
@@ -75,6 +75,7 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
         "observability.scrape_interval_seconds": "60",
         "observability.log_retention_days": "90",
         "observability.alarms.efa_error_events_threshold": "5",
+        "serving.image_cache.enabled": "true",
     },
 }
 
@@ -89,7 +90,8 @@ def settings_for(name: str, **extra: str) -> Settings:
 
 
 # What CloudFormation returns once the serving stack exists, for rendering manifests offline.
-ROLE_ARN = "arn:aws:iam::123456789012:role/ray-pods"
+ACCOUNT = "123456789012"  # the example deployment's account
+ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/ray-pods"
 ENDPOINT = EndpointBinding(
     target_group_arn="arn:aws:elasticloadbalancing:us-west-2:123456789012:targetgroup/pd/0a1b2c3d",
     load_balancer_security_group_id="sg-0a1b2c3d4e5f60718",
@@ -108,4 +110,4 @@ def render_deployed(
 ) -> ServingManifests:
     """The manifests as the serving stack applies them, with example deployed resources."""
     gcs_store = GCS_STORE if settings.serving.gcs_fault_tolerance.enabled else None
-    return render(settings, role_arn, ENDPOINT if endpoint else None, gcs_store)
+    return render(settings, role_arn, ENDPOINT if endpoint else None, gcs_store, account=ACCOUNT)

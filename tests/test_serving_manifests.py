@@ -10,7 +10,7 @@ import yaml
 
 from app_config import Settings, load_settings
 from app_config.node_labels import EFA_RESOURCE, GPU_RESOURCE, GPU_ROLES, ROLE_LABEL, SYSTEM_ROLE
-from catalog.ray_llm_image import IMAGES, REGISTRY_ACCOUNTS
+from catalog.ray_llm_image import IMAGES, PUBLIC_REPOSITORY, REGISTRY_ACCOUNTS
 from serving_manifests import ServingManifests, render
 from serving_manifests.names import (
     BENCH_LABELS,
@@ -27,6 +27,7 @@ from serving_manifests.namespace_objects import IRSA_ANNOTATION
 from serving_manifests.rayservice import HUGEPAGES
 from serving_manifests.serve_config import NIXL_CONNECTOR, PD_BUILDER, ray_resource
 from tests.configurations import (
+    ACCOUNT,
     CONFIGURATIONS,
     ENDPOINT,
     GCS_STORE,
@@ -135,8 +136,15 @@ def test_image_and_ray_version_come_from_the_pinned_tag(rendered) -> None:
     image = IMAGES[settings.serving.image_tag]
     cluster = manifests.rayservice["spec"]["rayClusterConfig"]
     assert cluster["rayVersion"] == image.ray_version
-    account = REGISTRY_ACCOUNTS[settings.region]
-    expected = f"{account}.dkr.ecr.{settings.region}.amazonaws.com/ray:{image.tag}"
+    if settings.serving.image_cache.enabled:  # the account's pull-through cache of ECR Public
+        prefix = settings.serving.image_cache.repository_prefix(settings.prefix)
+        expected = (
+            f"{ACCOUNT}.dkr.ecr.{settings.region}.amazonaws.com/{prefix}/"
+            f"{PUBLIC_REPOSITORY}:{image.tag}"
+        )
+    else:
+        account = REGISTRY_ACCOUNTS[settings.region]
+        expected = f"{account}.dkr.ecr.{settings.region}.amazonaws.com/ray:{image.tag}"
     containers = [cluster["headGroupSpec"]["template"]["spec"]["containers"][0]] + [
         w["template"]["spec"]["containers"][0] for w in cluster["workerGroupSpecs"]
     ]

@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> None:
             "ModelAccessRoleArn output (arn:aws:iam::<account>:role/<name>)"
         )
     try:
-        manifests = render(settings, args.role_arn)
+        account = args.role_arn.split(":")[4] if args.role_arn else None
+        manifests = render(settings, args.role_arn, account=account)
     except ValueError as error:  # GCS fault tolerance: the store exists only once deployed
         sys.exit(f"{error}; read the applied RayService from the cluster instead")
     try:

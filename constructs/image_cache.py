@@ -1,0 +1,124 @@
+"""The Ray LLM image in the account's own registry, where it can be scanned: an ECR pull-through
+cache rule with ECR Public upstream (AWS publishes the DLC there too), a creation template for
+the repositories it makes, and the registry's scanning rule for them.
+
+Why a pull-through cache and not a copy: ECR documents ECR Public as an upstream that needs no
+credentials (ECR user guide, "Sync an upstream registry with an Amazon ECR private registry"),
+the first pull creates the repository and later pulls refresh the tag from upstream (at most once
+per 24 hours), so following AWS's patch releases needs no pipeline of ours. Nodes need two more
+actions to trigger it (ecr:BatchImportUpstreamImage, ecr:CreateRepository: ECR user guide,
+"IAM permissions required to sync an upstream registry"), on the cache's repositories only.
+"""
+
+from __future__ import annotations
+
+import json
+
+from aws_cdk import Annotations, Stack, Token
+from aws_cdk import aws_ecr as ecr
+from aws_cdk import aws_iam as iam
+
+from app_config.serving import ImageCache as ImageCacheSettings
+from catalog.ray_llm_image import PUBLIC_REGISTRY
+from catalog.regions import partition
+from constructs import Construct
+from constructs.nag_acknowledgments import acknowledge
+
+# Untagged images are superseded builds of the tag (the cache re-pulls it when AWS republishes):
+# keep a week of them for a rollback by digest, then free the storage.
+UNTAGGED_DAYS = 7
+SCAN_FREQUENCY = {"enhanced": "CONTINUOUS_SCAN", "basic": "SCAN_ON_PUSH"}
+
+
+class ImageCache(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: ImageCacheSettings,
+        prefix: str,
+        node_role: iam.IRole,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        self.repository_prefix = settings.repository_prefix(prefix)
+        ecr.CfnPullThroughCacheRule(
+            self,
+            "Rule",
+            ecr_repository_prefix=self.repository_prefix,
+            upstream_registry="ecr-public",
+            upstream_registry_url=PUBLIC_REGISTRY,
+        )
+        ecr.CfnRepositoryCreationTemplate(
+            self,
+            "Template",
+            prefix=self.repository_prefix,
+            applied_for=["PULL_THROUGH_CACHE"],
+            description="Repositories the Ray LLM image's pull-through cache creates",
+            # The cache moves the tag when AWS republishes it.
+            image_tag_mutability="MUTABLE",
+            encryption_configuration=ecr.CfnRepositoryCreationTemplate.EncryptionConfigurationProperty(
+                encryption_type="AES256"
+            ),
+            lifecycle_policy=json.dumps(
+                {
+                    "rules": [
+                        {
+                            "rulePriority": 1,
+                            "description": "Superseded builds of the tag",
+                            "selection": {
+                                "tagStatus": "untagged",
+                                "countType": "sinceImagePushed",
+                                "countUnit": "days",
+                                "countNumber": UNTAGGED_DAYS,
+                            },
+                            "action": {"type": "expire"},
+                        }
+                    ]
+                }
+            ),
+        )
+        if settings.scanning != "unchanged":
+            ecr.CfnRegistryScanningConfiguration(
+                self,
+                "Scanning",
+                scan_type=settings.scanning.upper(),
+                rules=[
+                    ecr.CfnRegistryScanningConfiguration.ScanningRuleProperty(
+                        scan_frequency=SCAN_FREQUENCY[settings.scanning],
+                        repository_filters=[
+                            ecr.CfnRegistryScanningConfiguration.RepositoryFilterProperty(
+                                filter=f"{self.repository_prefix}/*", filter_type="WILDCARD"
+                            )
+                        ],
+                    )
+                ],
+            )
+            Annotations.of(self).add_warning_v2(
+                "pd-llm:registry-scanning-replaced",
+                f"serving.image_cache.scanning={settings.scanning!r} sets this account's ECR "
+                "registry scanning configuration in this region (one per registry): rules for "
+                "other repositories are replaced, and `cdk destroy` resets it. Use 'unchanged' "
+                "to keep a scanning configuration you manage elsewhere.",
+            )
+        # Literal partition and region, so the ARN (and its acknowledgment) reads as text.
+        account = "<AWS::AccountId>" if Token.is_unresolved(stack.account) else stack.account
+        repositories = (
+            f"arn:{partition(stack.region)}:ecr:{stack.region}:{{account}}:repository/"
+            f"{self.repository_prefix}/*"
+        )
+        node_role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="PullThroughImageCache",
+                actions=["ecr:BatchImportUpstreamImage", "ecr:CreateRepository"],
+                resources=[repositories.format(account=stack.account)],
+            )
+        )
+        acknowledge(
+            node_role,
+            f"AwsSolutions-IAM5[Resource::{repositories.format(account=account)}]",
+            "The repositories the image's pull-through cache creates under its own prefix (the "
+            "upstream repository's path below it is ECR Public's, not ours to name); only "
+            "BatchImportUpstreamImage and CreateRepository, which a first pull needs.",
+        )
