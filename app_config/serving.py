@@ -113,6 +113,26 @@ class Model(Section):
         return ((_S3_URI.fullmatch(self.s3_uri)["prefix"] or "") if self.s3_uri else "").strip("/")
 
 
+class ReplicaAutoscaling(Section):
+    """Ray Serve's autoscaling of one side (AutoscalingConfig, Ray 2.58). Serve LLM's own default
+    target is 1e9 ongoing requests per replica (ray.llm builder DEFAULT_DEPLOYMENT_OPTIONS): a
+    side would never scale on load unless a target is set, so one always is."""
+
+    target_ongoing_requests: float = Field(
+        8,
+        gt=0,
+        le=4096,
+        description="Requests in flight per replica Serve aims for: more and it adds replicas, "
+        "fewer and it removes them.",
+    )
+    upscale_delay_s: float = Field(
+        30, ge=0, le=3600, description="How long load must stay above target before adding."
+    )
+    downscale_delay_s: float = Field(
+        600, ge=0, le=86400, description="How long load must stay below target before removing."
+    )
+
+
 class Engine(Section):
     """One side's vLLM engine and Serve replicas. One replica spans TP x PP GPUs."""
 
@@ -125,6 +145,20 @@ class Engine(Section):
     )
     min_replicas: int = Field(1, ge=0, le=64, description="Serve autoscaling lower bound.")
     max_replicas: int = Field(1, ge=1, le=64, description="Serve autoscaling upper bound.")
+    autoscaling: ReplicaAutoscaling = Field(
+        ReplicaAutoscaling(),
+        description="How Serve turns this side's request load into replicas (between "
+        "min_replicas and max_replicas).",
+    )
+    request_router: Literal["power_of_two", "prefix_cache_affinity"] = Field(
+        "power_of_two",
+        description="How Serve picks this side's replica for a request: 'power_of_two' (Serve's "
+        "default: the less loaded of two random replicas) or 'prefix_cache_affinity' (Ray Serve "
+        "LLM's PrefixCacheAffinityRouter: the replica that already holds the longest prefix of "
+        "the prompt, unless load is imbalanced; opt-in: README, 'Cache-aware routing'). Ray's "
+        "KV-event router (KVAwareRouter) is not offered: it needs ai-dynamo, which the image "
+        "does not ship.",
+    )
 
     @model_validator(mode="after")
     def _replicas(self) -> Engine:
@@ -134,6 +168,31 @@ class Engine(Section):
                 f"({self.max_replicas})"
             )
         return self
+
+
+def _prefill_engine() -> Engine:
+    """Prefill holds a request only for its prompt's forward pass, and its load comes in bursts
+    (long prompts arrive together): a few requests per replica, added after 10 s, kept for 5
+    minutes so that the next burst finds them loaded. Routing stays Serve's power-of-two: see
+    request_router for why prefix affinity is opt-in."""
+    return Engine(
+        autoscaling=ReplicaAutoscaling(
+            target_ongoing_requests=4, upscale_delay_s=10, downscale_delay_s=300
+        )
+    )
+
+
+def _decode_engine() -> Engine:
+    """Decode holds a request for its whole answer and batches many (continuous batching): a
+    higher target per replica, a steady load that needs no quick reaction (60 s) and replicas
+    kept 10 minutes (an engine takes minutes to load). Decode pulls the prompt's KV from prefill
+    whatever its own cache holds, so balancing its load (power-of-two) matters more than
+    affinity."""
+    return Engine(
+        autoscaling=ReplicaAutoscaling(
+            target_ongoing_requests=32, upscale_delay_s=60, downscale_delay_s=600
+        )
+    )
 
 
 class KvTransfer(Section):
@@ -296,8 +355,8 @@ class Serving(Section):
     model: Model = Field(Model(), description="The model to serve.")
     max_model_len: int = Field(32768, ge=512, le=1048576, description="Context length in tokens.")
     kv_transfer: KvTransfer = Field(KvTransfer(), description="How decode reads prefill's KV.")
-    prefill: Engine = Field(Engine(), description="Prefill engines.")
-    decode: Engine = Field(Engine(), description="Decode engines.")
+    prefill: Engine = Field(_prefill_engine(), description="Prefill engines.")
+    decode: Engine = Field(_decode_engine(), description="Decode engines.")
     endpoint: Endpoint = Field(Endpoint(), description="The OpenAI-compatible endpoint.")
     gcs_fault_tolerance: GcsFaultTolerance = Field(
         GcsFaultTolerance(), description="Ray GCS fault tolerance with an external store."

@@ -13,6 +13,17 @@ from serving_manifests.templates import load
 
 PD_BUILDER = "ray.serve.llm:build_pd_openai_app"
 NIXL_CONNECTOR = "NixlConnector"
+# serving.<side>.request_router -> the class Serve imports (Ray 2.58: ray/serve/config.py
+# RequestRouterConfig; Ray Serve LLM's routers in ray/serve/llm/request_router.py).
+REQUEST_ROUTERS = {
+    "power_of_two": "ray.serve._private.request_router:PowerOfTwoChoicesRequestRouter",
+    "prefix_cache_affinity": "ray.serve.llm.request_router:PrefixCacheAffinityRouter",
+}
+# The affinity router keeps a tree of every prompt it routed, in one detached actor per deployment
+# (LlmPrefixTreeActor); without eviction (its default, do_eviction=False) the tree grows for as
+# long as the Ray cluster lives. With it, the tree is trimmed to 360,000 characters per replica
+# once it passes 400,000 (PrefixCacheAffinityRouter's defaults, Ray 2.58 prefix_aware_router.py).
+ROUTER_OPTIONS = {"prefix_cache_affinity": {"request_router_kwargs": {"do_eviction": True}}}
 
 
 def ray_resource(role: str) -> str:
@@ -55,6 +66,11 @@ def _fill_llm_config(llm: dict[str, Any], settings: Settings, role: str) -> None
     deployment["autoscaling_config"] = {
         "min_replicas": engine.min_replicas,
         "max_replicas": engine.max_replicas,
+        **engine.autoscaling.model_dump(),
+    }
+    deployment["request_router_config"] = {
+        "request_router_class": REQUEST_ROUTERS[engine.request_router],
+        **ROUTER_OPTIONS.get(engine.request_router, {}),
     }
     deployment["graceful_shutdown_timeout_s"] = serving.drain_timeout_seconds
     # Ray Serve LLM repeats this bundle once per engine worker (TP x PP times).
