@@ -25,7 +25,7 @@ from serving_manifests.names import (
 )
 from serving_manifests.namespace_objects import IRSA_ANNOTATION
 from serving_manifests.rayservice import HUGEPAGES
-from serving_manifests.serve_config import NIXL_CONNECTOR, PD_BUILDER, ray_resource
+from serving_manifests.serve_config import NIXL_CONNECTOR, PD_BUILDER, REQUEST_ROUTERS, ray_resource
 from tests.configurations import (
     ACCOUNT,
     CONFIGURATIONS,
@@ -198,10 +198,21 @@ def test_serve_replicas_per_side_and_decode_prewarms_nixl(rendered) -> None:
     configs = _llm_configs(manifests)
     for role, config in configs.items():
         engine = settings.serving.engine(role)
-        assert config["deployment_config"]["autoscaling_config"] == {
+        deployment = config["deployment_config"]
+        assert deployment["autoscaling_config"] == {
             "min_replicas": engine.min_replicas,
             "max_replicas": engine.max_replicas,
+            "target_ongoing_requests": engine.autoscaling.target_ongoing_requests,
+            "upscale_delay_s": engine.autoscaling.upscale_delay_s,
+            "downscale_delay_s": engine.autoscaling.downscale_delay_s,
         }
+        router = deployment["request_router_config"]["request_router_class"]
+        assert router == REQUEST_ROUTERS[engine.request_router]
+    # Each side's own defaults: prefill reacts to bursts faster and aims lower than decode.
+    prefill, decode = (settings.serving.engine(role).autoscaling for role in ("prefill", "decode"))
+    if settings.serving.prefill == type(settings.serving).model_fields["prefill"].default:
+        assert prefill.upscale_delay_s < decode.upscale_delay_s
+        assert prefill.target_ongoing_requests < decode.target_ongoing_requests
     assert configs["decode"]["experimental_configs"] == {"_prewarm_prefill_decode": True}
     assert "experimental_configs" not in configs["prefill"]
 

@@ -9,15 +9,12 @@ Named to run last: its config changes and restarts stay in effect for the sessio
 from __future__ import annotations
 
 import copy
-import json
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from harness import LocalRay, wait_for
-from test_tools import run_project
 from traffic import Load, StatusLog, measure
 
 RECOVERY_BOUND_S = 300.0
@@ -133,65 +130,3 @@ def test_an_engine_change_applied_in_place(
     wanted = pd.config["applications"][0]["args"]["decode_config"]["engine_kwargs"]
     latest = engine_starts(pd, "decode")[-1]["engine_kwargs"]
     assert latest["gpu_memory_utilization"] == wanted["gpu_memory_utilization"]
-
-
-def test_requests_sharing_a_prefix_reach_the_same_prefill_replica(
-    pd: LocalRay, model: str, project_python: Path
-) -> None:
-    """serving.prefill.request_router = prefix_cache_affinity: Ray Serve LLM's
-    PrefixCacheAffinityRouter sends a prompt to the prefill replica that already saw its longest
-    prefix. Two prefill replicas on the one prefill node (TP 4 each), routed as the setting
-    renders it; two families of prompts, each sharing a long prefix, sent one after the other:
-    each family stays on one replica."""
-    import openai
-
-    def two_prefill_replicas(args: dict[str, Any]) -> None:
-        prefill = args["prefill_config"]
-        prefill["engine_kwargs"]["tensor_parallel_size"] //= 2
-        deployment = prefill["deployment_config"]
-        deployment["autoscaling_config"].update(min_replicas=2, max_replicas=2)
-        deployment["request_router_config"] = prefix_affinity_router(project_python)
-
-    config = copy.deepcopy(pd.config)
-    two_prefill_replicas(config["applications"][0]["args"])
-    pd.deploy(config)
-    pd.config = config
-    wait_for(
-        lambda: len(
-            {r["replica"] for r in engine_starts(pd, "prefill") if r.get("engine_kwargs", {})
-             .get("tensor_parallel_size") == config["applications"][0]["args"]["prefill_config"]
-             ["engine_kwargs"]["tensor_parallel_size"]}
-        ) >= 2,
-        RECOVERY_BOUND_S, 0.5, "two prefill replicas",
-    )  # fmt: skip
-    client = openai.OpenAI(
-        base_url=f"{pd.base_url}/v1", api_key="unused", max_retries=0, timeout=120
-    )
-    families = {name: " ".join([f"{name}-context"] * 200) for name in ("alpha", "beta")}
-    seen = len(pd.records())
-    for question in range(6):
-        for prefix in families.values():
-            client.chat.completions.create(
-                model=model,
-                messages=[{"role": "user", "content": f"{prefix} question {question}"}],
-                max_tokens=4,
-            )
-    prefills = [
-        r for r in pd.records()[seen:] if r["event"] == "request" and r["role"] == "prefill"
-    ]
-    for name in families:
-        replicas = {r["replica"] for r in prefills if f"{name}-context" in r["prompt"]}
-        assert len(replicas) == 1, (name, replicas)
-
-
-AFFINITY_ROUTER = """
-import json
-from serving_manifests.serve_config import REQUEST_ROUTERS, ROUTER_OPTIONS
-name = "prefix_cache_affinity"
-print(json.dumps({"request_router_class": REQUEST_ROUTERS[name], **ROUTER_OPTIONS[name]}))
-"""
-
-
-def prefix_affinity_router(project_python: Path) -> dict[str, Any]:
-    """What serve_config.py renders for request_router = prefix_cache_affinity."""
-    return json.loads(run_project(project_python, AFFINITY_ROUTER))
