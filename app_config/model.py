@@ -113,7 +113,12 @@ class Scaling(Section):
     """Sizes of a managed node group. Changing them updates the node group in place."""
 
     min_size: int = Field(ge=0, le=450, description="Fewest nodes the group scales down to.")
-    desired_size: int = Field(ge=0, le=450, description="Nodes at deploy time.")
+    desired_size: int = Field(
+        ge=0,
+        le=450,
+        description="Nodes when the group is created; afterwards GPU groups follow the Cluster "
+        "Autoscaler (between min_size and max_size).",
+    )
     max_size: int = Field(ge=1, le=450, description="Most nodes the group scales up to.")
 
     @model_validator(mode="after")
@@ -200,11 +205,30 @@ class Capacity(Section):
         ),
         description="The cr-... id for capacity_reservation and capacity_block.",
     )
+    reserved_instances: int | None = Field(
+        None,
+        ge=1,
+        le=450,
+        description="How many instances the reservation or Capacity Block holds: the node "
+        "group's max_size may not exceed it, so the Cluster Autoscaler never asks for an "
+        "instance that is not reserved (a launch targeted at a full reservation fails; it does "
+        "not fall back to On-Demand).",
+    )
 
     @model_validator(mode="after")
     def _reservation(self) -> Capacity:
         if self.type != "on_demand" and self.reservation_id is None:
             raise ValueError(f"capacity type {self.type!r} needs reservation_id (cr-...)")
+        if self.type != "on_demand" and self.reserved_instances is None:
+            raise ValueError(
+                f"capacity type {self.type!r} needs reserved_instances (the instance count of "
+                f"{self.reservation_id}): the node group's max_size is capped at it"
+            )
+        if self.type == "on_demand" and self.reserved_instances is not None:
+            raise ValueError(
+                "reserved_instances is set but type is 'on_demand'; remove it, or set type to "
+                "'capacity_reservation' or 'capacity_block'"
+            )
         if self.type == "on_demand" and self.reservation_id is not None:
             raise ValueError(
                 "reservation_id is set but type is 'on_demand'; set type to "
@@ -256,6 +280,14 @@ class GpuNodeGroup(Section):
         taken = sorted(OWNED_TAINT_KEYS & {taint.key for taint in taints})
         if taken:
             raise ValueError(f"{taken} are set by this app; choose other taint keys")
+        valueless = [taint.key for taint in taints if not taint.value]
+        if valueless:
+            raise ValueError(
+                f"taint {valueless[0]!r} has no value: the Cluster Autoscaler builds the node "
+                "template of an empty GPU group from EKS's DescribeNodegroup and skips taints "
+                "without a value (cluster-autoscaler 1.35, cloudprovider/aws/aws_wrapper.go), so "
+                "it would place pods that do not tolerate it on this group; give it a value"
+            )
         pairs = [(taint.key, taint.effect) for taint in taints]
         repeated = sorted({pair for pair in pairs if pairs.count(pair) > 1})
         if repeated:
@@ -264,6 +296,17 @@ class GpuNodeGroup(Section):
                 "allows one taint per key and effect"
             )
         return taints
+
+    @model_validator(mode="after")
+    def _within_reservation(self) -> GpuNodeGroup:
+        reserved = self.capacity.reserved_instances
+        if reserved is not None and self.scaling.max_size > reserved:
+            raise ValueError(
+                f"scaling.max_size {self.scaling.max_size} exceeds capacity.reserved_instances "
+                f"{reserved}: the Cluster Autoscaler would ask for instances the reservation "
+                f"does not hold, and such launches fail; use max_size <= {reserved}"
+            )
+        return self
 
     @property
     def instance(self) -> GpuInstance:
@@ -382,6 +425,27 @@ class Network(Section):
         return per_zone * len(self.availability_zones)
 
 
+class NodeAutoscaler(Section):
+    """The Cluster Autoscaler: adds a GPU node when a Ray worker pod cannot be placed, removes
+    one that has held no Ray pod for a while."""
+
+    scale_down_unneeded_minutes: int = Field(
+        10,
+        ge=1,
+        le=1440,
+        description="How long a node must be unneeded (no Ray worker on it) before it is "
+        "removed. Ray's own idle timeout comes first (serving.ray_autoscaler).",
+    )
+    max_node_provision_minutes: int = Field(
+        20,
+        ge=5,
+        le=120,
+        description="How long a requested node may take to register before the autoscaler "
+        "gives up on it and tries another group: a p5 node boots, loads its GPU and EFA drivers "
+        "and joins in about 10 minutes; a failed launch (no capacity) backs off at once.",
+    )
+
+
 class Cluster(Section):
     name: str | None = Field(
         None,
@@ -415,6 +479,9 @@ class Cluster(Section):
         "cluster, edit access to the serving namespace (EKS access policies).",
     )
     system_nodes: SystemNodes = Field(SystemNodes(), description="The system node group.")
+    node_autoscaler: NodeAutoscaler = Field(
+        NodeAutoscaler(), description="The Cluster Autoscaler's timing."
+    )
     support_type: Literal["STANDARD", "EXTENDED"] = Field(
         "STANDARD",
         description="What EKS does when the Kubernetes version leaves standard support: "
@@ -621,8 +688,8 @@ def _address_space_problems(network: Network) -> list[Problem]:
 
 
 def _serving_problems(settings: Settings) -> list[Problem]:
-    """What the serving settings must fit: the region's image registry and the GPU nodes that
-    exist (desired_size: no node autoscaler is deployed, so no more will appear)."""
+    """What the serving settings must fit: the region's image registry and the GPU nodes each
+    group can grow to (max_size: the Cluster Autoscaler adds no more)."""
     problems = []
     if settings.region not in REGISTRY_ACCOUNTS:
         problems.append(Problem(
@@ -661,11 +728,12 @@ def _serving_problems(settings: Settings) -> list[Problem]:
                 f"one of {[d for d in range(1, gpus + 1) if gpus % d == 0]}",
                 tp,
             ))  # fmt: skip
-        elif engine.max_replicas * tp * pp > gpus * group.scaling.desired_size:
+        elif engine.max_replicas * tp * pp > gpus * group.scaling.max_size:
             problems.append(Problem(
                 f"serving.{role}.max_replicas",
-                f"{engine.max_replicas} replicas x {tp * pp} GPUs exceed the GPUs of "
-                f"gpu_nodes.{role} ({group.scaling.desired_size} nodes x {gpus} GPUs)",
+                f"{engine.max_replicas} replicas x {tp * pp} GPUs exceed the GPUs gpu_nodes."
+                f"{role} can grow to ({group.scaling.max_size} nodes x {gpus} GPUs); raise "
+                f"gpu_nodes.{role}.scaling.max_size or lower max_replicas",
                 engine.max_replicas,
             ))  # fmt: skip
     return problems

@@ -20,3 +20,5 @@ OWNED_TAINT_KEYS = frozenset({GPU_TAINT_KEY, ROLE_TAINT_KEY})
 # Extended resources the device plugins advertise on GPU nodes; the Ray worker pods request them.
 GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
+# What AWS's EFA examples request per pod: the EFA driver's buffers live in 2 MiB huge pages.
+EFA_HUGEPAGES = {"hugepages-2Mi": "5120Mi"}

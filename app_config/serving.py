@@ -313,6 +313,20 @@ class ImageCache(Section):
         return f"{prefix}-dlc"
 
 
+class RayAutoscaler(Section):
+    """KubeRay's in-tree Ray autoscaler (a sidecar of the Ray head): a worker pod per pending
+    placement group of Serve replicas, up to the node group's max_size."""
+
+    idle_timeout_seconds: int = Field(
+        300,
+        ge=30,
+        le=86400,
+        description="How long a Ray worker without any Serve replica (or other work) stays "
+        "before Ray removes its pod; its node then goes after the Cluster Autoscaler's "
+        "scale_down_unneeded_minutes. Longer keeps a warm node for the next burst.",
+    )
+
+
 class Serving(Section):
     namespace: str = Field(
         "llm-serving",
@@ -344,8 +358,8 @@ class Serving(Section):
         "NewCluster",
         description="NewCluster: a change of the image or of any serving setting (every one "
         "restarts the engines, replica bounds included) starts a second Ray cluster, which "
-        "joins the endpoint once its Serve application runs; needs a second set of GPU nodes "
-        "(raise desired_size first). Node counts apply in place. None: every Serve config "
+        "joins the endpoint once its Serve application runs; its GPU nodes come from the "
+        "Cluster Autoscaler (max_size must leave room). None: every Serve config "
         "change applies in place (engines reload while nothing serves); image changes need a "
         "manual restart.",
     )
@@ -355,6 +369,9 @@ class Serving(Section):
     model: Model = Field(Model(), description="The model to serve.")
     max_model_len: int = Field(32768, ge=512, le=1048576, description="Context length in tokens.")
     kv_transfer: KvTransfer = Field(KvTransfer(), description="How decode reads prefill's KV.")
+    ray_autoscaler: RayAutoscaler = Field(
+        RayAutoscaler(), description="Ray's autoscaler: Serve replicas to worker pods."
+    )
     prefill: Engine = Field(_prefill_engine(), description="Prefill engines.")
     decode: Engine = Field(_decode_engine(), description="Decode engines.")
     endpoint: Endpoint = Field(Endpoint(), description="The OpenAI-compatible endpoint.")

@@ -52,10 +52,24 @@ SECRETS_STORE_CSI_AWS = HelmChartRef(
     namespace="kube-system",
 )
 
+# kubernetes/autoscaler, charts/cluster-autoscaler (chart 9.59.0 of 2026-07-21, app 1.35.0): the
+# release line of the cluster's Kubernetes minor version, as the project asks.
+CLUSTER_AUTOSCALER = HelmChartRef(
+    repository="https://kubernetes.github.io/autoscaler",
+    chart="cluster-autoscaler",
+    version="9.59.0",
+    namespace="kube-system",
+)
+
 # Every chart above; the AWS Load Balancer Controller comes through aws-cdk-lib (kube-system).
 CHARTS: tuple[HelmChartRef, ...] = (
     EFA_DEVICE_PLUGIN,
     NVIDIA_DEVICE_PLUGIN,
     KUBERAY_OPERATOR,
     SECRETS_STORE_CSI_AWS,
+    CLUSTER_AUTOSCALER,
 )
+
+# The Cluster Autoscaler chart's appVersion above: its minor must be the cluster's (the project's
+# compatibility rule); a Kubernetes upgrade fails a test until the chart moves with it.
+CLUSTER_AUTOSCALER_APP_VERSION = "1.35.0"

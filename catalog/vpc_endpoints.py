@@ -15,4 +15,8 @@ INTERFACE_ENDPOINT_SERVICES: dict[str, str] = {
     "ssmmessages": "Session Manager's data channel",
     "ec2messages": "Systems Manager agent messages",
     "secretsmanager": "Secrets Manager: the Hugging Face token for the Secrets Store CSI driver",
+    # The Cluster Autoscaler's calls (EKS user guide, "Deploy private clusters": the autoscaling
+    # endpoint; eks for DescribeNodegroup, which builds an empty GPU group's node template).
+    "autoscaling": "EC2 Auto Scaling: the Cluster Autoscaler reads and resizes node groups",
+    "eks": "EKS API: the Cluster Autoscaler's DescribeNodegroup (an empty group's template)",
 }

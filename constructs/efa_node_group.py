@@ -21,6 +21,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 
 from app_config.model import GpuNodeGroup, NodePlacement
+from app_config.node_template import node_template_tags
 from catalog.efa_layout import efa_interface_layout
 from catalog.eks_versions import KUBERNETES
 from catalog.instances import GpuInstance
@@ -93,6 +94,8 @@ class EfaNodeGroup(Construct):
             force_update=False,
             enable_node_auto_repair=True,
             labels=self.placement.labels,
+            # Read by the Cluster Autoscaler to scale the group from zero (node_template.py).
+            tags=node_template_tags(self.instance.gpus, self.instance.network_cards),
             taints=[
                 eks.TaintSpec(key=t.key, value=t.value, effect=_TAINT_EFFECTS[t.effect])
                 for t in self.placement.taints

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 
-from aws_cdk import Annotations, Stack, Token
+from aws_cdk import Annotations, Stack
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_iam as iam
 
@@ -22,7 +22,7 @@ from app_config.serving import ImageCache as ImageCacheSettings
 from catalog.ray_llm_image import PUBLIC_REGISTRY
 from catalog.regions import partition
 from constructs import Construct
-from constructs.nag_acknowledgments import acknowledge
+from constructs.nag_acknowledgments import account_in_finding, acknowledge
 
 # Untagged images are superseded builds of the tag (the cache re-pulls it when AWS republishes):
 # keep a week of them for a rollback by digest, then free the storage.
@@ -103,7 +103,7 @@ class ImageCache(Construct):
                 "to keep a scanning configuration you manage elsewhere.",
             )
         # Literal partition and region, so the ARN (and its acknowledgment) reads as text.
-        account = "<AWS::AccountId>" if Token.is_unresolved(stack.account) else stack.account
+        account = account_in_finding(stack)
         repositories = (
             f"arn:{partition(stack.region)}:ecr:{stack.region}:{{account}}:repository/"
             f"{self.repository_prefix}/*"

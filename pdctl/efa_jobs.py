@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from app_config import Settings
-from app_config.node_labels import EFA_RESOURCE
+from app_config.node_labels import EFA_HUGEPAGES, EFA_RESOURCE
 from serving_manifests.image import pod_image
 from serving_manifests.names import EFA_CHECK_CONTROL_PORT, EFA_CHECK_LABELS
-from serving_manifests.rayservice import HUGEPAGES
 
 MARK = "### pdctl-efa-check"
 SERVER_ROLE, CLIENT_ROLE = "decode", "prefill"
@@ -128,7 +127,7 @@ def job_name(plan: EfaCheckPlan, role: str) -> str:
 
 def job_manifest(plan: EfaCheckPlan, role: str, script: str) -> dict[str, Any]:
     """Bounded by activeDeadlineSeconds even if pdctl dies; deleted by pdctl, else by the TTL."""
-    efa = {EFA_RESOURCE: str(plan.efa_devices[role]), **HUGEPAGES}
+    efa = {EFA_RESOURCE: str(plan.efa_devices[role]), **EFA_HUGEPAGES}
     resources = {"cpu": "2", "memory": "8Gi", **efa}
     labels = {**EFA_CHECK_LABELS, "llm-serving/efa-check": plan.name, "llm-serving/role": role}
     return {

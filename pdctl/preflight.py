@@ -119,9 +119,11 @@ def reservation(
         problems.append(f"instance type {found['InstanceType']}, not {group.instance_type}")
     if found.get(zone_field) != zone:
         problems.append(f"zone {found.get(zone_field)}, not {zone}")
-    if found["TotalInstanceCount"] < group.scaling.desired_size:
+    # The configuration caps max_size at reserved_instances; the reservation must hold that many.
+    reserved = group.capacity.reserved_instances or group.scaling.desired_size
+    if found["TotalInstanceCount"] < reserved:
         problems.append(
-            f"{found['TotalInstanceCount']} instances, desired_size {group.scaling.desired_size}"
+            f"{found['TotalInstanceCount']} instances, capacity.reserved_instances {reserved}"
         )
     end = found.get("EndDate")
     if end is not None and end <= now + window:

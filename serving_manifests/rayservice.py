@@ -9,6 +9,7 @@ import yaml
 
 from app_config import Settings
 from app_config.node_labels import (
+    EFA_HUGEPAGES,
     EFA_RESOURCE,
     GPU_RESOURCE,
     GPU_ROLES,
@@ -40,8 +41,6 @@ from serving_manifests.names import (
 from serving_manifests.serve_config import engine_reload_fingerprint, ray_resource
 from serving_manifests.templates import load
 
-# What AWS's EFA examples request: the EFA driver's buffers live in 2 MiB huge pages.
-HUGEPAGES = {"hugepages-2Mi": "5120Mi"}
 # Left to the kubelet, system daemons and the page cache of the model files.
 RESERVED_VCPUS = 8
 MEMORY_REQUEST_SHARE = 0.85
@@ -66,6 +65,15 @@ POD_CHECKOV_SKIPS = {
 }
 
 
+# The head alone runs Ray's autoscaler, which calls the Kubernetes API with the pod's token.
+HEAD_CHECKOV_SKIPS = {
+    "CKV_K8S_38": "Ray's autoscaler sidecar patches the RayCluster through the Kubernetes API "
+    "with this token; KubeRay's Role limits it to the namespace's pods and RayClusters",
+}
+# Cluster Autoscaler's per-pod opt-out of node scale-down (cluster-autoscaler FAQ).
+SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
+
+
 def render_rayservice(
     settings: Settings,
     serve_config: dict[str, Any],
@@ -82,6 +90,7 @@ def render_rayservice(
     spec["rayClusterDeletionDelaySeconds"] = serving.old_cluster_deletion_delay_seconds
     cluster = spec["rayClusterConfig"]
     cluster["rayVersion"] = IMAGES[serving.image_tag].ray_version
+    cluster["autoscalerOptions"]["idleTimeoutSeconds"] = serving.ray_autoscaler.idle_timeout_seconds
     annotations = {
         ENGINE_FINGERPRINT_ANNOTATION: engine_reload_fingerprint(serve_config),
         **checkov_skip_annotations(),
@@ -89,7 +98,7 @@ def render_rayservice(
 
     head = cluster["headGroupSpec"]["template"]
     head["metadata"]["labels"][RAYSERVICE_LABEL] = serving.name
-    head["metadata"]["annotations"] = dict(annotations)
+    head["metadata"]["annotations"] = {**annotations, **head_checkov_skip_annotations()}
     head["spec"]["serviceAccountName"] = HEAD_SERVICE_ACCOUNT
     head["spec"]["nodeSelector"] = {ROLE_LABEL: SYSTEM_ROLE}
     (head_container,) = head["spec"]["containers"]
@@ -116,15 +125,20 @@ def _worker_group(
     node_group = settings.gpu_nodes.groups()[role]
     instance, placement = node_group.instance, node_group.placement(role)
     group["groupName"] = role
-    # One worker pod per node that exists: no node autoscaler is deployed, so a pod beyond
-    # desired_size would wait forever. Serve autoscales replicas within these workers.
-    nodes = node_group.scaling.desired_size
-    group.update(replicas=nodes, minReplicas=nodes, maxReplicas=nodes)
+    # One worker pod per GPU node (it holds every GPU and EFA device): Ray's autoscaler never
+    # asks for more pods than the node group can have nodes, nor keeps fewer than it must.
+    scaling = node_group.scaling
+    group.update(
+        replicas=scaling.desired_size,
+        minReplicas=scaling.min_size,
+        maxReplicas=scaling.max_size,
+    )
     group["resources"] = {ray_resource(role): str(instance.gpus)}
 
     pod = group["template"]
     pod["metadata"]["labels"].update({RAYSERVICE_LABEL: settings.serving.name, ROLE_LABEL: role})
-    pod["metadata"]["annotations"] = dict(annotations)
+    # The Cluster Autoscaler never drains a node for a Ray worker; Ray removes idle ones itself.
+    pod["metadata"]["annotations"] = {**annotations, SAFE_TO_EVICT: "false"}
     spec = pod["spec"]
     spec["serviceAccountName"] = WORKER_SERVICE_ACCOUNT
     drain_timeout = settings.serving.drain_timeout_seconds
@@ -170,7 +184,7 @@ def _worker_group(
         "memory": f"{memory_gib}Gi",
         GPU_RESOURCE: str(instance.gpus),
         EFA_RESOURCE: str(instance.network_cards),  # every EFA device of the node
-        **HUGEPAGES,
+        **EFA_HUGEPAGES,
     }
     container["resources"] = {"requests": dict(resources), "limits": dict(resources)}
     for volume in spec["volumes"]:
@@ -238,6 +252,15 @@ def _set_ports(container: dict[str, Any]) -> None:
     for port in container.get("ports", []):
         if port["name"] in numbers:
             port["containerPort"] = numbers[port["name"]]
+
+
+def head_checkov_skip_annotations() -> dict[str, str]:
+    """Numbered after the shared ones: checkov reads checkov.io/skip<N> annotations."""
+    start = len(POD_CHECKOV_SKIPS) + 1
+    return {
+        f"checkov.io/skip{index}": f"{check}={reason}"
+        for index, (check, reason) in enumerate(HEAD_CHECKOV_SKIPS.items(), start=start)
+    }
 
 
 def checkov_skip_annotations() -> dict[str, str]:

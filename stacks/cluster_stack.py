@@ -9,6 +9,7 @@ from aws_cdk import aws_ec2 as ec2
 from app_config import Settings
 from constructs import Construct
 from constructs.alarm_topic import AlarmTopic
+from constructs.cluster_autoscaler import ClusterAutoscaler
 from constructs.core_addons import CoreAddons
 from constructs.eks_control_plane import EksControlPlane, EksControlPlaneProps
 from constructs.image_cache import ImageCache
@@ -72,6 +73,10 @@ class ClusterStack(Stack):
             self.system_nodes.nodegroup.node.add_dependency(addon)
         for addon in self.addons.needing_nodes:
             addon.node.add_dependency(self.system_nodes.nodegroup)
+        self.cluster_autoscaler = ClusterAutoscaler(
+            self, "ClusterAutoscaler", settings=settings, cluster=cluster
+        )
+        self.cluster_autoscaler.node.add_dependency(self.system_nodes.nodegroup)
         self._observability(settings)
         self._outputs(settings)
 

@@ -60,10 +60,12 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
         "gpu_nodes.prefill.instance_type": "p5en.48xlarge",
         "gpu_nodes.prefill.capacity.type": "capacity_block",
         "gpu_nodes.prefill.capacity.reservation_id": "cr-0a1b2c3d4e5f60718",
+        "gpu_nodes.prefill.capacity.reserved_instances": "2",
         "gpu_nodes.prefill.scaling": '{"min_size": 2, "desired_size": 2, "max_size": 2}',
         "gpu_nodes.decode.instance_type": "p5en.48xlarge",
         "gpu_nodes.decode.capacity.type": "capacity_reservation",
         "gpu_nodes.decode.capacity.reservation_id": "cr-0fedcba9876543210",
+        "gpu_nodes.decode.capacity.reserved_instances": "2",
         "gpu_nodes.decode.labels": '{"team.example.com/cost-center": "llm"}',
         "gpu_nodes.decode.taints": '[{"key": "example.com/dedicated", "value": "llm", '
         '"effect": "NoExecute"}]',

@@ -138,6 +138,44 @@ INVALID = [
         "cr- followed by 8 to 17 hexadecimal digits",
     ),
     (
+        {
+            "gpu_nodes.decode.capacity.type": "capacity_reservation",
+            "gpu_nodes.decode.capacity.reservation_id": "cr-0123456789abcdef0",
+        },
+        "gpu_nodes.decode.capacity",
+        "needs reserved_instances",
+    ),
+    (
+        {
+            "gpu_nodes.decode.capacity.type": "capacity_block",
+            "gpu_nodes.decode.capacity.reservation_id": "cr-0123456789abcdef0",
+            "gpu_nodes.decode.capacity.reserved_instances": "2",
+            "gpu_nodes.decode.scaling": '{"min_size": 1, "desired_size": 1, "max_size": 3}',
+        },
+        "gpu_nodes.decode",
+        "exceeds capacity.reserved_instances 2",
+    ),
+    (
+        {"gpu_nodes.decode.capacity.reserved_instances": "2"},
+        "gpu_nodes.decode.capacity",
+        "reserved_instances is set but type is 'on_demand'",
+    ),
+    (
+        {"gpu_nodes.prefill.taints": '[{"key": "example.com/dedicated", "effect": "NoSchedule"}]'},
+        "gpu_nodes.prefill.taints",
+        "skips taints without a value",
+    ),
+    (
+        {"serving.ray_autoscaler.idle_timeout_seconds": "5"},
+        "serving.ray_autoscaler.idle_timeout_seconds",
+        "greater than or equal to 30",
+    ),
+    (
+        {"cluster.node_autoscaler.max_node_provision_minutes": "1"},
+        "cluster.node_autoscaler.max_node_provision_minutes",
+        "greater than or equal to 5",
+    ),
+    (
         {"gpu_nodes.prefill.scaling": '{"min_size": 2, "desired_size": 1, "max_size": 2}'},
         "gpu_nodes.prefill.scaling",
         "min_size <= desired_size <= max_size",
@@ -209,7 +247,7 @@ INVALID = [
     (
         {"serving.decode.max_replicas": "3"},
         "serving.decode.max_replicas",
-        "exceed the GPUs of gpu_nodes.decode",
+        "exceed the GPUs gpu_nodes.decode can grow to (2 nodes",
     ),
     (
         {"serving.kv_transfer.backend": "MOONCAKE"},

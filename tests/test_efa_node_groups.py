@@ -25,9 +25,11 @@ from tools.efa_coverage import (
 CAPACITIES = {
     "on_demand": Capacity(),
     "capacity_reservation": Capacity(
-        type="capacity_reservation", reservation_id="cr-0123456789abcdef0"
+        type="capacity_reservation", reservation_id="cr-0123456789abcdef0", reserved_instances=2
     ),
-    "capacity_block": Capacity(type="capacity_block", reservation_id="cr-0fedcba9876543210"),
+    "capacity_block": Capacity(
+        type="capacity_block", reservation_id="cr-0fedcba9876543210", reserved_instances=2
+    ),
 }
 
 

@@ -218,3 +218,17 @@ def test_the_efa_check_pods_and_the_ray_pods_stay_apart(world) -> None:
         for ray in (pods["head"], *_workers(pods)):
             assert not model.allows(Flow(efa, ray, GCS_PORT))
             assert not model.allows(Flow(ray, efa, EFA_CHECK_CONTROL_PORT))
+
+
+def test_the_heads_autoscaler_reaches_the_kubernetes_api(world) -> None:
+    """Ray's autoscaler sidecar (in the head pod) patches the RayCluster: the API server's
+    endpoints are the control plane's ENIs in the VPC, reached through the `kubernetes` Service
+    (no selector) on 443."""
+    _, _, model, pods, _ = world
+    api_server = Pod("api-server", "outside", {}, "10.0.0.50")
+    kubernetes = Service(
+        "kubernetes", "default", None, [{"port": 443, "targetPort": 443, "protocol": "TCP"}],
+        "172.20.0.1",
+    )  # fmt: skip
+    assert model.allows(Flow(pods["head"], api_server, 443, via=kubernetes))
+    assert model.allows(Flow(pods["head"], api_server, 443))

@@ -110,7 +110,8 @@ def _healthy_responses(settings, broken: str = "") -> dict[str, list[tuple[str, 
                             "CapacityReservationId": group.capacity.reservation_id,
                             "InstanceType": group.instance_type,
                             "AvailabilityZoneId": zone,
-                            "TotalInstanceCount": group.scaling.desired_size,
+                            "TotalInstanceCount": group.capacity.reserved_instances
+                            - (1 if broken == f"short:{role}" else 0),
                             "State": "expired" if broken == f"state:{role}" else "active",
                             "EndDate": ends,
                             "StartDate": NOW
@@ -234,6 +235,7 @@ def test_a_healthy_account_passes_every_check() -> None:
         ("state:prefill", "prefill: reservation", "fix the reservation"),
         ("ends:decode", "decode: reservation", "fix the reservation"),
         ("starts:prefill", "prefill: reservation", "fix the reservation"),
+        ("short:decode", "decode: reservation", "fix the reservation"),
         ("quota", "vCPU quota", "request-service-quota-increase"),
         ("image", "Ray LLM image", "serving.image_tag"),
         ("principal", "admin principal", "cluster.admin_principal_arns"),

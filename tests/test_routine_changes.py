@@ -33,6 +33,16 @@ ROUTINE: dict[str, tuple[dict[str, str], frozenset[str]]] = {
     ),
     "image digest": ({"serving.image_digest": "sha256:" + "ab" * 32}, frozenset()),
     "drain timeout": ({"serving.drain_timeout_seconds": "600"}, frozenset()),
+    "scaling behaviour": (
+        {
+            "serving.decode.autoscaling.target_ongoing_requests": "48",
+            "serving.ray_autoscaler.idle_timeout_seconds": "900",
+            "cluster.node_autoscaler.scale_down_unneeded_minutes": "20",
+            "serving.prefill.request_router": "prefix_cache_affinity",
+        },
+        frozenset(),
+    ),
+    "image cache": ({"serving.image_cache.enabled": "true"}, frozenset()),
     "alarm thresholds": (
         {"observability.alarms": '{"ttft_p95_objective_seconds": 0.8}'},
         frozenset(),
@@ -48,6 +58,7 @@ ROUTINE: dict[str, tuple[dict[str, str], frozenset[str]]] = {
         {
             "gpu_nodes.decode.capacity.type": "capacity_block",
             "gpu_nodes.decode.capacity.reservation_id": "cr-0123456789abcdef0",
+            "gpu_nodes.decode.capacity.reserved_instances": "2",
         },
         frozenset({"AWS::EKS::Nodegroup"}),
     ),

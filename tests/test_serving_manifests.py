@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from app_config import Settings, load_settings
+from app_config.node_labels import EFA_HUGEPAGES as HUGEPAGES
 from app_config.node_labels import EFA_RESOURCE, GPU_RESOURCE, GPU_ROLES, ROLE_LABEL, SYSTEM_ROLE
 from catalog.ray_llm_image import IMAGES, PUBLIC_REPOSITORY, REGISTRY_ACCOUNTS
 from serving_manifests import ServingManifests, render
@@ -24,7 +25,6 @@ from serving_manifests.names import (
     endpoint_service_name,
 )
 from serving_manifests.namespace_objects import IRSA_ANNOTATION
-from serving_manifests.rayservice import HUGEPAGES
 from serving_manifests.serve_config import NIXL_CONNECTOR, PD_BUILDER, REQUEST_ROUTERS, ray_resource
 from tests.configurations import (
     ACCOUNT,
@@ -84,13 +84,24 @@ def test_workers_request_every_gpu_and_efa_device_of_their_node(rendered) -> Non
         assert {k: resources["limits"][k] for k in HUGEPAGES} == HUGEPAGES
 
 
-def test_one_worker_pod_per_gpu_node_that_exists(rendered) -> None:
+def test_rays_autoscaler_keeps_one_worker_pod_per_gpu_node(rendered) -> None:
+    """Bounds from the node groups: never a worker pod no node could hold, never fewer than the
+    nodes the group keeps; the sidecar's idle timeout from the configuration."""
     settings, manifests = rendered
-    assert manifests.rayservice["spec"]["rayClusterConfig"]["enableInTreeAutoscaling"] is False
+    cluster = manifests.rayservice["spec"]["rayClusterConfig"]
+    assert cluster["enableInTreeAutoscaling"] is True
+    options = cluster["autoscalerOptions"]
+    assert options["idleTimeoutSeconds"] == settings.serving.ray_autoscaler.idle_timeout_seconds
+    head = cluster["headGroupSpec"]["template"]["spec"]
+    assert head["automountServiceAccountToken"] is True  # the sidecar calls the API with it
     for role, group in settings.gpu_nodes.groups().items():
         worker = _workers(manifests)[role]
-        nodes = group.scaling.desired_size
-        assert (worker["minReplicas"], worker["replicas"], worker["maxReplicas"]) == (nodes,) * 3
+        scaling = group.scaling
+        bounds = (worker["minReplicas"], worker["replicas"], worker["maxReplicas"])
+        assert bounds == (scaling.min_size, scaling.desired_size, scaling.max_size)
+        annotations = worker["template"]["metadata"]["annotations"]
+        assert annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
+        assert worker["template"]["spec"]["automountServiceAccountToken"] is False
 
 
 def test_workers_get_the_efa_environment_pod_ip_and_shared_memory(rendered) -> None:
@@ -461,20 +472,19 @@ def test_ray_token_auth_is_on_and_the_readiness_check_carries_the_token(rendered
         assert all("x-ray-authorization: Bearer ${RAY_AUTH_TOKEN}" in c for c in dashboard_calls)
 
 
-def test_ray_pods_carry_no_kubernetes_api_token(rendered) -> None:
-    """Nothing in a Ray pod calls the Kubernetes API (Ray's autoscaler is off); IRSA brings
-    its own projected token. So no service account token is mounted, and checkov's CKV_K8S_38
-    needs no skip."""
+def test_only_the_head_carries_a_kubernetes_api_token(rendered) -> None:
+    """The head's autoscaler sidecar patches the RayCluster with the pod's token (a reasoned
+    CKV_K8S_38 skip on the head alone); the GPU workers call no Kubernetes API and mount none
+    (IRSA brings its own projected token)."""
     _, manifests = rendered
     cluster = manifests.rayservice["spec"]["rayClusterConfig"]
-    assert cluster["enableInTreeAutoscaling"] is False
-    templates = [cluster["headGroupSpec"]["template"]] + [
-        g["template"] for g in cluster["workerGroupSpecs"]
-    ]
-    for template in templates:
+    head = cluster["headGroupSpec"]["template"]
+    assert head["spec"]["automountServiceAccountToken"] is True
+    assert "CKV_K8S_38=" in " ".join(head["metadata"]["annotations"].values())
+    for group in cluster["workerGroupSpecs"]:
+        template = group["template"]
         assert template["spec"]["automountServiceAccountToken"] is False
-        skips = " ".join(template["metadata"]["annotations"].values())
-        assert "CKV_K8S_38" not in skips
+        assert "CKV_K8S_38" not in " ".join(template["metadata"]["annotations"].values())
 
 
 @pytest.mark.parametrize(

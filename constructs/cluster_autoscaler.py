@@ -1,0 +1,129 @@
+"""The Cluster Autoscaler: GPU nodes for Ray worker pods that wait for one, and back when empty.
+
+It discovers this cluster's managed node groups by the tags EKS puts on their Auto Scaling
+groups (k8s.io/cluster-autoscaler/enabled and .../<cluster>; EKS user guide, "Managed node
+groups"), builds an empty GPU group's node from the group's own tags (app_config/node_template.py)
+and never removes a node that holds a Ray worker: those pods carry
+cluster-autoscaler.kubernetes.io/safe-to-evict=false, and Ray removes its idle workers itself.
+
+IAM is the project's documented policy (kubernetes/autoscaler cluster-autoscaler/cloudprovider/
+aws/README.md, "Full Cluster Autoscaler Features Policy", at cluster-autoscaler-1.35.2) with the
+two writes restricted to this cluster's groups, as that README asks, by the eks:cluster-name tag
+EKS sets on every managed node group's Auto Scaling group.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Stack
+from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
+
+from app_config import Settings
+from app_config.node_labels import ROLE_LABEL, SYSTEM_ROLE
+from catalog.helm_charts import CLUSTER_AUTOSCALER
+from catalog.regions import partition
+from constructs import Construct
+from constructs.helm_release import helm_release
+from constructs.irsa import ServiceAccountRole
+from constructs.nag_acknowledgments import account_in_finding, acknowledge
+
+SERVICE_ACCOUNT = "cluster-autoscaler"
+# Read-only calls that support no resource scoping.
+READS = (
+    "autoscaling:DescribeAutoScalingGroups",
+    "autoscaling:DescribeAutoScalingInstances",
+    "autoscaling:DescribeLaunchConfigurations",
+    "autoscaling:DescribeScalingActivities",
+    "ec2:DescribeImages",
+    "ec2:DescribeInstanceTypes",
+    "ec2:DescribeLaunchTemplateVersions",
+    "ec2:GetInstanceTypesFromInstanceRequirements",
+)
+WRITES = ("autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup")
+CLUSTER_TAG = "eks:cluster-name"  # EKS's own tag on a managed node group's Auto Scaling group
+
+
+def autoscaler_arguments(settings: Settings) -> dict[str, str | bool]:
+    """The chart's extraArgs (each becomes --key=value)."""
+    timing = settings.cluster.node_autoscaler
+    return {
+        # The group that leaves the least CPU and memory idle; a Ray worker fits only its own
+        # side's group anyway (node selector and taints).
+        "expander": "least-waste",
+        # Prefill and decode groups may look alike (same type); they must never be balanced.
+        "balance-similar-node-groups": False,
+        # The default, written down: a node with a pod using local storage (Ray's /dev/shm and
+        # the model cache) is not drained by the autoscaler; Ray removes the pod first.
+        "skip-nodes-with-local-storage": True,
+        "scale-down-unneeded-time": f"{timing.scale_down_unneeded_minutes}m",
+        "scale-down-delay-after-add": f"{timing.scale_down_unneeded_minutes}m",
+        "max-node-provision-time": f"{timing.max_node_provision_minutes}m",
+    }
+
+
+class ClusterAutoscaler(Construct):
+    """Publishes ``role`` (its IRSA role) and ``release`` (the Helm chart)."""
+
+    def __init__(
+        self, scope: Construct, construct_id: str, *, settings: Settings, cluster: eks.ICluster
+    ) -> None:
+        super().__init__(scope, construct_id)
+        stack = Stack.of(self)
+        cluster_name = settings.cluster_name
+        identity = ServiceAccountRole(
+            self,
+            "Role",
+            cluster=cluster,
+            namespace=CLUSTER_AUTOSCALER.namespace,
+            service_account=SERVICE_ACCOUNT,
+            description="Cluster Autoscaler: resizes this cluster's node groups",
+        )
+        self.role = identity.role
+        self.role.add_to_policy(iam.PolicyStatement(actions=list(READS), resources=["*"]))
+        nodegroups = (
+            f"arn:{partition(stack.region)}:eks:{stack.region}:{stack.account}:nodegroup/"
+            f"{cluster_name}/*/*"
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(actions=["eks:DescribeNodegroup"], resources=[nodegroups])
+        )
+        self.role.add_to_policy(
+            iam.PolicyStatement(
+                actions=list(WRITES),
+                resources=["*"],
+                conditions={"StringEquals": {f"aws:ResourceTag/{CLUSTER_TAG}": cluster_name}},
+            )
+        )
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "Auto Scaling and EC2 Describe calls support no resource scoping; the two writes "
+            f"(SetDesiredCapacity, TerminateInstanceInAutoScalingGroup) apply only to groups "
+            f"tagged {CLUSTER_TAG}={cluster_name}, i.e. this cluster's managed node groups.",
+        )
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5[Resource::"
+            f"{nodegroups.replace(stack.account, account_in_finding(stack))}]",
+            "eks:DescribeNodegroup on this cluster's node groups only; their names are EKS's.",
+        )
+        self.release = helm_release(
+            self,
+            "Chart",
+            cluster=cluster,
+            chart=CLUSTER_AUTOSCALER,
+            values={
+                "cloudProvider": "aws",
+                "awsRegion": stack.region,
+                "autoDiscovery": {"clusterName": cluster_name},
+                "rbac": {
+                    "serviceAccount": {
+                        "create": True,
+                        "name": SERVICE_ACCOUNT,
+                        "annotations": {"eks.amazonaws.com/role-arn": self.role.role_arn},
+                    }
+                },
+                "nodeSelector": {ROLE_LABEL: SYSTEM_ROLE},
+                "extraArgs": autoscaler_arguments(settings),
+            },
+        )
