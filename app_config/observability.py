@@ -41,6 +41,15 @@ class Alarms(Section):
         le=120,
         description="Alarm when decode's waiting requests grow for this many minutes in a row.",
     )
+    capacity_shortfall_minutes: int = Field(
+        30,
+        ge=10,
+        le=1440,
+        description="Alarm when a side has wanted more Serve replicas than it has healthy for "
+        "this many minutes: capacity that did not come (node group at max_size, no "
+        "instances, a reservation used up). Adding a replica on a new node takes about 20 "
+        "(node join, image pull, model load; README, 'How each side scales').",
+    )
     efa_error_events_threshold: int = Field(
         0,
         ge=0,

@@ -132,6 +132,43 @@ SERVE_PROCESSING_LATENCY = PrometheusMetric(
     "serve/_private/replica.py",
 )
 
+RAY_SERVE_CONTROLLER_SOURCE = (
+    "ray-project/ray 2.58.0, python/ray/serve/_private/deployment_state.py (exported by the "
+    "Serve controller, on the head)"
+)
+SERVE_TARGET_REPLICAS = PrometheusMetric(
+    "ray_serve_autoscaling_target_replicas",
+    "gauge",
+    "Replicas Serve's autoscaler is trying to reach, per deployment.",
+    RAY_SERVE_CONTROLLER_SOURCE,
+    "serve/_private/deployment_state.py",
+)
+SERVE_HEALTHY_REPLICAS = PrometheusMetric(
+    "ray_serve_deployment_replica_healthy",
+    "gauge",
+    "1 per healthy replica and 0 per unhealthy one, per deployment and replica.",
+    RAY_SERVE_CONTROLLER_SOURCE,
+    "serve/_private/deployment_state.py",
+)
+# Ray's autoscaler exports these itself, without Ray's prefix, from the head's autoscaler
+# sidecar on its own port (ray/autoscaler/_private/prom_metrics.py, namespace "autoscaler";
+# v2/metrics_reporter.py labels them NodeType = the KubeRay worker group).
+AUTOSCALER_PENDING_NODES = PrometheusMetric(
+    "autoscaler_pending_nodes",
+    "gauge",
+    "Worker pods Ray's autoscaler has asked for that have not started Ray yet, per group.",
+    "ray-project/ray 2.58.0, python/ray/autoscaler/v2/metrics_reporter.py",
+)
+AUTOSCALER_ACTIVE_NODES = PrometheusMetric(
+    "autoscaler_active_nodes",
+    "gauge",
+    "Worker pods running Ray, per group, as Ray's autoscaler counts them.",
+    "ray-project/ray 2.58.0, python/ray/autoscaler/v2/metrics_reporter.py",
+)
+# Ray Serve LLM names each side's deployment with a prefix (ray/llm/_internal/serve/
+# serving_patterns/prefill_decode/builder.py, name_prefix): the side of a Serve metric.
+DEPLOYMENT_PREFIX = {"prefill": "Prefill:", "decode": "Decode:"}
+
 # What the managed scraper keeps (everything else on the port is dropped at ingestion).
 SCRAPED: tuple[PrometheusMetric, ...] = (
     TTFT,
@@ -142,6 +179,10 @@ SCRAPED: tuple[PrometheusMetric, ...] = (
     NIXL_TRANSFER_TIME,
     NIXL_FAILED_TRANSFERS,
     SERVE_PROCESSING_LATENCY,
+    SERVE_TARGET_REPLICAS,
+    SERVE_HEALTHY_REPLICAS,
+    AUTOSCALER_PENDING_NODES,
+    AUTOSCALER_ACTIVE_NODES,
 )
 
 # Written by the scraper itself for every target it tries, whatever metric_relabel_configs keep:

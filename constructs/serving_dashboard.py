@@ -18,6 +18,8 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from app_config import Settings
 from app_config.node_labels import GPU_ROLES
 from catalog.metrics import (
+    AUTOSCALER_ACTIVE_NODES,
+    AUTOSCALER_PENDING_NODES,
     INTER_TOKEN_LATENCY,
     KV_CACHE_USAGE,
     NIXL_FAILED_TRANSFERS,
@@ -29,7 +31,9 @@ from catalog.metrics import (
     POD_GPU_UTILIZATION,
     REQUESTS_RUNNING,
     REQUESTS_WAITING,
+    SERVE_HEALTHY_REPLICAS,
     SERVE_PROCESSING_LATENCY,
+    SERVE_TARGET_REPLICAS,
     TTFT,
     CloudWatchMetric,
     PrometheusMetric,
@@ -98,6 +102,20 @@ class ServingDashboard(Construct):
                     {
                         "running": partial(promql.total, REQUESTS_RUNNING),
                         "waiting": partial(promql.total, REQUESTS_WAITING),
+                    },
+                ),
+                Panel(
+                    "Scaling: Serve replicas and Ray worker pods",
+                    "count",
+                    {
+                        "replicas wanted": partial(promql.target_replicas, SERVE_TARGET_REPLICAS),
+                        "replicas healthy": partial(
+                            promql.healthy_replicas, SERVE_HEALTHY_REPLICAS
+                        ),
+                        "worker pods pending": partial(
+                            promql.worker_pods, AUTOSCALER_PENDING_NODES
+                        ),
+                        "worker pods running": partial(promql.worker_pods, AUTOSCALER_ACTIVE_NODES),
                     },
                 ),
                 Panel(
@@ -197,10 +215,10 @@ class ServingDashboard(Construct):
                     period=PERIOD,
                 )
             ],
+            # The Cluster Autoscaler moves the count between the node group's bounds.
             left_annotations=[
-                cloudwatch.HorizontalAnnotation(
-                    value=group.scaling.desired_size, label="desired_size"
-                )
+                cloudwatch.HorizontalAnnotation(value=group.scaling.min_size, label="min_size"),
+                cloudwatch.HorizontalAnnotation(value=group.scaling.max_size, label="max_size"),
             ],
             left_y_axis=cloudwatch.YAxisProps(label="nodes", show_units=False, min=0),
             width=HALF,

@@ -7,11 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 from app_config import Settings
+from app_config.node_labels import GPU_ROLES
 from catalog.metrics import (
     INTER_TOKEN_LATENCY,
     NIXL_FAILED_TRANSFERS,
     REQUESTS_WAITING,
     SCRAPE_UP,
+    SERVE_HEALTHY_REPLICAS,
+    SERVE_TARGET_REPLICAS,
     TTFT,
 )
 from monitoring import promql
@@ -84,6 +87,23 @@ def render_alert_rules(settings: Settings) -> dict[str, Any]:
             },
         },
     ]
+    shortfall = alarms.capacity_shortfall_minutes
+    rules.append(
+        {
+            "alert": "ServingCapacityShortfall",
+            "expr": " or ".join(
+                promql.replica_shortfall(SERVE_TARGET_REPLICAS, SERVE_HEALTHY_REPLICAS, role)
+                for role in GPU_ROLES
+            ),
+            "for": f"{shortfall}m",
+            "labels": labels(),
+            "annotations": {
+                "summary": f"{service}: a side has wanted more replicas than it has healthy "
+                f"for {shortfall} minutes",
+                "runbook": "README, Operating: 'ServingCapacityShortfall'",
+            },
+        }
+    )
     watched = [
         role for role, group in settings.gpu_nodes.groups().items() if group.scaling.min_size
     ]

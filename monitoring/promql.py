@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from catalog.metrics import ROLE_LABEL, PrometheusMetric
+import re
+
+from catalog.metrics import DEPLOYMENT_PREFIX, ROLE_LABEL, PrometheusMetric
 
 RATE_WINDOW = "5m"
 
@@ -54,3 +56,32 @@ def nothing_scraped(up: PrometheusMetric, role: str) -> str:
     comparison carries no labels, so the side is written back on."""
     missing = f"absent({up.selector(**{ROLE_LABEL: role})} == 1)"
     return f'label_replace({missing}, "{ROLE_LABEL}", "{role}", "", "")'
+
+
+def deployment_matcher(role: str) -> str:
+    return f'deployment=~"{re.escape(DEPLOYMENT_PREFIX[role])}.*"'
+
+
+def target_replicas(target: PrometheusMetric, role: str, by: tuple[str, ...] = ()) -> str:
+    """Replicas Serve's autoscaler wants for the side: each Ray cluster's Serve controller
+    exports its own target; summed by ``by``, or into one number."""
+    per_cluster = f"max by (ray_cluster) ({target.name}{{{deployment_matcher(role)}}})"
+    return f"sum by ({', '.join(by)}) ({per_cluster})" if by else f"sum({per_cluster})"
+
+
+def healthy_replicas(healthy: PrometheusMetric, role: str, by: tuple[str, ...] = ()) -> str:
+    selector = f"{healthy.name}{{{deployment_matcher(role)}}}"
+    return f"sum by ({', '.join(by)}) ({selector})" if by else f"sum({selector})"
+
+
+def worker_pods(gauge: PrometheusMetric, role: str) -> str:
+    """A Ray autoscaler gauge of the side's worker group, summed over Ray clusters."""
+    return f'sum({gauge.name}{{NodeType="{role}"}})'
+
+
+def replica_shortfall(target: PrometheusMetric, healthy: PrometheusMetric, role: str) -> str:
+    """Per Ray cluster: the side wants more replicas than are healthy. A cluster without any
+    healthy-replica series (none started yet) counts as zero healthy, not as unknown."""
+    wanted = target_replicas(target, role, by=("ray_cluster",))
+    have = healthy_replicas(healthy, role, by=("ray_cluster",))
+    return f'label_replace({wanted} > ({have} or {wanted} * 0), "{ROLE_LABEL}", "{role}", "", "")'

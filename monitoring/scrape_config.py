@@ -10,9 +10,14 @@ from typing import Any
 from app_config import Settings
 from app_config.node_labels import ROLE_LABEL as POD_ROLE_LABEL
 from catalog.metrics import ROLE_LABEL, SCRAPED
-from serving_manifests.names import METRICS_PORT_NAME, RAYSERVICE_LABEL
+from serving_manifests.names import (
+    AUTOSCALER_METRICS_PORT,
+    METRICS_PORT_NAME,
+    RAYSERVICE_LABEL,
+)
 
 JOB_NAME = "ray"
+AUTOSCALER_JOB_NAME = "ray-autoscaler"
 HEAD_ROLE = "head"
 
 
@@ -33,37 +38,69 @@ def render_scrape_config(settings: Settings) -> dict[str, Any]:
         "scrape_configs": [
             {
                 "job_name": JOB_NAME,
-                "kubernetes_sd_configs": [
-                    {"role": "pod", "namespaces": {"names": [settings.serving.namespace]}}
-                ],
+                "kubernetes_sd_configs": _ray_pods(settings),
+                "relabel_configs": _ray_metrics_ports(settings) + _pod_labels(),
+                "metric_relabel_configs": _kept(),
+            },
+            {
+                # Ray's autoscaler, in the head pod, on a port no container declares: the
+                # head's metrics-port target, readdressed to the autoscaler's port.
+                "job_name": AUTOSCALER_JOB_NAME,
+                "kubernetes_sd_configs": _ray_pods(settings),
                 "relabel_configs": [
+                    *_ray_metrics_ports(settings),
                     {
                         "action": "keep",
-                        "source_labels": [meta_label(RAYSERVICE_LABEL)],
-                        "regex": re.escape(settings.serving.name),
-                    },
-                    {
-                        "action": "keep",
-                        "source_labels": ["__meta_kubernetes_pod_container_port_name"],
-                        "regex": METRICS_PORT_NAME,
-                    },
-                    {"source_labels": [meta_label(POD_ROLE_LABEL)], "target_label": ROLE_LABEL},
-                    {
                         "source_labels": [meta_label("ray.io/node-type")],
                         "regex": HEAD_ROLE,
-                        "target_label": ROLE_LABEL,
-                        "replacement": HEAD_ROLE,
                     },
                     {
-                        "source_labels": [meta_label("ray.io/cluster")],
-                        "target_label": "ray_cluster",
+                        "source_labels": ["__meta_kubernetes_pod_ip"],
+                        "target_label": "__address__",
+                        "replacement": f"$1:{AUTOSCALER_METRICS_PORT}",
                     },
-                    {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
-                    {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "node"},
+                    *_pod_labels(),
                 ],
-                "metric_relabel_configs": [
-                    {"action": "keep", "source_labels": ["__name__"], "regex": kept_series_regex()}
-                ],
-            }
+                "metric_relabel_configs": _kept(),
+            },
         ],
     }
+
+
+def _ray_pods(settings: Settings) -> list[dict[str, Any]]:
+    return [{"role": "pod", "namespaces": {"names": [settings.serving.namespace]}}]
+
+
+def _ray_metrics_ports(settings: Settings) -> list[dict[str, Any]]:
+    """One target per Ray pod of this RayService: its metrics port."""
+    return [
+        {
+            "action": "keep",
+            "source_labels": [meta_label(RAYSERVICE_LABEL)],
+            "regex": re.escape(settings.serving.name),
+        },
+        {
+            "action": "keep",
+            "source_labels": ["__meta_kubernetes_pod_container_port_name"],
+            "regex": METRICS_PORT_NAME,
+        },
+    ]
+
+
+def _pod_labels() -> list[dict[str, Any]]:
+    return [
+        {"source_labels": [meta_label(POD_ROLE_LABEL)], "target_label": ROLE_LABEL},
+        {
+            "source_labels": [meta_label("ray.io/node-type")],
+            "regex": HEAD_ROLE,
+            "target_label": ROLE_LABEL,
+            "replacement": HEAD_ROLE,
+        },
+        {"source_labels": [meta_label("ray.io/cluster")], "target_label": "ray_cluster"},
+        {"source_labels": ["__meta_kubernetes_pod_name"], "target_label": "pod"},
+        {"source_labels": ["__meta_kubernetes_pod_node_name"], "target_label": "node"},
+    ]
+
+
+def _kept() -> list[dict[str, Any]]:
+    return [{"action": "keep", "source_labels": ["__name__"], "regex": kept_series_regex()}]

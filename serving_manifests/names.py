@@ -17,6 +17,10 @@ SERVE_PORT = 8000
 DASHBOARD_PORT = 8265
 METRICS_PORT = 8080  # KubeRay's default metrics-export-port for Ray nodes
 METRICS_PORT_NAME = "metrics"  # the port name KubeRay itself gives it; the scraper keeps it
+# Ray's autoscaler serves its own metrics here, in the head pod's sidecar (Ray 2.58
+# autoscaler/_private/constants.py AUTOSCALER_METRIC_PORT). KubeRay 1.7 does not declare the
+# port on the sidecar (ray-project/kuberay#4671): the scraper addresses it by number.
+AUTOSCALER_METRICS_PORT = 44217
 # Labels KubeRay puts on every pod it creates (ray-operator/controllers/ray/utils/constant.go).
 KUBERAY_CLUSTER_LABEL = "ray.io/cluster"
 KUBERAY_NODE_TYPE_LABEL = "ray.io/node-type"

@@ -11,6 +11,7 @@ from app_config import Settings
 from app_config.node_labels import ROLE_LABEL
 from catalog.helm_charts import KUBERAY_OPERATOR
 from serving_manifests.names import (
+    AUTOSCALER_METRICS_PORT,
     BENCH_LABELS,
     DASHBOARD_PORT,
     EFA_CHECK_CONTROL_PORT,
@@ -97,7 +98,10 @@ def render_network_policies(
         if name == "allow-metrics":
             (rule,) = spec["ingress"]
             rule["from"] = vpc
-            rule["ports"] = [{"protocol": "TCP", "port": METRICS_PORT}]
+            rule["ports"] = [
+                {"protocol": "TCP", "port": port}
+                for port in (METRICS_PORT, AUTOSCALER_METRICS_PORT)
+            ]
         if name == "allow-pdctl-bench":
             spec["podSelector"] = {"matchLabels": dict(BENCH_LABELS)}
             spec["egress"][0]["ports"] = [{"protocol": "TCP", "port": SERVE_PORT}]

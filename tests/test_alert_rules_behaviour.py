@@ -18,10 +18,13 @@ import yaml
 
 from app_config import Settings
 from catalog.metrics import (
+    DEPLOYMENT_PREFIX,
     INTER_TOKEN_LATENCY,
     NIXL_FAILED_TRANSFERS,
     REQUESTS_WAITING,
     SCRAPE_UP,
+    SERVE_HEALTHY_REPLICAS,
+    SERVE_TARGET_REPLICAS,
     TTFT,
 )
 from monitoring import promql
@@ -304,3 +307,84 @@ def test_healthy_scrapes_raise_no_alert(promtool, tmp_path, settings):
 def render_alert_names(settings: Settings) -> list[str]:
     (group,) = render_alert_rules(settings)["groups"]
     return [rule["alert"] for rule in group["rules"]]
+
+
+def replicas(role: str, cluster: str, target: str, healthy: list[str]) -> list[dict[str, str]]:
+    """What a Ray cluster's Serve controller (on its head) exports for one side: the autoscaler's
+    target, and one 1/0 series per replica (Ray 2.58's default, high-cardinality tags)."""
+    deployment = f"{DEPLOYMENT_PREFIX[role]}Qwen--Qwen3-32B"
+    common = f'deployment="{deployment}",application="pd-llm",role="head",ray_cluster="{cluster}"'
+    return [{"series": f"{SERVE_TARGET_REPLICAS.name}{{{common}}}", "values": target}] + [
+        {
+            "series": f'{SERVE_HEALTHY_REPLICAS.name}{{{common},replica="r{index}"}}',
+            "values": values,
+        }
+        for index, values in enumerate(healthy)
+    ]
+
+
+def test_a_side_short_of_replicas_pages_after_the_configured_minutes(
+    promtool, tmp_path, settings
+) -> None:
+    """Prefill wants 2 replicas and has 1 healthy from minute 0; decode has what it wants."""
+    minutes = settings.observability.alarms.capacity_shortfall_minutes
+    series = [
+        *replicas("prefill", "pd-llm-a", f"2x{minutes + 20}", [f"1x{minutes + 20}"]),
+        *replicas("decode", "pd-llm-a", f"1x{minutes + 20}", [f"1x{minutes + 20}"]),
+        *healthy_scrapes(settings),
+    ]
+    firing = [{"role": "prefill", "ray_cluster": "pd-llm-a"}]
+    expect_alerts(
+        promtool,
+        tmp_path,
+        settings,
+        series,
+        [
+            ("ServingCapacityShortfall", f"{minutes - 2}m", []),
+            ("ServingCapacityShortfall", f"{minutes + 2}m", firing),
+        ],
+    )
+
+
+def test_a_side_with_no_replica_at_all_counts_as_short(promtool, tmp_path, settings) -> None:
+    """Before any replica exists there is no healthy series: that is zero, not unknown."""
+    minutes = settings.observability.alarms.capacity_shortfall_minutes
+    series = [*replicas("decode", "pd-llm-a", f"1x{minutes + 20}", []), *healthy_scrapes(settings)]
+    expect_alerts(
+        promtool,
+        tmp_path,
+        settings,
+        series,
+        [
+            (
+                "ServingCapacityShortfall",
+                f"{minutes + 2}m",
+                [{"role": "decode", "ray_cluster": "pd-llm-a"}],
+            )
+        ],
+    )
+
+
+def test_a_new_ray_cluster_filling_up_within_the_bound_does_not_page(
+    promtool, tmp_path, settings
+) -> None:
+    """A NewCluster upgrade: the new cluster wants its replicas while the old one serves; its
+    replicas turn healthy 20 minutes later (node, image, model), inside the bound."""
+    minutes = settings.observability.alarms.capacity_shortfall_minutes
+    assert minutes > 20
+    span = minutes + 20
+    series = [
+        *replicas("decode", "pd-llm-old", f"1x{span}", [f"1x{span}"]),
+        *replicas("decode", "pd-llm-new", f"1x{span}", [f"_x20 1x{span - 20}"]),
+        *healthy_scrapes(settings),
+    ]
+    expect_alerts(
+        promtool,
+        tmp_path,
+        settings,
+        series,
+        [
+            ("ServingCapacityShortfall", "15m", []),
+            ("ServingCapacityShortfall", f"{minutes + 5}m", []),
+        ],
+    )

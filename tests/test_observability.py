@@ -18,13 +18,20 @@ from app_config import Settings
 from app_config.node_labels import GPU_ROLES
 from catalog.container_insights import log_group_kinds, log_group_name
 from catalog.eks_versions import CLOUDWATCH_OBSERVABILITY, NODE_MONITORING_AGENT
-from catalog.metrics import CLOUDWATCH_METRICS, GENERATED_BY_SCRAPER, ROLE_LABEL, SCRAPED
+from catalog.metrics import (
+    CLOUDWATCH_METRICS,
+    DEPLOYMENT_PREFIX,
+    GENERATED_BY_SCRAPER,
+    ROLE_LABEL,
+    SCRAPED,
+)
 from constructs.alarm_topic import PUBLISHERS
 from constructs.observability_addons import (
     CLOUDWATCH_AGENT_NAMESPACE,
     CLOUDWATCH_AGENT_SERVICE_ACCOUNT,
 )
 from monitoring.scrape_config import HEAD_ROLE
+from serving_manifests.names import AUTOSCALER_METRICS_PORT
 from tests.conftest import Synthesized, cfn_text
 from tests.promql import selectors
 
@@ -114,7 +121,22 @@ def test_every_promql_query_parses_and_reads_scraped_series_of_one_side(synthesi
             # their labels, and a regex matching both breaks increase() and rate().
             assert selector.name in queried, query
             assert "__name__" not in selector.labels, query
-            assert selector.labels[ROLE_LABEL] in GPU_ROLES, query
+            assert _side(selector) in GPU_ROLES, query
+
+
+def _side(selector) -> str | None:
+    """Which side a selector reads: the scraper's role label on the pods' own series; the
+    deployment name's prefix on the Serve controller's (head) series; the worker group on Ray
+    autoscaler's."""
+    labels = selector.labels
+    if ROLE_LABEL in labels:
+        return labels[ROLE_LABEL]
+    if "NodeType" in labels:
+        return labels["NodeType"]
+    for role, prefix in DEPLOYMENT_PREFIX.items():
+        if labels.get("deployment", "").startswith(prefix):
+            return role
+    return None
 
 
 def test_dashboard_shows_prefill_and_decode_side_by_side(synthesized) -> None:
@@ -134,6 +156,7 @@ def test_dashboard_shows_prefill_and_decode_side_by_side(synthesized) -> None:
         "NIXL KV transfer time",
         "NIXL failed transfers",
         "GPU nodes serving",
+        "Scaling",
     )
     for word in required:
         (sides,) = [sides for signal, sides in by_signal.items() if signal.startswith(word)]
@@ -184,7 +207,8 @@ def test_scraper_keeps_the_catalog_series_of_this_rayservice_labelled_by_side(sy
     config = yaml.safe_load(blob)
     interval = settings.observability.scrape_interval_seconds
     assert config["global"]["scrape_interval"] == f"{interval}s"
-    (job,) = config["scrape_configs"]
+    job, autoscaler = config["scrape_configs"]
+    _check_autoscaler_job(autoscaler, job)
     (discovery,) = job["kubernetes_sd_configs"]
     assert discovery == {"role": "pod", "namespaces": {"names": [settings.serving.namespace]}}
     relabels = job["relabel_configs"]
@@ -203,6 +227,22 @@ def test_scraper_keeps_the_catalog_series_of_this_rayservice_labelled_by_side(sy
         if metric.kind == "counter":  # the bare name is Ray's OpenCensus duplicate: not billed
             assert not pattern.fullmatch(metric.name)
     assert not pattern.fullmatch("ray_tasks")  # everything else is dropped
+
+
+def _check_autoscaler_job(autoscaler: dict, ray: dict) -> None:
+    """The head pods' metrics-port targets, readdressed to the autoscaler sidecar's port, with
+    the same pod labels and the same kept series."""
+    assert autoscaler["kubernetes_sd_configs"] == ray["kubernetes_sd_configs"]
+    assert autoscaler["metric_relabel_configs"] == ray["metric_relabel_configs"]
+    relabels = autoscaler["relabel_configs"]
+    (head_only,) = [
+        r for r in relabels if r.get("action") == "keep" and r.get("regex") == HEAD_ROLE
+    ]
+    assert head_only["source_labels"] == ["__meta_kubernetes_pod_label_ray_io_node_type"]
+    (address,) = [r for r in relabels if r.get("target_label") == "__address__"]
+    assert address["replacement"] == f"$1:{AUTOSCALER_METRICS_PORT}"
+    assert address["source_labels"] == ["__meta_kubernetes_pod_ip"]
+    assert [r for r in relabels if r not in (head_only, address)] == ray["relabel_configs"]
 
 
 def test_scraper_reads_the_cluster_from_private_subnets_in_two_zones(synthesized) -> None:

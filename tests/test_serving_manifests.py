@@ -14,6 +14,7 @@ from app_config.node_labels import EFA_RESOURCE, GPU_RESOURCE, GPU_ROLES, ROLE_L
 from catalog.ray_llm_image import IMAGES, PUBLIC_REPOSITORY, REGISTRY_ACCOUNTS
 from serving_manifests import ServingManifests, render
 from serving_manifests.names import (
+    AUTOSCALER_METRICS_PORT,
     BENCH_LABELS,
     DASHBOARD_PORT,
     HEAD_SERVICE_ACCOUNT,
@@ -449,7 +450,9 @@ def test_metrics_are_readable_from_the_vpc_and_bench_may_call_serve(rendered) ->
     settings, manifests = rendered
     policies = {p["metadata"]["name"]: p["spec"] for p in manifests.network_policies}
     (metrics,) = policies["allow-metrics"]["ingress"]
-    assert metrics["ports"] == [{"protocol": "TCP", "port": METRICS_PORT}]
+    assert metrics["ports"] == [
+        {"protocol": "TCP", "port": port} for port in (METRICS_PORT, AUTOSCALER_METRICS_PORT)
+    ]
     assert metrics["from"] == [{"ipBlock": {"cidr": str(settings.network.vpc_cidr)}}]
     bench = policies["allow-pdctl-bench"]
     assert bench["podSelector"] == {"matchLabels": BENCH_LABELS}
