@@ -116,8 +116,10 @@ class Scaling(Section):
     desired_size: int = Field(
         ge=0,
         le=450,
-        description="Nodes when the group is created; afterwards GPU groups follow the Cluster "
-        "Autoscaler (between min_size and max_size).",
+        description="Nodes when the group is created (and the Ray worker group's first pod "
+        "count). Afterwards the Cluster Autoscaler sets the count between min_size and "
+        "max_size; changing this value later makes CloudFormation set the count to it, over "
+        "the autoscaler: change min_size or max_size instead.",
     )
     max_size: int = Field(ge=1, le=450, description="Most nodes the group scales up to.")
 
