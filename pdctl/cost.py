@@ -1,9 +1,10 @@
 """Hourly and daily cost of a configuration, from the AWS Price List API (on-demand prices).
 
-Counted: GPU and system nodes at desired_size, the EKS control plane, NAT gateways, interface
-endpoints (one ENI per zone each). Not counted: data transfer, EBS volumes, load balancer capacity
-units, CloudWatch. Capacity Blocks and reservations are billed at their own price; their rows show
-the on-demand rate as a reference and say so.
+Counted: GPU and system nodes at desired_size (the count at creation; the Cluster Autoscaler
+then moves it between min_size and max_size, which the GPU rows' notes give), the EKS control
+plane, NAT gateways, interface endpoints (one ENI per zone each). Not counted: data transfer, EBS
+volumes, load balancer capacity units, CloudWatch. Capacity Blocks and reservations are billed at
+their own price; their rows show the on-demand rate as a reference and say so.
 """
 
 from __future__ import annotations
@@ -81,14 +82,14 @@ def cost_lines(pricing: Any, settings: Settings) -> list[CostLine]:
     region = settings.region
     lines = []
     for role, group in settings.gpu_nodes.groups().items():
-        note = (
-            ""
-            if group.capacity.type == "on_demand"
-            else (
+        scaling = group.scaling
+        notes = [f"autoscaled: {scaling.min_size} to {scaling.max_size} nodes"]
+        if group.capacity.type != "on_demand":
+            notes.append(
                 f"{group.capacity.type} {group.capacity.reservation_id}: billed at the "
                 "reservation's price; on-demand rate shown"
             )
-        )
+        note = "; ".join(notes)
         lines.append(
             CostLine(
                 f"{role} nodes ({group.instance_type})",

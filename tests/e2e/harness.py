@@ -58,6 +58,10 @@ OBJECT_STORE_BYTES = 200 * 2**20  # the pod: 30% of its memory; nothing large cr
 # 4. Process environment of the whole local cluster (the driver's, inherited by every raylet
 #    and worker), each entry with its reason.
 METRICS_REPORT_INTERVAL_MS = 2000  # Ray's default 10000: tests poll the metrics port less
+# 5. Engine cost: the stand-in's prefill takes this long per prompt token, so that a long-prompt
+#    load is prefill's and not decode's, as on GPUs. The figure is arbitrary (a 3,000-token
+#    prompt holds prefill 0.6 s; the tests' short prompts, a few milliseconds).
+PREFILL_S_PER_PROMPT_TOKEN = 0.0002
 
 
 def local_environment(run_dir: Path, ray_tmpdir: Path) -> dict[str, str]:
@@ -70,6 +74,7 @@ def local_environment(run_dir: Path, ray_tmpdir: Path) -> dict[str, str]:
         # The stand-in's request record and its switch that makes NIXL transfers fail.
         "STANDIN_RECORDS": str(run_dir / "records.jsonl"),
         "STANDIN_NIXL_FAIL_FILE": str(run_dir / "nixl-fail.flag"),
+        "STANDIN_PREFILL_S_PER_PROMPT_TOKEN": str(PREFILL_S_PER_PROMPT_TOKEN),
         # Ray resolves 127.0.0.1 to the host's IP unless told this is a single-host cluster;
         # the dashboard's Serve API then hangs.
         "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",

@@ -22,6 +22,9 @@ Environment (set by the harness for the whole local Ray cluster):
   STANDIN_NIXL_FAIL_FILE  transfers fail while this file exists
   STANDIN_TOKEN_DELAY_S   time per output token (default 0.005); 0 makes the engine cost nothing
                           (no token time, no transfer time), for the orchestration bench
+  STANDIN_PREFILL_S_PER_PROMPT_TOKEN
+                          prefill's time per prompt token (default 0): long prompts load
+                          prefill and not decode, as they do on GPUs
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ WORDS = (
 )  # fmt: skip
 DEFAULT_MAX_TOKENS = 16
 TOKEN_DELAY_S = float(os.environ.get("STANDIN_TOKEN_DELAY_S", "0.005"))
+PREFILL_S_PER_PROMPT_TOKEN = float(os.environ.get("STANDIN_PREFILL_S_PER_PROMPT_TOKEN", "0"))
 # vLLM's NixlPromMetrics buckets (vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py).
 NIXL_XFER_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 5.0]
 LATENCY_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]
@@ -339,6 +343,7 @@ class StandinEngine(LLMEngine):
         if phase == "prefill":
             n_out = 1
             kv_out = self._prefill_params(event["request_id"], prompt_tokens)
+            await asyncio.sleep(PREFILL_S_PER_PROMPT_TOKEN * prompt_tokens)
         elif phase == "decode":
             transfer_failed = await self._pull_blocks(kv_in)
         tokens = self.tokens(prompt, n_out)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from harness import LocalRay, wait_for
+from harness import PROJECT_ROOT, LocalRay, wait_for
 from traffic import Load, StatusLog, measure
 
 RECOVERY_BOUND_S = 300.0
@@ -130,3 +130,148 @@ def test_an_engine_change_applied_in_place(
     wanted = pd.config["applications"][0]["args"]["decode_config"]["engine_kwargs"]
     latest = engine_starts(pd, "decode")[-1]["engine_kwargs"]
     assert latest["gpu_memory_utilization"] == wanted["gpu_memory_utilization"]
+
+
+# ---- Per-side scaling and cache-aware routing, on variants of the synthesized application. Each
+# variant replaces the running application (deleted first: its engines hold the GPUs the
+# variant's need), so these run last.
+
+SCALE_BOUND_S = 120.0
+
+
+def redeploy(pd: LocalRay, edit: Callable[[dict[str, Any]], None]) -> None:
+    config = copy.deepcopy(pd.config)
+    edit(config["applications"][0]["args"])
+    pd.put({**config, "applications": []})
+    wait_for(lambda: not pd.applications(), RECOVERY_BOUND_S, 1.0, "the application deleted")
+    pd.deploy(config)
+    pd.config = config
+
+
+def two_replicas_per_node(args: dict[str, Any]) -> None:
+    """TP halved on both sides, so that each side's one node holds two replicas."""
+    for side in ("prefill_config", "decode_config"):
+        args[side]["engine_kwargs"]["tensor_parallel_size"] //= 2
+
+
+def scaling_between_one_and_two(args: dict[str, Any]) -> None:
+    """The rendered autoscaling per side, with room to grow and a short measuring window (Serve
+    averages over look_back_period_s, 30 s by default) so that the test takes seconds."""
+    two_replicas_per_node(args)
+    for side in ("prefill_config", "decode_config"):
+        args[side]["deployment_config"]["autoscaling_config"].update(
+            min_replicas=1, max_replicas=2, upscale_delay_s=1, look_back_period_s=5
+        )
+
+
+def target_replicas(pd: LocalRay) -> dict[str, float]:
+    """Serve's target per side, read where the scraper reads it: the head's metrics port."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    targets: dict[str, float] = {}
+    for family in text_string_to_metric_families(pd.metrics_text("head")):
+        for sample in family.samples:
+            if sample.name == "ray_serve_autoscaling_target_replicas":
+                side = sample.labels["deployment"].split(":", 1)[0].lower()
+                targets[side] = sample.value
+    return targets
+
+
+def run_load(pd: LocalRay, model: str, prompt: str, max_tokens: int, clients: int):
+    """``clients`` threads sending one request after another until the returned event is set."""
+    import threading
+
+    import openai
+
+    stop = threading.Event()
+
+    def client() -> None:
+        api = openai.OpenAI(base_url=f"{pd.base_url}/v1", api_key="x", max_retries=0, timeout=60)
+        while not stop.is_set():
+            api.chat.completions.create(
+                model=model, messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens
+            )
+
+    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+    for thread in threads:
+        thread.start()
+    return stop, threads
+
+
+@pytest.mark.parametrize(
+    ("loaded", "prompt_words", "max_tokens", "clients"),
+    [
+        # Long prompts, one output token: prefill is busy, decode only waits on it.
+        ("prefill", 3000, 1, 6),
+        # Short prompts, long answers: decode is busy, prefill done in milliseconds.
+        ("decode", 3, 300, 48),
+    ],
+)
+def test_load_on_one_side_raises_only_that_sides_replicas(
+    pd: LocalRay, model: str, loaded: str, prompt_words: int, max_tokens: int, clients: int
+) -> None:
+    """Each side's own target (the rendered defaults: prefill 4, decode 32 requests in flight
+    per replica) decides; the other side's replica count stays at one."""
+    redeploy(pd, scaling_between_one_and_two)
+    assert target_replicas(pd) == {"prefill": 1, "decode": 1}
+    stop, threads = run_load(pd, model, " ".join(["word"] * prompt_words), max_tokens, clients)
+    try:
+        wait_for(lambda: target_replicas(pd).get(loaded) == 2, SCALE_BOUND_S, 1.0, "scale-up")
+        time.sleep(10)  # the other side had the same time to react
+        other = "decode" if loaded == "prefill" else "prefill"
+        assert target_replicas(pd)[other] == 1
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(timeout=90)
+
+
+def test_requests_sharing_a_prefix_reach_the_same_prefill_replica(pd: LocalRay, model: str) -> None:
+    """serving.prefill.request_router = prefix_cache_affinity, as serve_config.py renders it:
+    two prefill replicas; two families of prompts, each sharing a long prefix, sent one after
+    the other: each family stays on one replica."""
+    import openai
+
+    rendered = routers()["prefix_cache_affinity"]
+
+    def affinity(args: dict[str, Any]) -> None:
+        two_replicas_per_node(args)
+        deployment = args["prefill_config"]["deployment_config"]
+        deployment["autoscaling_config"].update(min_replicas=2, max_replicas=2)
+        deployment["request_router_config"] = rendered
+
+    redeploy(pd, affinity)
+    client = openai.OpenAI(base_url=f"{pd.base_url}/v1", api_key="x", max_retries=0, timeout=120)
+    families = {name: " ".join([f"{name}-context"] * 200) for name in ("alpha", "beta")}
+    seen = len(pd.records())
+    for question in range(6):
+        for prefix in families.values():
+            client.chat.completions.create(
+                model=model,
+                messages=[{"role": "user", "content": f"{prefix} question {question}"}],
+                max_tokens=4,
+            )
+    prefills = [
+        r for r in pd.records()[seen:] if r["event"] == "request" and r["role"] == "prefill"
+    ]
+    assert len(prefills) == 12
+    for name in families:
+        replicas = {r["replica"] for r in prefills if f"{name}-context" in r["prompt"]}
+        assert len(replicas) == 1, (name, replicas)
+
+
+def routers() -> dict[str, dict[str, Any]]:
+    """The request_router_config serve_config.py renders for each setting, read from its source
+    (this venv has none of the project's dependencies)."""
+    import ast
+
+    source = (PROJECT_ROOT / "serving_manifests" / "serve_config.py").read_text()
+    values = {}
+    for node in ast.walk(ast.parse(source)):
+        target = node.targets[0] if isinstance(node, ast.Assign) else None
+        if isinstance(target, ast.Name) and target.id in ("REQUEST_ROUTERS", "ROUTER_OPTIONS"):
+            values[target.id] = ast.literal_eval(node.value)
+    return {
+        name: {"request_router_class": path, **values["ROUTER_OPTIONS"].get(name, {})}
+        for name, path in values["REQUEST_ROUTERS"].items()
+    }
