@@ -13,9 +13,6 @@ Sources (AWS documentation, checked 2026-10):
 - [vllm] vLLM v0.26.0, vllm/platforms/cuda.py: the attention backend chosen when none is set
   (FLASH_ATTN on compute capability 8.x and 9.x, FLASHINFER on 10.x); NIXL's handshake in
   vllm/distributed/kv_transfer/kv_connector/v1/nixl compares the two sides' backends.
-- [ray] Ray, python/ray/util/accelerators/accelerators.py and the NVIDIA GPU auto-detection in
-  ray/_private/accelerators/nvidia_gpu.py: the node resource is ``accelerator_type:<name>`` with
-  the name taken from the GPU's NVML name (A100 for both A100 sizes).
 """
 
 from __future__ import annotations
@@ -32,7 +29,6 @@ class GpuInstance:
     network_cards: int  # = maximum EFA interfaces, one per card [net][efa]
     efa_bandwidth_gbps: int  # [net]
     efa_only_interfaces: bool  # EFA-only interface type supported [efa]
-    ray_accelerator_type: str  # [ray]
     nvme_disks: int  # local NVMe instance-store volumes [specs]
     nvme_disk_gb: int  # size of each [specs]
     efa_peer_group: str  # instances that can exchange EFA traffic with each other [efa]
@@ -51,7 +47,7 @@ class GpuInstance:
 def _p4(name: str, gpu_memory_gib: int, peer_group: str) -> GpuInstance:
     return GpuInstance(
         name=name, gpus=8, gpu_model="A100", gpu_memory_gib=gpu_memory_gib, network_cards=4,
-        efa_bandwidth_gbps=400, efa_only_interfaces=True, ray_accelerator_type="A100",
+        efa_bandwidth_gbps=400, efa_only_interfaces=True,
         nvme_disks=8, nvme_disk_gb=1000, efa_peer_group=peer_group, vcpus=96, memory_gib=1152,
         gpu_bf16_tflops=312, vllm_attention_backend="FLASH_ATTN",
     )  # fmt: skip
@@ -63,7 +59,7 @@ def _p5_class(
     return GpuInstance(
         name=name, gpus=8, gpu_model=gpu, gpu_memory_gib=gpu_memory_gib,
         network_cards=network_cards, efa_bandwidth_gbps=3200, efa_only_interfaces=True,
-        ray_accelerator_type=gpu, nvme_disks=8, nvme_disk_gb=3800, efa_peer_group="p5+",
+        nvme_disks=8, nvme_disk_gb=3800, efa_peer_group="p5+",
         vcpus=192, memory_gib=2048, gpu_bf16_tflops=tflops, vllm_attention_backend=attention,
     )  # fmt: skip
 

@@ -43,14 +43,13 @@ def render_serve_config(settings: Settings) -> dict[str, Any]:
 
 
 def _fill_llm_config(llm: dict[str, Any], settings: Settings, role: str) -> None:
-    serving, group = settings.serving, settings.gpu_nodes.groups()[role]
+    serving = settings.serving
     engine = serving.engine(role)
     tp, pp = settings.replica_gpus(role)
     llm["model_loading_config"] = {
         "model_id": serving.model.id,
         "model_source": _model_source(settings),
     }
-    llm["accelerator_type"] = group.instance.ray_accelerator_type
     kwargs = llm["engine_kwargs"]
     kwargs.update(
         tensor_parallel_size=tp,
@@ -73,7 +72,12 @@ def _fill_llm_config(llm: dict[str, Any], settings: Settings, role: str) -> None
         **ROUTER_OPTIONS.get(engine.request_router, {}),
     }
     deployment["graceful_shutdown_timeout_s"] = serving.drain_timeout_seconds
-    # Ray Serve LLM repeats this bundle once per engine worker (TP x PP times).
+    # Ray Serve LLM repeats this bundle once per engine worker (TP x PP times). No
+    # accelerator_type: Serve LLM would add an accelerator_type:<GPU> share to every bundle
+    # (ray/llm/_internal/serve/engines/vllm/vllm_models.py), a resource Ray's autoscaler does not
+    # know the worker group has (it reads CPU, GPU, memory and the group's `resources` only:
+    # autoscaler/_private/kuberay/autoscaling_config.py), so it would never add a pod for such a
+    # replica. The side's own resource already pins the bundles to the side's GPU nodes.
     llm["placement_group_config"]["bundle_per_worker"] = {"CPU": 1, "GPU": 1, ray_resource(role): 1}
 
 

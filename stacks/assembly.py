@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from aws_cdk import App, Stack, Tags
 
 from app_config import Settings
-from constructs.checkov_skips import skip_singleton_provider_checks
+from constructs.common.checkov_skips import skip_singleton_provider_checks
 from stacks.cluster_stack import ClusterStack
 from stacks.common import apply_log_retention_policy, environment
 from stacks.gpu_nodes_stack import GpuNodesStack

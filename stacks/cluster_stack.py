@@ -8,15 +8,15 @@ from aws_cdk import aws_ec2 as ec2
 
 from app_config import Settings
 from constructs import Construct
-from constructs.alarm_topic import AlarmTopic
-from constructs.cluster_autoscaler import ClusterAutoscaler
-from constructs.core_addons import CoreAddons
-from constructs.eks_control_plane import EksControlPlane, EksControlPlaneProps
-from constructs.image_cache import ImageCache
-from constructs.log_encryption_key import LogEncryptionKey
-from constructs.node_role import NodeRole
-from constructs.observability_addons import ObservabilityAddons, ObservabilityAddonsProps
-from constructs.system_node_group import SystemNodeGroup
+from constructs.cluster.alarm_topic import AlarmTopic
+from constructs.cluster.cluster_autoscaler import ClusterAutoscaler
+from constructs.cluster.core_addons import CoreAddons
+from constructs.cluster.eks_control_plane import EksControlPlane, EksControlPlaneProps
+from constructs.cluster.image_cache import ImageCache
+from constructs.cluster.node_role import NodeRole
+from constructs.cluster.observability_addons import ObservabilityAddons, ObservabilityAddonsProps
+from constructs.cluster.system_node_group import SystemNodeGroup
+from constructs.common.log_encryption_key import LogEncryptionKey
 from stacks.common import removal_policy
 
 

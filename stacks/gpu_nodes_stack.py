@@ -14,14 +14,14 @@ from aws_cdk import aws_sns as sns
 
 from app_config import Settings
 from constructs import Construct
-from constructs.checkov_skips import AWS_CUSTOM_RESOURCE_PROVIDER_ID
-from constructs.cluster_placement_group import ClusterPlacementGroup
-from constructs.efa_node_group import EfaNodeGroup, EfaNodeGroupProps
-from constructs.efa_security_group import EfaSecurityGroup
-from constructs.encrypted_log_group import encrypt_log_groups_under
-from constructs.log_encryption_key import LogEncryptionKey
-from constructs.nag_acknowledgments import acknowledge, aws_managed_policy_finding
-from constructs.node_group_capacity_alarm import NodeGroupCapacityAlarm
+from constructs.common.checkov_skips import AWS_CUSTOM_RESOURCE_PROVIDER_ID
+from constructs.common.encrypted_log_group import encrypt_log_groups_under
+from constructs.common.log_encryption_key import LogEncryptionKey
+from constructs.common.nag_acknowledgments import acknowledge, aws_managed_policy_finding
+from constructs.gpu_nodes.cluster_placement_group import ClusterPlacementGroup
+from constructs.gpu_nodes.efa_node_group import EfaNodeGroup, EfaNodeGroupProps
+from constructs.gpu_nodes.efa_security_group import EfaSecurityGroup
+from constructs.gpu_nodes.node_group_capacity_alarm import NodeGroupCapacityAlarm
 from stacks.common import removal_policy
 
 

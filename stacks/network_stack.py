@@ -6,7 +6,7 @@ from aws_cdk import Stack
 
 from app_config import Settings
 from constructs import Construct
-from constructs.gpu_vpc import GpuVpc, GpuVpcProps
+from constructs.network.gpu_vpc import GpuVpc, GpuVpcProps
 from stacks.common import removal_policy
 
 

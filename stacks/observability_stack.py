@@ -12,11 +12,11 @@ from aws_cdk import aws_sns as sns
 
 from app_config import Settings
 from constructs import Construct
-from constructs.amp_data_source import AmpDataSource
-from constructs.log_encryption_key import LogEncryptionKey
-from constructs.managed_prometheus import ManagedPrometheus, ManagedPrometheusProps
-from constructs.node_health_alarms import NodeHealthAlarms
-from constructs.serving_dashboard import ServingDashboard
+from constructs.common.log_encryption_key import LogEncryptionKey
+from constructs.observability.amp_data_source import AmpDataSource
+from constructs.observability.managed_prometheus import ManagedPrometheus, ManagedPrometheusProps
+from constructs.observability.node_health_alarms import NodeHealthAlarms
+from constructs.observability.serving_dashboard import ServingDashboard
 from stacks.common import removal_policy
 
 

@@ -9,11 +9,11 @@ from aws_cdk import aws_eks_v2 as eks
 from app_config import Settings
 from app_config.model import NodePlacement
 from constructs import Construct
-from constructs.device_plugins import DevicePlugins
-from constructs.gcs_store import GcsStore, GcsStoreProps
-from constructs.pd_ray_service import PdRayService, PdRayServiceProps
-from constructs.serving_endpoint import ServingEndpoint
-from constructs.serving_operators import ServingOperators
+from constructs.serving.device_plugins import DevicePlugins
+from constructs.serving.gcs_store import GcsStore, GcsStoreProps
+from constructs.serving.pd_ray_service import PdRayService, PdRayServiceProps
+from constructs.serving.serving_endpoint import ServingEndpoint
+from constructs.serving.serving_operators import ServingOperators
 from serving_manifests.names import DASHBOARD_PORT
 from stacks.common import removal_policy
 

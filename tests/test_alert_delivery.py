@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from constructs.alarm_topic import CLOUDWATCH, EVENTBRIDGE, PROMETHEUS
+from constructs.cluster.alarm_topic import CLOUDWATCH, EVENTBRIDGE, PROMETHEUS
 from tests.conftest import Synthesized
 
 ACCOUNT = {"Ref": "AWS::AccountId"}

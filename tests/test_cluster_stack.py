@@ -6,8 +6,8 @@ import importlib.metadata
 import json
 
 from catalog.eks_versions import CORE_ADDONS, KUBERNETES, OBSERVABILITY_ADDONS, VPC_CNI
-from constructs.core_addons import VPC_CNI_CONFIGURATION
-from constructs.node_role import NODE_MANAGED_POLICIES
+from constructs.cluster.core_addons import VPC_CNI_CONFIGURATION
+from constructs.cluster.node_role import NODE_MANAGED_POLICIES
 from nag.serving_checks import CONTROL_PLANE_LOG_TYPES
 from tests.conftest import Synthesized, cfn_text
 

@@ -14,7 +14,7 @@ def test_constructs_library_is_the_real_one() -> None:
 
 
 def test_project_constructs_import_through_the_library_namespace() -> None:
-    module = importlib.import_module("constructs.gpu_vpc")
+    module = importlib.import_module("constructs.network.gpu_vpc")
     assert module.__file__.startswith(str(PROJECT_ROOT / "constructs"))
     assert str(PROJECT_ROOT / "constructs") in list(constructs.__path__)
 
@@ -22,3 +22,15 @@ def test_project_constructs_import_through_the_library_namespace() -> None:
 def test_constructs_folder_has_no_init_file() -> None:
     """An __init__.py would make the folder a regular package that shadows the library."""
     assert not (PROJECT_ROOT / "constructs" / "__init__.py").exists()
+
+
+def test_constructs_are_grouped_by_stack_and_no_folder_grows_past_thirty_modules() -> None:
+    """Each stack's constructs in a folder of its own (common/ for what several share); the
+    folders are namespace portions too, so none has an __init__.py either."""
+    root = PROJECT_ROOT / "constructs"
+    assert not list(root.glob("*.py")), "a construct module belongs in a stack's folder"
+    folders = [p for p in root.iterdir() if p.is_dir() and p.name != "__pycache__"]
+    assert {f.name for f in folders} >= {"network", "cluster", "gpu_nodes", "serving"}
+    for folder in folders:
+        assert not (folder / "__init__.py").exists(), folder
+        assert len(list(folder.glob("*.py"))) <= 30, folder

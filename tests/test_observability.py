@@ -25,8 +25,8 @@ from catalog.metrics import (
     ROLE_LABEL,
     SCRAPED,
 )
-from constructs.alarm_topic import PUBLISHERS
-from constructs.observability_addons import (
+from constructs.cluster.alarm_topic import PUBLISHERS
+from constructs.cluster.observability_addons import (
     CLOUDWATCH_AGENT_NAMESPACE,
     CLOUDWATCH_AGENT_SERVICE_ACCOUNT,
 )
@@ -441,3 +441,10 @@ def test_addons_wait_for_nodes_and_the_observability_stack_for_the_service(synth
             assert system_nodes in addon["DependsOn"]
     stacks = synthesized.built.stacks
     assert stacks.serving in stacks.observability.dependencies
+
+
+def test_the_autoscaler_port_the_scraper_reads_is_rays_own() -> None:
+    """KubeRay 1.7 does not declare the sidecar's port, so the scraper names it by number."""
+    from ray.autoscaler._private.constants import AUTOSCALER_METRIC_PORT
+
+    assert AUTOSCALER_METRICS_PORT == AUTOSCALER_METRIC_PORT

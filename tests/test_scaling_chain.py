@@ -17,7 +17,7 @@ from app_config.node_labels import GPU_ROLES
 from catalog.eks_versions import KUBERNETES
 from catalog.helm_charts import CLUSTER_AUTOSCALER_APP_VERSION
 from catalog.instances import CATALOG
-from constructs.cluster_autoscaler import CLUSTER_TAG, READS, WRITES
+from constructs.cluster.cluster_autoscaler import CLUSTER_TAG, READS, WRITES
 from pdctl import efa_jobs
 from tests.conftest import Synthesized, cfn_text
 from tests.node_fit_model import EFFECTS, TemplateNode, template_node, unfit_reasons
@@ -103,6 +103,39 @@ def test_replicas_to_worker_pods_never_outgrow_the_node_group(app, role) -> None
     per_node = int(group["resources"][role])  # the side's custom resource, one per GPU
     most_replicas = group["maxReplicas"] * (per_node // (tp * pp))
     assert settings.serving.engine(role).max_replicas <= most_replicas
+
+
+def resources_rays_autoscaler_sees(group: dict) -> set[str]:
+    """The Ray resources Ray 2.58's autoscaler believes a KubeRay worker group's pods offer
+    (ray/autoscaler/_private/kuberay/autoscaling_config.py, _get_ray_resources_from_group_spec):
+    CPU, GPU (container limits), memory, and the group's `resources` (rayStartParams' when it has
+    none). Resources Ray detects only on a running node (accelerator_type:<GPU>) are not there."""
+    limits = group["template"]["spec"]["containers"][0]["resources"].get("limits", {})
+    seen = {"CPU", "memory"} | ({"GPU"} if "nvidia.com/gpu" in limits else set())
+    return seen | set(group.get("resources") or {})
+
+
+def bundle_resources(llm_config: dict) -> set[str]:
+    """What each placement bundle of a side's replica asks for: bundle_per_worker, plus the
+    accelerator_type share Ray Serve LLM adds when the config names one
+    (ray/llm/_internal/serve/engines/vllm/vllm_models.py)."""
+    wanted = set(llm_config["placement_group_config"]["bundle_per_worker"])
+    if llm_config.get("accelerator_type"):
+        wanted.add(f"accelerator_type:{llm_config['accelerator_type']}")
+    return wanted
+
+
+@pytest.mark.parametrize("role", GPU_ROLES)
+def test_every_resource_a_replica_asks_for_is_one_rays_autoscaler_can_add(app, role) -> None:
+    """Else Ray's autoscaler finds the pending replica infeasible and never adds a worker pod:
+    a replica that fits a running node may still never get a new one."""
+    serve = app.built.stacks.serving.ray_service.manifests.serve_config
+    (application,) = serve["applications"]
+    llm = application["args"][f"{role}_config"]
+    group = _worker_groups(app)[role]
+    assert bundle_resources(llm) <= resources_rays_autoscaler_sees(group)
+    named = {**llm, "accelerator_type": "H100"}  # what an accelerator_type would add
+    assert not bundle_resources(named) <= resources_rays_autoscaler_sees(group)
 
 
 @pytest.mark.parametrize("role", GPU_ROLES)

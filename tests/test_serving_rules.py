@@ -10,7 +10,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks, aws_eks_v2
 
 from constructs import Construct
-from constructs.efa_security_group import EfaSecurityGroup
+from constructs.gpu_nodes.efa_security_group import EfaSecurityGroup
 from nag.serving_checks import EFA_SECURITY_GROUP_METADATA, RULES, ServingChecks
 from tests.configurations import CONFIGURATIONS
 from tests.conftest import Synthesized

@@ -11,8 +11,8 @@ import pytest
 import app
 from app_config.endpoint_health import PROXY_HEALTH_PATH
 from catalog.helm_charts import KUBERAY_OPERATOR, SECRETS_STORE_CSI_AWS
-from constructs.gcs_store import PORT as GCS_STORE_PORT
-from constructs.serving_operators import ON_SYSTEM_NODES
+from constructs.serving.gcs_store import PORT as GCS_STORE_PORT
+from constructs.serving.serving_operators import ON_SYSTEM_NODES
 from serving_manifests.names import (
     HEAD_SERVICE_ACCOUNT,
     SERVE_PORT,

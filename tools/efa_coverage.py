@@ -18,7 +18,7 @@ from aws_cdk import aws_iam as iam
 from app_config.model import GpuNodeGroup
 from catalog.efa_layout import EFA, EFA_ONLY
 from catalog.instances import CATALOG
-from constructs.efa_node_group import EfaNodeGroup, EfaNodeGroupProps
+from constructs.gpu_nodes.efa_node_group import EfaNodeGroup, EfaNodeGroupProps
 
 Key = TypeVar("Key", bound=Hashable)
 

@@ -51,8 +51,9 @@ ENGINE_CLS = "standin_engine.StandinEngine"
 LOOPBACK = "127.0.0.1"
 POD_NETWORK = "10.244.0."
 # 3. Resources: GPUs are logical (Ray counts them; no device exists); accelerator_type:<X>,
-#    which Ray detects on a real GPU node, is declared; each worker node gets 16 CPUs (the pod
-#    has the instance's), enough for the placement group bundles and the ingress.
+#    which Ray detects on a real GPU node, is declared when the side's LLMConfig names one (the
+#    synthesized config does not: serve_config.py says why); each worker node gets 16 CPUs (the
+#    pod has the instance's), enough for the placement group bundles and the ingress.
 WORKER_NODE_CPUS = 16
 OBJECT_STORE_BYTES = 200 * 2**20  # the pod: 30% of its memory; nothing large crosses it here
 # 4. Process environment of the whole local cluster (the driver's, inherited by every raylet
@@ -122,7 +123,10 @@ def worker_node_args(shape: NodeShape) -> dict[str, Any]:
         "metrics_export_port": free_port(),
         "num_cpus": WORKER_NODE_CPUS,
         "num_gpus": shape.gpus,
-        "resources": {**shape.resources, f"accelerator_type:{shape.accelerator}": 1.0},
+        "resources": {
+            **shape.resources,
+            **({f"accelerator_type:{shape.accelerator}": 1.0} if shape.accelerator else {}),
+        },
     }
 
 
@@ -187,7 +191,7 @@ class NodeShape:
     group: str
     gpus: int
     resources: dict[str, float]
-    accelerator: str
+    accelerator: str | None  # the side's LLMConfig accelerator_type, when it names one
 
 
 @dataclass(frozen=True)
@@ -252,7 +256,7 @@ class Synthesized:
                 group=group["groupName"],
                 gpus=int(limits["nvidia.com/gpu"]),
                 resources={k: float(v) for k, v in (group.get("resources") or {}).items()},
-                accelerator=args[f"{group['groupName']}_config"]["accelerator_type"],
+                accelerator=args[f"{group['groupName']}_config"].get("accelerator_type"),
             )
             pods += [shape] * int(group["replicas"])
         return pods

@@ -15,6 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from scraper import Series, discover, scrape, target_labels
 
 from catalog.metrics import (
+    AUTOSCALER_ACTIVE_NODES,
+    AUTOSCALER_PENDING_NODES,
+    DEPLOYMENT_PREFIX,
     GENERATED_BY_SCRAPER,
     INTER_TOKEN_LATENCY,
     NIXL_FAILED_TRANSFERS,
@@ -22,6 +25,8 @@ from catalog.metrics import (
     REQUESTS_RUNNING,
     ROLE_LABEL,
     SCRAPED,
+    SERVE_HEALTHY_REPLICAS,
+    SERVE_TARGET_REPLICAS,
     TTFT,
     PrometheusMetric,
 )
@@ -29,10 +34,28 @@ from catalog.metrics import (
 SIDES = ("prefill", "decode")
 # Series a side never has, by how vLLM runs P/D: prefill generates one token per request (no
 # inter-token gap), and with NIXL's pull the transfer is decode's READ, timed and counted there.
+# The Serve controller's series come from the head, labelled with the deployment (its name says
+# the side); Ray's autoscaler runs only under KubeRay (the head's sidecar, a job of its own).
+ON_HEAD = (SERVE_TARGET_REPLICAS, SERVE_HEALTHY_REPLICAS)
+NOT_LOCAL = (AUTOSCALER_PENDING_NODES, AUTOSCALER_ACTIVE_NODES)
 NOT_ON_SIDE: dict[str, tuple[PrometheusMetric, ...]] = {
-    "prefill": (INTER_TOKEN_LATENCY, NIXL_TRANSFER_TIME, NIXL_FAILED_TRANSFERS),
-    "decode": (),
+    "prefill": (
+        INTER_TOKEN_LATENCY,
+        NIXL_TRANSFER_TIME,
+        NIXL_FAILED_TRANSFERS,
+        *ON_HEAD,
+        *NOT_LOCAL,
+    ),
+    "decode": (*ON_HEAD, *NOT_LOCAL),
 }
+RAY_JOB = "ray"  # monitoring/scrape_config.py JOB_NAME: the Ray pods' metrics ports
+
+
+def ray_job(pd: LocalRay) -> dict:
+    (job,) = [j for j in pd.synthesized.scrape_config["scrape_configs"] if j["job_name"] == RAY_JOB]
+    return job
+
+
 REPORT_INTERVAL_S = METRICS_REPORT_INTERVAL_MS / 1000
 
 
@@ -47,7 +70,7 @@ def samples(text: str, name: str) -> list[tuple[dict[str, str], float]]:
 
 def scrape_everything(pd: LocalRay) -> list[Series]:
     """One scrape of every target the synthesized scrape configuration keeps."""
-    (job,) = pd.synthesized.scrape_config["scrape_configs"]
+    job = ray_job(pd)
     (discovery,) = job["kubernetes_sd_configs"]
     stored: list[Series] = []
     for pod in pd.pods():
@@ -74,7 +97,7 @@ def queried_by_side(text: str) -> set[tuple[str, str]]:
 
 
 def test_one_target_per_pod_labelled_with_its_side(pd: LocalRay) -> None:
-    (job,) = pd.synthesized.scrape_config["scrape_configs"]
+    job = ray_job(pd)
     targets = [
         target
         for pod in pd.pods()
@@ -118,6 +141,15 @@ def test_every_scraped_series_is_stored_with_its_side(
     stored = wait_for(complete, 90, 0.5, "every catalog series on its side")
     kept_names = {name for metric in SCRAPED for name in metric.queried_names()}
     assert {series.name for series in stored} <= kept_names | {"up"}
+    # The head's Serve controller series, one per side's deployment, stored with role=head.
+    for metric in ON_HEAD:
+        deployments = {
+            series.labels.get("deployment", "")
+            for series in stored
+            if series.name == metric.name and series.labels.get(ROLE_LABEL) == "head"
+        }
+        for prefix in DEPLOYMENT_PREFIX.values():
+            assert any(d.startswith(prefix) for d in deployments), (metric.name, deployments)
     produced = by_side(stored)
     # What the synthesized dashboard and alert rules read that no running side ever has: the
     # prefill panels of NIXL transfer time and inter-token latency (see NOT_ON_SIDE).
@@ -181,3 +213,21 @@ def test_idle_gauges_vanish_histograms_stay(
     assert not samples(text, REQUESTS_RUNNING.name)
     assert samples(text, f"{TTFT.name}_count")
     assert samples(text, f"{NIXL_TRANSFER_TIME.name}_count")
+
+
+def test_the_autoscaler_job_targets_the_heads_sidecar_port(pd: LocalRay) -> None:
+    """Ray's autoscaler does not run in the local cluster, so its series are not scraped here;
+    what can be checked is that the job finds exactly the head pod, at the port Ray's autoscaler
+    listens on in this Ray (its own constant, not ours)."""
+    from ray.autoscaler._private.constants import AUTOSCALER_METRIC_PORT
+
+    (job,) = [j for j in pd.synthesized.scrape_config["scrape_configs"] if j["job_name"] != RAY_JOB]
+    targets = [
+        target
+        for pod in pd.pods()
+        for discovered in discover(pod, job["job_name"])
+        if (target := target_labels(discovered, job)) is not None
+    ]
+    assert [t[ROLE_LABEL] for t in targets] == ["head"]
+    (head,) = [pod for pod in pd.pods() if pod.labels.get("ray.io/node-type") == "head"]
+    assert targets[0]["__address__"] == f"{head.ip}:{AUTOSCALER_METRIC_PORT}"

@@ -20,10 +20,10 @@ from app_config.model import ENDPOINT_SUBNET_MASK, Network
 from catalog.regions import is_zone_id
 from catalog.vpc_endpoints import INTERFACE_ENDPOINT_SERVICES
 from constructs import Construct
-from constructs.checkov_skips import PROVIDER_LAMBDA_SKIPS, resources_of_type, skip_checks
-from constructs.encrypted_log_group import encrypted_log_group
-from constructs.log_encryption_key import LogEncryptionKey
-from constructs.nag_acknowledgments import acknowledge
+from constructs.common.checkov_skips import PROVIDER_LAMBDA_SKIPS, resources_of_type, skip_checks
+from constructs.common.encrypted_log_group import encrypted_log_group
+from constructs.common.log_encryption_key import LogEncryptionKey
+from constructs.common.nag_acknowledgments import acknowledge
 
 # The singleton provider aws-cdk-lib adds to the stack for restrict_default_security_group.
 DEFAULT_SG_PROVIDER_ID = "Custom::VpcRestrictDefaultSGCustomResourceProvider"

@@ -8,7 +8,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 
 from constructs import Construct
-from constructs.rotating_key import rotating_key
+from constructs.common.rotating_key import rotating_key
 
 # Who publishes: CloudWatch alarms, EventBridge rules (health events) and the Amazon Managed
 # Service for Prometheus alert manager. Each needs the key to encrypt what it publishes

@@ -9,8 +9,8 @@ from aws_cdk import aws_iam as iam
 from app_config.serving import Model
 from catalog.regions import partition
 from constructs import Construct
-from constructs.irsa import ServiceAccountRole
-from constructs.nag_acknowledgments import acknowledge
+from constructs.common.irsa import ServiceAccountRole
+from constructs.common.nag_acknowledgments import acknowledge
 
 
 class ModelAccessRole(Construct):

@@ -17,7 +17,7 @@ from app_config.model import NodePlacement
 from app_config.node_labels import EFA_LABEL, GPU_PRESENT_LABEL
 from catalog.helm_charts import EFA_DEVICE_PLUGIN, NVIDIA_DEVICE_PLUGIN
 from constructs import Construct
-from constructs.helm_release import helm_release
+from constructs.common.helm_release import helm_release
 
 
 def tolerations(placements: list[NodePlacement]) -> list[dict[str, str]]:

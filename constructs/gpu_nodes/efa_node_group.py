@@ -26,7 +26,7 @@ from catalog.efa_layout import efa_interface_layout
 from catalog.eks_versions import KUBERNETES
 from catalog.instances import GpuInstance
 from constructs import Construct
-from constructs.system_node_group import AL2023_ROOT_DEVICE
+from constructs.cluster.system_node_group import AL2023_ROOT_DEVICE
 
 # Only for a type without local NVMe, where the root volume would hold the 20+ GB image: well
 # above gp3's baseline (3,000 IOPS, 125 MiB/s). With NVMe, nodeadm's RAID0 takes containerd and

@@ -9,10 +9,10 @@ from aws_cdk import aws_eks_v2 as eks
 
 from app_config import Settings
 from constructs import Construct
-from constructs.gcs_store import GcsStore
-from constructs.irsa import ServiceAccountRole
-from constructs.model_access_role import ModelAccessRole
-from constructs.serving_operators import ServingOperators
+from constructs.common.irsa import ServiceAccountRole
+from constructs.serving.gcs_store import GcsStore
+from constructs.serving.model_access_role import ModelAccessRole
+from constructs.serving.serving_operators import ServingOperators
 from serving_manifests import ServingManifests, render
 from serving_manifests.names import (
     HEAD_SERVICE_ACCOUNT,

@@ -17,7 +17,7 @@ from aws_cdk import custom_resources as cr
 
 from catalog.metrics import GROUP_DESIRED, GROUP_IN_SERVICE
 from constructs import Construct
-from constructs.catalog_metric import catalog_metric
+from constructs.common.catalog_metric import catalog_metric
 
 ASG_NAME_PATH = "nodegroup.resources.autoScalingGroups.0.name"
 PERIOD = Duration.minutes(1)

@@ -21,7 +21,7 @@ from aws_cdk import aws_sns as sns
 
 from app_config import Settings
 from constructs import Construct
-from constructs.encrypted_log_group import encrypted_log_group
+from constructs.common.encrypted_log_group import encrypted_log_group
 from monitoring.alert_rules import GROUP_NAME, render_alert_rules
 from monitoring.alertmanager import render_alertmanager_definition
 from monitoring.scrape_config import render_scrape_config

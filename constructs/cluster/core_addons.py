@@ -7,9 +7,9 @@ from aws_cdk import aws_iam as iam
 
 from catalog.eks_versions import COREDNS, KUBE_PROXY, POD_IDENTITY_AGENT, VPC_CNI
 from constructs import Construct
-from constructs.irsa import ServiceAccountRole
-from constructs.managed_addon import managed_addon
-from constructs.nag_acknowledgments import acknowledge, aws_managed_policy_finding
+from constructs.cluster.managed_addon import managed_addon
+from constructs.common.irsa import ServiceAccountRole
+from constructs.common.nag_acknowledgments import acknowledge, aws_managed_policy_finding
 
 # The VPC CNI add-on's own network policy agent enforces Kubernetes NetworkPolicy (EKS user
 # guide, "Restrict pod network traffic with Kubernetes network policies"); the value is a string.

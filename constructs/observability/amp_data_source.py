@@ -11,10 +11,10 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 
 from constructs import Construct
-from constructs.checkov_skips import skip_checks
-from constructs.encrypted_log_group import encrypted_log_group
+from constructs.common.checkov_skips import skip_checks
+from constructs.common.encrypted_log_group import encrypted_log_group
 
-CODE = Path(__file__).resolve().parent.parent / "functions" / "amp_data_source"
+CODE = Path(__file__).resolve().parents[2] / "functions" / "amp_data_source"
 # The principal CloudWatch invokes data sources as, for dashboards and alarms alike
 # (CloudWatch user guide, "Create a custom connector to a data source", step 2).
 DATA_SOURCE_PRINCIPAL = "lambda.datasource.cloudwatch.amazonaws.com"

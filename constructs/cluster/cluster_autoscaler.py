@@ -23,9 +23,9 @@ from app_config.node_labels import ROLE_LABEL, SYSTEM_ROLE
 from catalog.helm_charts import CLUSTER_AUTOSCALER
 from catalog.regions import partition
 from constructs import Construct
-from constructs.helm_release import helm_release
-from constructs.irsa import ServiceAccountRole
-from constructs.nag_acknowledgments import account_in_finding, acknowledge
+from constructs.common.helm_release import helm_release
+from constructs.common.irsa import ServiceAccountRole
+from constructs.common.nag_acknowledgments import account_in_finding, acknowledge
 
 SERVICE_ACCOUNT = "cluster-autoscaler"
 # Read-only calls that support no resource scoping.

@@ -22,7 +22,7 @@ from catalog.metrics import (
     RULE_FAILED_INVOCATIONS,
 )
 from constructs import Construct
-from constructs.catalog_metric import catalog_metric
+from constructs.common.catalog_metric import catalog_metric
 
 WINDOW = Duration.minutes(5)
 

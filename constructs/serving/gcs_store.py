@@ -19,8 +19,8 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 
 from app_config.serving import GcsFaultTolerance
 from constructs import Construct
-from constructs.nag_acknowledgments import acknowledge
-from constructs.rotating_key import rotating_key
+from constructs.common.nag_acknowledgments import acknowledge
+from constructs.common.rotating_key import rotating_key
 
 PORT = 6379
 # ElastiCache AUTH tokens: 16-128 printable characters, of the punctuation only !&#$^<>-.

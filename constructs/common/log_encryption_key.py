@@ -6,7 +6,7 @@ from aws_cdk import ArnFormat, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 
 from constructs import Construct
-from constructs.rotating_key import rotating_key
+from constructs.common.rotating_key import rotating_key
 
 
 class LogEncryptionKey(Construct):

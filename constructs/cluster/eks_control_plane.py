@@ -11,11 +11,11 @@ from aws_cdk import aws_eks_v2 as eks
 from app_config.model import Cluster as ClusterSettings
 from catalog.eks_versions import KUBERNETES
 from constructs import Construct
-from constructs.checkov_skips import PROVIDER_LAMBDA_SKIPS, resources_of_type, skip_checks
-from constructs.encrypted_log_group import encrypted_log_group
-from constructs.log_encryption_key import LogEncryptionKey
-from constructs.nag_acknowledgments import acknowledge, aws_managed_policy_finding
-from constructs.rotating_key import rotating_key
+from constructs.common.checkov_skips import PROVIDER_LAMBDA_SKIPS, resources_of_type, skip_checks
+from constructs.common.encrypted_log_group import encrypted_log_group
+from constructs.common.log_encryption_key import LogEncryptionKey
+from constructs.common.nag_acknowledgments import acknowledge, aws_managed_policy_finding
+from constructs.common.rotating_key import rotating_key
 
 ALL_CONTROL_PLANE_LOGS = [
     eks.ClusterLoggingTypes.API,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aws_cdk import aws_iam as iam
 
 from constructs import Construct
-from constructs.nag_acknowledgments import acknowledge, aws_managed_policy_finding
+from constructs.common.nag_acknowledgments import acknowledge, aws_managed_policy_finding
 
 # What the kubelet and the node need, nothing more. The VPC CNI's ENI permissions
 # (AmazonEKS_CNI_Policy) are not here: the aws-node service account gets them through IRSA,

@@ -10,10 +10,10 @@ from app_config.model import NodePlacement
 from app_config.node_labels import ROLE_LABEL, SYSTEM_ROLE
 from catalog.helm_charts import KUBERAY_OPERATOR, SECRETS_STORE_CSI_AWS
 from constructs import Construct
-from constructs.checkov_skips import resources_of_type
-from constructs.device_plugins import tolerations
-from constructs.helm_release import helm_release
-from constructs.nag_acknowledgments import acknowledge
+from constructs.common.checkov_skips import resources_of_type
+from constructs.common.helm_release import helm_release
+from constructs.common.nag_acknowledgments import acknowledge
+from constructs.serving.device_plugins import tolerations
 
 # The newest controller aws-cdk-lib 2.275 ships with its matching IAM policy.
 LOAD_BALANCER_CONTROLLER = eks.AlbControllerVersion.V3_2_2

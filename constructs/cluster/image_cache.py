@@ -22,7 +22,7 @@ from app_config.serving import ImageCache as ImageCacheSettings
 from catalog.ray_llm_image import PUBLIC_REGISTRY
 from catalog.regions import partition
 from constructs import Construct
-from constructs.nag_acknowledgments import account_in_finding, acknowledge
+from constructs.common.nag_acknowledgments import account_in_finding, acknowledge
 
 # Untagged images are superseded builds of the tag (the cache re-pulls it when AWS republishes):
 # keep a week of them for a rollback by digest, then free the storage.

@@ -15,9 +15,9 @@ from aws_cdk import aws_s3 as s3
 
 from app_config import Settings, endpoint_health
 from constructs import Construct
-from constructs.checkov_skips import skip_checks
-from constructs.gpu_vpc import endpoint_subnets
-from constructs.nag_acknowledgments import acknowledge
+from constructs.common.checkov_skips import skip_checks
+from constructs.common.nag_acknowledgments import acknowledge
+from constructs.network.gpu_vpc import endpoint_subnets
 from serving_manifests.drain import deregistration_delay_seconds
 from serving_manifests.names import SERVE_PORT, EndpointBinding, endpoint_client_cidrs
 

@@ -15,11 +15,11 @@ from app_config.observability import Observability
 from catalog.container_insights import log_group_kinds, log_group_name
 from catalog.eks_versions import CLOUDWATCH_OBSERVABILITY, NODE_MONITORING_AGENT
 from constructs import Construct
-from constructs.device_plugins import tolerations
-from constructs.encrypted_log_group import encrypted_log_group
-from constructs.irsa import ServiceAccountRole
-from constructs.managed_addon import managed_addon
-from constructs.nag_acknowledgments import acknowledge, aws_managed_policy_finding
+from constructs.cluster.managed_addon import managed_addon
+from constructs.common.encrypted_log_group import encrypted_log_group
+from constructs.common.irsa import ServiceAccountRole
+from constructs.common.nag_acknowledgments import acknowledge, aws_managed_policy_finding
+from constructs.serving.device_plugins import tolerations
 
 # The add-on's agent and Fluent Bit run as this service account (aws-observability/helm-charts,
 # charts/amazon-cloudwatch-observability/templates/_helpers.tpl).
