@@ -63,7 +63,7 @@ format: setup-dev ## Format and auto-fix
 	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
 
 snapshots: setup-dev ## Re-record template snapshots after an intended change
-	$(BIN)/pytest -n 0 tests/test_snapshots.py --snapshot-update
+	$(BIN)/pytest -n 0 tests/stacks/test_snapshots.py --snapshot-update
 
 config-docs: setup-dev ## Regenerate the README's configuration reference from app_config/model.py
 	$(BIN)/python -m tools.config_reference --write README.md

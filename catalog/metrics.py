@@ -47,8 +47,8 @@ class PrometheusMetric:
         Counters are read by their ``_total`` name alone. Ray exposes it in both of its export
         modes, and in the OpenCensus mode it exposes the bare name beside it with the same
         labels, so a ``__name__=~"x(_total)?"`` matcher makes ``increase()`` fail with "vector
-        cannot contain metrics with the same labelset" (tests/test_alert_rules_behaviour.py
-        evaluates that with promtool)."""
+        cannot contain metrics with the same labelset"
+        (tests/behaviour/test_alert_rules_behaviour.py evaluates that with promtool)."""
         matchers = ",".join(f'{key}="{value}"' for key, value in labels.items())
         if series and self.kind != "histogram":
             raise ValueError(f"{self.name} is a {self.kind}; only histograms have {series}")

@@ -1,7 +1,7 @@
 """Generates the README's configuration reference from the Settings model (one source of truth).
 
 `python -m tools.config_reference --write README.md` rewrites the block between the markers;
-tests/test_docs.py fails when the README and the model disagree.
+tests/config/test_docs.py fails when the README and the model disagree.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 cards of the instance, for every catalog type (the goal is 1.00 everywhere).
 
 The node groups are rendered offline on an imported cluster, one stack and one synth for all of
-them; tests/test_efa_node_groups.py uses the same renderer.
+them; tests/stacks/test_efa_node_groups.py uses the same renderer.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from pdctl.cli import app
-from tests.configurations import settings_for
-from tests.test_pdctl_plan import QWEN3_32B
+from tests.configurations import PROJECT_ROOT, settings_for
+from tests.pdctl.test_pdctl_plan import QWEN3_32B
 
 MODEL = settings_for("default").serving.model.id
 TIMEOUT = 1.0  # --timeout for these runs: every wait must end within a few of these
@@ -310,7 +310,7 @@ def test_no_credentials_and_no_kubeconfig_are_one_line(
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "pdctl.cli", *args],
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=PROJECT_ROOT,
         env=env,
         capture_output=True,
         text=True,

@@ -22,9 +22,9 @@ from pdctl import efa_jobs, efa_results, efa_run
 from pdctl.efa_jobs import MARK
 from pdctl.efa_results import Expectation, evaluate, parse_log
 from serving_manifests.names import EFA_CHECK_CONTROL_PORT
-from tests.configurations import render_deployed, settings_for
+from tests.configurations import PROJECT_ROOT, render_deployed, settings_for
 
-SAMPLES = Path(__file__).parent / "data" / "fabtests"
+SAMPLES = PROJECT_ROOT / "tests" / "data" / "fabtests"
 P4D = CATALOG["p4d.24xlarge"]
 
 
