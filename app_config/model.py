@@ -116,10 +116,10 @@ class Scaling(Section):
     desired_size: int = Field(
         ge=0,
         le=450,
-        description="Nodes when the group is created (and the Ray worker group's first pod "
-        "count). Afterwards the Cluster Autoscaler sets the count between min_size and "
-        "max_size; changing this value later makes CloudFormation set the count to it, over "
-        "the autoscaler: change min_size or max_size instead.",
+        description="Nodes when the group is created (for a GPU group also its Ray worker "
+        "group's first pod count). Afterwards the Cluster Autoscaler sets the count between "
+        "min_size and max_size; changing this value later makes CloudFormation set the count "
+        "to it, over the autoscaler: change min_size or max_size instead.",
     )
     max_size: int = Field(ge=1, le=450, description="Most nodes the group scales up to.")
 
@@ -246,6 +246,13 @@ class NodePlacement:
 
     labels: dict[str, str]
     taints: tuple[Taint, ...]
+
+    def tolerations(self) -> list[dict[str, str]]:
+        """Pod tolerations of exactly these taints."""
+        return [
+            {"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect}
+            for t in self.taints
+        ]
 
 
 class GpuNodeGroup(Section):

@@ -14,6 +14,7 @@ class HelmChartRef:
     chart: str
     version: str  # exactly as the repository's index.yaml lists it
     namespace: str
+    app_version: str | None = None  # the index's appVersion, where a rule depends on it
 
 
 # aws/eks-charts, stable/aws-efa-k8s-device-plugin (index of 2026-08: chart v0.5.30, image v0.5.20).
@@ -59,6 +60,9 @@ CLUSTER_AUTOSCALER = HelmChartRef(
     chart="cluster-autoscaler",
     version="9.59.0",
     namespace="kube-system",
+    # Its minor must be the cluster's (the project's compatibility rule); a Kubernetes upgrade
+    # fails a test until the chart moves with it.
+    app_version="1.35.0",
 )
 
 # Every chart above; the AWS Load Balancer Controller comes through aws-cdk-lib (kube-system).
@@ -69,7 +73,3 @@ CHARTS: tuple[HelmChartRef, ...] = (
     SECRETS_STORE_CSI_AWS,
     CLUSTER_AUTOSCALER,
 )
-
-# The Cluster Autoscaler chart's appVersion above: its minor must be the cluster's (the project's
-# compatibility rule); a Kubernetes upgrade fails a test until the chart moves with it.
-CLUSTER_AUTOSCALER_APP_VERSION = "1.35.0"

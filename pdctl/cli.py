@@ -371,7 +371,8 @@ def image_command(
         else None
     )
     pod_images = _pod_image_ids(settings) if from_cluster else []
-    result = image.report(settings, ecr, pod_images, _image(settings))
+    account = _account(settings)
+    result = image.report(settings, ecr, pod_images, pod_image(settings, account), account=account)
     if as_json:
         print(json.dumps(result.as_dict(), indent=2))
         return
@@ -457,6 +458,7 @@ def efa_check_command(
                     "checks": [check.as_dict() for check in checks],
                     "sides": {role: efa_results.as_dict(side) for role, side in sides.items()},
                     "logs": output.logs,
+                    "cleanup_errors": output.cleanup_errors,
                 },
                 indent=2,
             )
@@ -464,6 +466,8 @@ def efa_check_command(
         if not all(check.ok for check in checks):
             raise typer.Exit(1)
         return
+    for error in output.cleanup_errors:
+        console.print(f"[yellow]not deleted (ends by its deadline and TTL): {error}[/yellow]")
     nodes = ", ".join(f"{role} {node}" for role, node in output.nodes.items())
     _report(checks, False, f"EFA between {nodes}")
 

@@ -6,7 +6,7 @@ Why fi_pingpong: it is what the image has. The EFA installer puts libfabric's ut
 (aws/deep-learning-containers docker/ray_llm/Dockerfile.cuda runs the installer); the fabtests
 suite (fi_rma_bw and friends) is a separate build the image does not carry, and NIXL's nixlbench
 is not in the nixl wheels and needs etcd. One fi_pingpong per EFA device, device i of one node
-against device i of the other, in sorted order on both sides.
+against device i of the other (in sorted order on both sides, each pair on its own port).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from app_config import Settings
 from app_config.node_labels import EFA_HUGEPAGES, EFA_RESOURCE
 from serving_manifests.image import pod_image
-from serving_manifests.names import EFA_CHECK_CONTROL_PORT, EFA_CHECK_LABELS
+from serving_manifests.names import EFA_CHECK_FIRST_PORT, EFA_CHECK_LABELS
 
 MARK = "### pdctl-efa-check"
 SERVER_ROLE, CLIENT_ROLE = "decode", "prefill"
@@ -65,10 +65,7 @@ def plan_for(
         selectors[role] = dict(placement.labels)
         if nodes and nodes.get(role):
             selectors[role]["kubernetes.io/hostname"] = nodes[role]
-        tolerations[role] = [
-            {"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect}
-            for t in placement.taints
-        ]
+        tolerations[role] = placement.tolerations()
     check = settings.gpu_nodes.efa_check
     return EfaCheckPlan(
         name=name,
@@ -87,12 +84,17 @@ def _pingpong(iterations: int) -> str:
 
 
 def server_script(plan: EfaCheckPlan) -> str:
+    """Device i listens on port FIRST + i. The first waits as long as the run may last (the
+    client's node may still be joining or pulling the image); each next one a minute."""
     return (
         _DEVICES
-        + f"""for domain in $domains; do
+        + f"""index=0
+for domain in $domains; do
   echo "{MARK} pingpong $domain"
-  timeout {PER_DEVICE_SECONDS} {_pingpong(plan.iterations)} -d "$domain" \\
-      -B {EFA_CHECK_CONTROL_PORT} || echo "{MARK} pingpong-failed $domain $?"
+  wait_s=$([ "$index" -eq 0 ] && echo {plan.deadline_seconds} || echo {PER_DEVICE_SECONDS})
+  timeout "$wait_s" {_pingpong(plan.iterations)} -d "$domain" \\
+      -B $(({EFA_CHECK_FIRST_PORT} + index)) || echo "{MARK} pingpong-failed $domain $?"
+  index=$((index + 1))
 done
 echo "{MARK} done"
 """
@@ -100,14 +102,16 @@ echo "{MARK} done"
 
 
 def client_script(plan: EfaCheckPlan, server_ip: str) -> str:
-    """Device by device, retrying the connection while the server starts its next fi_pingpong."""
+    """Device i connects to the server's port FIRST + i, retrying while the server finishes the
+    previous pair; a device whose server never listens fails alone, the next pair is unaffected."""
     return (
         _DEVICES
-        + f"""for domain in $domains; do
+        + f"""index=0
+for domain in $domains; do
   echo "{MARK} pingpong $domain"
   attempt=0
   until timeout {PER_DEVICE_SECONDS} {_pingpong(plan.iterations)} -d "$domain" \\
-      -P {EFA_CHECK_CONTROL_PORT} {shlex.quote(server_ip)}; do
+      -P $(({EFA_CHECK_FIRST_PORT} + index)) {shlex.quote(server_ip)}; do
     attempt=$((attempt + 1))
     if [ "$attempt" -ge {CLIENT_CONNECT_ATTEMPTS} ]; then
       echo "{MARK} pingpong-failed $domain"
@@ -115,6 +119,7 @@ def client_script(plan: EfaCheckPlan, server_ip: str) -> str:
     fi
     sleep 1
   done
+  index=$((index + 1))
 done
 echo "{MARK} done"
 """

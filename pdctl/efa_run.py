@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pdctl.efa_jobs import (
@@ -44,6 +44,10 @@ class JobApi(Protocol):
 class RunOutput:
     logs: dict[str, str]  # per role
     nodes: dict[str, str | None]
+    cleanup_errors: list[str] = field(default_factory=list)  # Jobs left to their TTL
+
+
+FINISHED = ("Succeeded", "Failed")
 
 
 def run(
@@ -52,16 +56,14 @@ def run(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> RunOutput:
+    """The server first; the client once the server has an address. A server that ends before
+    that (no EFA device listed, say) ends the run with its log, without a client."""
     deadline = clock() + plan.deadline_seconds
     created: list[str] = []
 
     def await_state(job: str, done: Callable[[PodState], bool], what: str) -> PodState:
         while True:
             state = api.pod_state(plan.namespace, job)
-            if state.phase == "Failed" and what != "finished":
-                raise EfaCheckError(
-                    f"{job} failed before it {what}: {state.waiting or 'no reason'}"
-                )
             if done(state):
                 return state
             if clock() >= deadline:
@@ -73,41 +75,49 @@ def run(
                 )
             sleep(POLL_SECONDS)
 
+    def create(role: str, script: str) -> str:
+        api.create_job(job_manifest(plan, role, script))
+        created.append(job_name(plan, role))
+        return created[-1]
+
     try:
-        server_job = job_name(plan, SERVER_ROLE)
-        api.create_job(job_manifest(plan, SERVER_ROLE, server_script(plan)))
-        created.append(server_job)
-        server = await_state(server_job, lambda s: s.phase == "Running" and bool(s.ip), "started")
-        client_job = job_name(plan, CLIENT_ROLE)
-        api.create_job(job_manifest(plan, CLIENT_ROLE, client_script(plan, server.ip or "")))
-        created.append(client_job)
-        finished = {"Succeeded", "Failed"}
-        client = await_state(client_job, lambda s: s.phase in finished, "finished")
-        server = await_state(server_job, lambda s: s.phase in finished, "finished")
-        return RunOutput(
-            logs={
-                role: api.logs(plan.namespace, job_name(plan, role))
-                for role in (SERVER_ROLE, CLIENT_ROLE)
-            },
-            nodes={SERVER_ROLE: server.node, CLIENT_ROLE: client.node},
-        )
-    finally:
-        _delete_all(api, plan.namespace, created)
+        server_job = create(SERVER_ROLE, server_script(plan))
+        server = await_state(
+            server_job, lambda s: (s.phase == "Running" and bool(s.ip)) or s.phase in FINISHED,
+            "started",
+        )  # fmt: skip
+        if server.phase == "Failed":
+            tail = api.logs(plan.namespace, server_job)[-500:]
+            raise EfaCheckError(
+                f"{server_job} failed before the client started: {server.waiting or 'no reason'}"
+                + (f"; its log ends: {tail}" if tail else "")
+            )
+        logs = {CLIENT_ROLE: ""}
+        nodes: dict[str, str | None] = {CLIENT_ROLE: None}
+        if server.phase != "Succeeded":
+            client_job = create(CLIENT_ROLE, client_script(plan, server.ip or ""))
+            client = await_state(client_job, lambda s: s.phase in FINISHED, "finished")
+            logs[CLIENT_ROLE] = api.logs(plan.namespace, client_job)
+            nodes[CLIENT_ROLE] = client.node
+            server = await_state(server_job, lambda s: s.phase in FINISHED, "finished")
+        logs[SERVER_ROLE] = api.logs(plan.namespace, server_job)
+        nodes[SERVER_ROLE] = server.node
+    except BaseException:
+        _delete_all(api, plan.namespace, created)  # best effort; the first error is the story
+        raise
+    return RunOutput(logs, nodes, _delete_all(api, plan.namespace, created))
 
 
-def _delete_all(api: JobApi, namespace: str, jobs: list[str]) -> None:
-    """Tries every Job even if one deletion fails; the failures are raised after, together."""
+def _delete_all(api: JobApi, namespace: str, jobs: list[str]) -> list[str]:
+    """Tries every Job even if one deletion fails; returns what could not be deleted (those end
+    by activeDeadlineSeconds and go with ttlSecondsAfterFinished)."""
     errors = []
     for job in jobs:
         try:
             api.delete_job(namespace, job)
         except Exception as error:  # any API failure: the next Job still gets deleted
             errors.append(f"{job}: {type(error).__name__}: {error}")
-    if errors:
-        raise EfaCheckError(
-            f"could not delete {'; '.join(errors)}; they end by activeDeadlineSeconds and are "
-            "removed by ttlSecondsAfterFinished"
-        )
+    return errors
 
 
 class KubernetesJobs:

@@ -14,7 +14,13 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from app_config import Settings
-from catalog.ray_llm_image import IMAGES, REGISTRY_ACCOUNTS, REPOSITORY, image_uri
+from catalog.ray_llm_image import (
+    IMAGES,
+    PUBLIC_REPOSITORY,
+    REGISTRY_ACCOUNTS,
+    REPOSITORY,
+    image_uri,
+)
 
 # The manifest types ECR may hold the image as; without them BatchGetImage may not find it.
 MANIFEST_TYPES = [
@@ -60,12 +66,21 @@ class ImageReport:
         return {**asdict(self), "verdict": self.verdict}
 
 
-def registry_digest(ecr: Any, settings: Settings) -> tuple[str | None, str | None]:
-    """(digest, error): what the tag points to in the region's DLC registry now."""
+def registry_digest(
+    ecr: Any, settings: Settings, account: str | None = None
+) -> tuple[str | None, str | None]:
+    """(digest, error): what the tag points to now where the pods pull it: the region's DLC
+    registry, or, with serving.image_cache, the account's cache repository (a read through the
+    cache refreshes the tag from ECR Public at most once a day)."""
+    registry, repository = REGISTRY_ACCOUNTS[settings.region], REPOSITORY
+    cache = settings.serving.image_cache
+    if cache.enabled and account:
+        registry = account
+        repository = f"{cache.repository_prefix(settings.prefix)}/{PUBLIC_REPOSITORY}"
     try:
         response = ecr.batch_get_image(
-            registryId=REGISTRY_ACCOUNTS[settings.region],
-            repositoryName=REPOSITORY,
+            registryId=registry,
+            repositoryName=repository,
             imageIds=[{"imageTag": settings.serving.image_tag}],
             acceptedMediaTypes=MANIFEST_TYPES,
         )
@@ -84,12 +99,18 @@ def running_digests(image_ids: list[str]) -> list[str]:
 
 
 def report(
-    settings: Settings, ecr: Any | None, pod_image_ids: list[str], uri: str | None = None
+    settings: Settings,
+    ecr: Any | None,
+    pod_image_ids: list[str],
+    uri: str | None = None,
+    account: str | None = None,
 ) -> ImageReport:
-    """``uri``: where the pods pull from (an image cache's address needs the account)."""
+    """``uri``: where the pods pull from; ``account``: where an image cache lives."""
     serving = settings.serving
     image = IMAGES[serving.image_tag]
-    digest, error = registry_digest(ecr, settings) if ecr else (None, "not asked (--no-registry)")
+    digest, error = (
+        registry_digest(ecr, settings, account) if ecr else (None, "not asked (--no-registry)")
+    )
     return ImageReport(
         tag=serving.image_tag,
         uri=uri or image_uri(settings.region, serving.image_tag, serving.image_digest),

@@ -119,9 +119,10 @@ def reservation(
         problems.append(f"instance type {found['InstanceType']}, not {group.instance_type}")
     if found.get(zone_field) != zone:
         problems.append(f"zone {found.get(zone_field)}, not {zone}")
-    # The configuration caps max_size at reserved_instances; the reservation must hold that many.
-    reserved = group.capacity.reserved_instances or group.scaling.desired_size
-    if found["TotalInstanceCount"] < reserved:
+    # The configuration caps max_size at reserved_instances (required with a reservation id):
+    # the reservation must hold that many.
+    reserved = group.capacity.reserved_instances
+    if reserved is not None and found["TotalInstanceCount"] < reserved:
         problems.append(
             f"{found['TotalInstanceCount']} instances, capacity.reserved_instances {reserved}"
         )

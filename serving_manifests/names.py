@@ -30,9 +30,16 @@ MODEL_CACHE_CLAIM = "model-cache"
 MODEL_CACHE_HOST_PATH = "/mnt/k8s-disks/0/llm-serving/model-cache"
 BENCH_LABELS = {"app.kubernetes.io/name": "pdctl-bench"}
 EFA_CHECK_LABELS = {"app.kubernetes.io/name": "pdctl-efa-check"}
-# fi_pingpong's control socket (libfabric util/pingpong.c, -B/-P; 47592 is its default): the
+# fi_pingpong's control sockets (libfabric util/pingpong.c, -B/-P; 47592 is its default), one
+# port per EFA device so that device i of the client can only meet device i of the server: the
 # only IP traffic of `pdctl efa-check`; the ping-pongs themselves cross EFA, which is not IP.
-EFA_CHECK_CONTROL_PORT = 47592
+EFA_CHECK_FIRST_PORT = 47592
+
+
+def efa_check_ports(devices: int) -> list[int]:
+    return [EFA_CHECK_FIRST_PORT + index for index in range(devices)]
+
+
 HF_TOKEN_MOUNT = "/var/run/secrets/huggingface"
 HF_TOKEN_ALIAS = "token"
 HF_TOKEN_PROVIDER_CLASS = "hf-token"

@@ -14,7 +14,6 @@ from serving_manifests.names import (
     AUTOSCALER_METRICS_PORT,
     BENCH_LABELS,
     DASHBOARD_PORT,
-    EFA_CHECK_CONTROL_PORT,
     EFA_CHECK_LABELS,
     GCS_STORE_AUTH,
     GCS_STORE_AUTH_KEY,
@@ -30,6 +29,7 @@ from serving_manifests.names import (
     WORKER_SERVICE_ACCOUNT,
     EndpointBinding,
     GcsStoreBinding,
+    efa_check_ports,
     endpoint_binding_name,
     endpoint_service_name,
     model_cache_volume_name,
@@ -106,7 +106,7 @@ def render_network_policies(
             spec["podSelector"] = {"matchLabels": dict(BENCH_LABELS)}
             spec["egress"][0]["ports"] = [{"protocol": "TCP", "port": SERVE_PORT}]
         if name == "allow-pdctl-efa-check":
-            _fill_efa_check_policy(spec)
+            _fill_efa_check_policy(spec, settings)
         if name == "allow-kuberay-operator":
             (rule,) = spec["ingress"]
             rule["ports"] = [
@@ -115,9 +115,10 @@ def render_network_policies(
     return policies
 
 
-def _fill_efa_check_policy(spec: dict[str, Any]) -> None:
+def _fill_efa_check_policy(spec: dict[str, Any], settings: Settings) -> None:
     peers = [{"podSelector": {"matchLabels": dict(EFA_CHECK_LABELS)}}]
-    ports = [{"protocol": "TCP", "port": EFA_CHECK_CONTROL_PORT}]
+    devices = max(group.instance.network_cards for group in settings.gpu_nodes.groups().values())
+    ports = [{"protocol": "TCP", "port": port} for port in efa_check_ports(devices)]
     spec["podSelector"] = {"matchLabels": dict(EFA_CHECK_LABELS)}
     (ingress,), (egress,) = spec["ingress"], spec["egress"]
     ingress.update({"from": peers, "ports": ports})
@@ -202,11 +203,16 @@ def render_secret_provider_class(settings: Settings) -> dict[str, Any] | None:
 def render_pod_disruption_budgets(settings: Settings) -> list[dict[str, Any]]:
     budgets = []
     for role, group in settings.gpu_nodes.groups().items():
-        workers = group.scaling.desired_size  # one worker pod per node
-        if workers < 2:
+        # The side's floor: Ray's autoscaler keeps at least min_size workers (one per node), and
+        # a drain may take one of those. Above the floor the count moves with the load; EKS
+        # drains (updates, repair) one node at a time, and the Cluster Autoscaler never drains a
+        # Ray worker's node. A side whose floor is one node gets no budget: it could only
+        # forbid draining that node.
+        floor = group.scaling.min_size
+        if floor < 2:
             continue
         budget = load("pod-disruption-budget.yaml")
-        budget["spec"]["minAvailable"] = workers - 1
+        budget["spec"]["minAvailable"] = floor - 1
         budget["metadata"].update(
             name=f"{settings.serving.name}-{role}", namespace=settings.serving.namespace
         )

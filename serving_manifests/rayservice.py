@@ -144,10 +144,7 @@ def _worker_group(
     drain_timeout = settings.serving.drain_timeout_seconds
     spec["terminationGracePeriodSeconds"] = drain.termination_grace_seconds(drain_timeout)
     spec["nodeSelector"] = dict(placement.labels)
-    spec["tolerations"] = [
-        {"key": t.key, "operator": "Equal", "value": t.value, "effect": t.effect}
-        for t in placement.taints
-    ]
+    spec["tolerations"] = placement.tolerations()
     # Prefill and decode on one node fail with EAGAIN in NIXL: never co-locate the two sides.
     spec["affinity"] = {
         "podAntiAffinity": {

@@ -52,11 +52,10 @@ def autoscaler_arguments(settings: Settings) -> dict[str, str | bool]:
         "expander": "least-waste",
         # Prefill and decode groups may look alike (same type); they must never be balanced.
         "balance-similar-node-groups": False,
-        # The default, written down: a node with a pod using local storage (Ray's /dev/shm and
-        # the model cache) is not drained by the autoscaler; Ray removes the pod first.
+        # The default, written down: a node with a pod using local storage (the Ray workers'
+        # /dev/shm emptyDir) is not drained by the autoscaler; Ray removes the pod first.
         "skip-nodes-with-local-storage": True,
         "scale-down-unneeded-time": f"{timing.scale_down_unneeded_minutes}m",
-        "scale-down-delay-after-add": f"{timing.scale_down_unneeded_minutes}m",
         "max-node-provision-time": f"{timing.max_node_provision_minutes}m",
     }
 

@@ -22,16 +22,8 @@ from constructs.common.helm_release import helm_release
 
 def tolerations(placements: list[NodePlacement]) -> list[dict[str, str]]:
     """Tolerate exactly the taints of the given node groups (each once)."""
-    seen: dict[tuple[str, str, str], dict[str, str]] = {}
-    for placement in placements:
-        for taint in placement.taints:
-            seen[(taint.key, taint.value, taint.effect)] = {
-                "key": taint.key,
-                "operator": "Equal",
-                "value": taint.value,
-                "effect": taint.effect,
-            }
-    return list(seen.values())
+    unique = {tuple(t.items()): t for p in placements for t in p.tolerations()}
+    return list(unique.values())
 
 
 def efa_plugin_values(placements: list[NodePlacement]) -> dict[str, Any]:

@@ -14,11 +14,12 @@ from pdctl import bench_job, efa_jobs
 from serving_manifests import ServingManifests
 from serving_manifests.names import (
     DASHBOARD_PORT,
-    EFA_CHECK_CONTROL_PORT,
+    EFA_CHECK_FIRST_PORT,
     KUBERAY_CLUSTER_LABEL,
     KUBERAY_NODE_TYPE_LABEL,
     METRICS_PORT,
     SERVE_PORT,
+    efa_check_ports,
     kuberay_serve_service_name,
 )
 from tests.configurations import render_deployed, settings_for
@@ -203,11 +204,15 @@ def test_the_bench_job_reaches_nothing_but_serve_and_https(world) -> None:
     assert not model.allows(Flow(pods["bench"], pods["head"], GCS_PORT))
 
 
-def test_the_efa_check_client_reaches_its_server_on_the_control_port_only(world) -> None:
-    """fi_pingpong's control socket is the check's only IP traffic (the ping-pongs are EFA)."""
-    _, _, model, pods, _ = world
+def test_the_efa_check_client_reaches_its_server_on_the_control_ports_only(world) -> None:
+    """fi_pingpong's control sockets, one per EFA device, are the check's only IP traffic (the
+    ping-pongs are EFA)."""
+    settings, _, model, pods, _ = world
     client, server = pods["efa-prefill"], pods["efa-decode"]
-    assert model.allows(Flow(client, server, EFA_CHECK_CONTROL_PORT))
+    cards = max(g.instance.network_cards for g in settings.gpu_nodes.groups().values())
+    for port in efa_check_ports(cards):
+        assert model.allows(Flow(client, server, port))
+    assert not model.allows(Flow(client, server, EFA_CHECK_FIRST_PORT + cards))
     assert not model.allows(Flow(client, server, 22))
     assert not model.allows(Flow(client, pods["internet"], 443))
 
@@ -217,7 +222,7 @@ def test_the_efa_check_pods_and_the_ray_pods_stay_apart(world) -> None:
     for efa in (pods["efa-prefill"], pods["efa-decode"]):
         for ray in (pods["head"], *_workers(pods)):
             assert not model.allows(Flow(efa, ray, GCS_PORT))
-            assert not model.allows(Flow(ray, efa, EFA_CHECK_CONTROL_PORT))
+            assert not model.allows(Flow(ray, efa, EFA_CHECK_FIRST_PORT))
 
 
 def test_the_heads_autoscaler_reaches_the_kubernetes_api(world) -> None:

@@ -15,7 +15,7 @@ from ray.serve._private.config import DeploymentConfig
 
 from app_config.node_labels import GPU_ROLES
 from catalog.eks_versions import KUBERNETES
-from catalog.helm_charts import CLUSTER_AUTOSCALER_APP_VERSION
+from catalog.helm_charts import CLUSTER_AUTOSCALER
 from catalog.instances import CATALOG
 from constructs.cluster.cluster_autoscaler import CLUSTER_TAG, READS, WRITES
 from pdctl import efa_jobs
@@ -217,7 +217,7 @@ def test_the_cluster_autoscaler_may_resize_only_this_clusters_groups(app) -> Non
 
 def test_the_autoscaler_release_follows_the_kubernetes_minor() -> None:
     """cluster-autoscaler's rule: its minor version matches the cluster's."""
-    assert CLUSTER_AUTOSCALER_APP_VERSION.rsplit(".", 1)[0] == KUBERNETES.minor
+    assert CLUSTER_AUTOSCALER.app_version.rsplit(".", 1)[0] == KUBERNETES.minor
 
 
 @pytest.mark.parametrize("instance_type", sorted(CATALOG))
@@ -241,7 +241,7 @@ def test_every_catalog_instance_gets_a_template_its_worker_fits(instance_type) -
             {
                 "Key": t.key,
                 "Value": t.value,
-                "Effect": t.effect.replace("NoSchedule", "NO_SCHEDULE"),
+                "Effect": EKS_EFFECT[t.effect],
             }
             for t in placement.taints
         ],

@@ -21,7 +21,7 @@ from catalog.instances import CATALOG
 from pdctl import efa_jobs, efa_results, efa_run
 from pdctl.efa_jobs import MARK
 from pdctl.efa_results import Expectation, evaluate, parse_log
-from serving_manifests.names import EFA_CHECK_CONTROL_PORT
+from serving_manifests.names import EFA_CHECK_FIRST_PORT, efa_check_ports
 from tests.configurations import PROJECT_ROOT, render_deployed, settings_for
 
 SAMPLES = PROJECT_ROOT / "tests" / "data" / "fabtests"
@@ -93,9 +93,12 @@ def test_a_named_node_pins_its_side_and_leaves_the_other_free(settings) -> None:
 # --- the scripts, run in bash against stand-ins for fi_info and fi_pingpong -----------------
 
 
-def _stand_in_tools(tmp_path: Path, role: str, refuse_first_connects: int = 0) -> Path:
+def _stand_in_tools(
+    tmp_path: Path, role: str, refuse_first_connects: int = 0, dead_port: int = 0
+) -> Path:
     """fi_info prints the sample's fi_info block; fi_pingpong prints the sample's rows for the
-    -d device, after refusing the first connections (a server not yet listening)."""
+    -d device, after refusing the first connections (a server not yet listening), and always
+    on ``dead_port`` (a server device that never listens)."""
     log = sample(role)
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -110,9 +113,11 @@ def _stand_in_tools(tmp_path: Path, role: str, refuse_first_connects: int = 0) -
 while [ $# -gt 0 ]; do
   case "$1" in
   -d) domain=$2; shift 2;;
-  -B|-P|-p|-e|-I|-S) echo "$1 $2" >> "{tmp_path}/args"; shift 2;;
+  -B|-P) port=$2; echo "$1 $2" >> "{tmp_path}/args"; shift 2;;
+  -p|-e|-I|-S) echo "$1 $2" >> "{tmp_path}/args"; shift 2;;
   *) echo "server $1" >> "{tmp_path}/args"; shift;; esac
 done
+[ "$port" = "{dead_port}" ] && {{ echo refused >&2; exit 1; }}
 left=$(cat "{tmp_path}/refusals")
 if [ "$left" -gt 0 ]; then echo $((left - 1)) > "{tmp_path}/refusals"; echo refused >&2; exit 1; fi
 cat "{tmp_path}/$domain.txt"
@@ -142,8 +147,11 @@ def test_the_server_script_tests_every_device_and_its_log_parses(plan, tmp_path)
     assert set(side.devices) == set(side.domains)
     assert all(len(device.rows) == 7 for device in side.devices.values())
     args = (tmp_path / "args").read_text()
-    for option in (f"-B {EFA_CHECK_CONTROL_PORT}", "-p efa", "-e rdm"):
+    for option in ("-p efa", "-e rdm"):
         assert option in args
+    # Device i on port FIRST + i: a pair can only meet its own partner.
+    listened = [int(line.split()[1]) for line in args.splitlines() if line.startswith("-B ")]
+    assert listened == efa_check_ports(len(side.domains))
 
 
 def test_the_client_retries_until_the_server_listens(plan, tmp_path) -> None:
@@ -153,6 +161,19 @@ def test_the_client_retries_until_the_server_listens(plan, tmp_path) -> None:
     assert not any(d.failed for d in side.devices.values())
     assert all(device.rows for device in side.devices.values())
     assert "server 10.0.1.2" in (tmp_path / "args").read_text()
+
+
+def test_one_dead_device_fails_alone_and_the_next_pairs_keep_their_partners(plan, tmp_path) -> None:
+    script = efa_jobs.client_script(plan, "10.0.1.2")
+    log = _run(script, _stand_in_tools(tmp_path, "prefill", dead_port=EFA_CHECK_FIRST_PORT + 1))
+    side = parse_log(log)
+    results = [side.devices[domain] for domain in side.domains]
+    assert [bool(r.rows) for r in results] == [True, False, True, True]
+    assert results[1].failed
+    on_a_node = log.replace(f"{MARK} uverbs 0", f"{MARK} uverbs 4")  # no /dev/infiniband here
+    logs = {"prefill": on_a_node, "decode": sample("decode")}
+    checks, _ = evaluate(logs, p4d_expectations(), EfaCheck())
+    assert _failing(checks) == ["prefill-decode ping-pong over EFA: every device pair"]
 
 
 def test_a_client_that_never_connects_gives_up_and_says_so(plan, tmp_path) -> None:
@@ -291,8 +312,12 @@ class FakeJobs:
     def logs(self, namespace, job) -> str:
         return sample(job.rsplit("-", 1)[1])
 
+    fail_delete = False
+
     def delete_job(self, namespace, job) -> None:
         self.deleted.append(job)
+        if self.fail_delete:
+            raise RuntimeError("the API server is gone")
 
 
 class Clock:
@@ -357,3 +382,34 @@ def test_a_server_that_fails_before_starting_says_why(plan) -> None:
     with pytest.raises(efa_run.EfaCheckError, match="ErrImagePull"):
         efa_run.run(jobs, plan, clock, clock.sleep)
     assert jobs.deleted == jobs.created
+
+
+def test_a_server_that_finds_no_device_ends_the_run_with_its_log(plan) -> None:
+    """fi_info lists nothing, the script ends at once: no client, no wait for the deadline."""
+    jobs = FakeJobs({"decode": [efa_run.PodState("Succeeded", "10.0.1.2", "node-d")]})
+    jobs.logs = lambda namespace, job: f"{MARK} uverbs 0\n{MARK} fi_info\n{MARK} done\n"
+    clock = Clock()
+    output = efa_run.run(jobs, plan, clock, clock.sleep)
+    assert clock.now < efa_run.POLL_SECONDS
+    assert jobs.created == [efa_jobs.job_name(plan, "decode")]
+    checks, _ = evaluate(output.logs, p4d_expectations(), EfaCheck())
+    assert "decode node: EFA devices" in _failing(checks)
+
+
+def test_a_failed_deletion_keeps_the_measurements_and_says_what_was_left(plan) -> None:
+    done = efa_run.PodState("Succeeded", "10.0.1.3", "node-p")
+    jobs = FakeJobs({"decode": [RUNNING, DONE], "prefill": [done]})
+    jobs.fail_delete = True
+    clock = Clock()
+    output = efa_run.run(jobs, plan, clock, clock.sleep)
+    assert len(output.cleanup_errors) == 2  # both tried
+    assert not _failing(evaluate(output.logs, p4d_expectations(), EfaCheck())[0])
+
+
+def test_a_run_that_fails_reports_its_own_error_even_if_cleanup_fails(plan) -> None:
+    jobs = FakeJobs({"decode": [RUNNING], "prefill": [RUNNING]}, fail_create="prefill")
+    jobs.fail_delete = True
+    clock = Clock()
+    with pytest.raises(RuntimeError, match="admission webhook"):
+        efa_run.run(jobs, plan, clock, clock.sleep)
+    assert jobs.deleted == [efa_jobs.job_name(plan, "decode")]

@@ -9,9 +9,9 @@ import pytest
 from botocore.stub import Stubber
 from typer.testing import CliRunner
 
-from catalog.ray_llm_image import IMAGES, REGISTRY_ACCOUNTS, REPOSITORY
+from catalog.ray_llm_image import IMAGES, PUBLIC_REPOSITORY, REGISTRY_ACCOUNTS, REPOSITORY
 from pdctl import image
-from tests.configurations import settings_for
+from tests.configurations import ACCOUNT, settings_for
 
 OLD = "sha256:" + "a" * 64
 NEW = "sha256:" + "b" * 64
@@ -75,3 +75,38 @@ def test_image_command_prints_json_without_asking_the_registry() -> None:
     assert data["tag"] == settings_for("default").serving.image_tag
     assert data["registry_digest"] is None
     assert "cannot tell" in data["verdict"]
+
+
+def test_with_the_image_cache_the_cache_repository_is_asked() -> None:
+    """The pods pull the account's cached copy: its digest is the one to compare and pin."""
+    settings = settings_for("default", **{"serving.image_cache.enabled": "true"})
+    client = boto3.Session(
+        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-west-2"
+    ).client("ecr")
+    repository = (
+        f"{settings.serving.image_cache.repository_prefix(settings.prefix)}/{PUBLIC_REPOSITORY}"
+    )
+    stubber = Stubber(client)
+    stubber.add_response(
+        "batch_get_image",
+        {
+            "images": [
+                {
+                    "registryId": ACCOUNT,
+                    "repositoryName": repository,
+                    "imageId": {"imageDigest": NEW, "imageTag": settings.serving.image_tag},
+                }
+            ],
+            "failures": [],
+        },
+        {
+            "registryId": ACCOUNT,
+            "repositoryName": repository,
+            "imageIds": [{"imageTag": settings.serving.image_tag}],
+            "acceptedMediaTypes": image.MANIFEST_TYPES,
+        },
+    )
+    stubber.activate()
+    result = image.report(settings, client, [], account=ACCOUNT)
+    stubber.assert_no_pending_responses()
+    assert result.registry_digest == NEW
