@@ -621,6 +621,19 @@ class Settings(Section):
     def stack_name(self, role: str) -> str:
         return f"{self.prefix}-{role}"
 
+    def sides_without_upgrade_room(self) -> list[str]:
+        """GPU roles whose max_size cannot hold a NewCluster upgrade's second Ray cluster: it
+        starts desired_size worker pods beside the serving cluster's (at least min_size), one
+        node each. Their new cluster waits for nodes that never come and the upgrade stalls,
+        the old cluster serving on."""
+        if self.serving.upgrade_strategy != "NewCluster":
+            return []
+        return [
+            role
+            for role, group in self.gpu_nodes.groups().items()
+            if group.scaling.max_size < group.scaling.min_size + group.scaling.desired_size
+        ]
+
     def replica_gpus(self, role: str) -> tuple[int, int]:
         """(tensor parallel, pipeline parallel) of one engine replica of the side; TP defaults
         to every GPU of one node."""

@@ -80,6 +80,16 @@ class ServingStack(Stack):
                 "serving.kv_transfer.backend is UCX: on EFA, UCX silently falls back to a slow "
                 "path (time to first token of tens of seconds, no error). Use LIBFABRIC.",
             )
+        for role in settings.sides_without_upgrade_room():
+            scaling = settings.gpu_nodes.groups()[role].scaling
+            Annotations.of(self.ray_service).add_warning_v2(
+                f"pd-llm:no-upgrade-room-{role}",
+                f"gpu_nodes.{role}.scaling.max_size ({scaling.max_size}) cannot hold a "
+                f"NewCluster upgrade's second Ray cluster ({scaling.desired_size} new worker "
+                f"pods beside at least {scaling.min_size} serving): Serve and image changes "
+                "will wait for nodes and not switch. Raise max_size (and reserved_instances), "
+                "or use serving.upgrade_strategy None.",
+            )
         self._outputs(settings)
 
     def _outputs(self, settings: Settings) -> None:

@@ -19,7 +19,7 @@ from serving_manifests.names import (
     WORKER_SERVICE_ACCOUNT,
     endpoint_client_cidrs,
 )
-from tests.configurations import CONFIGURATIONS, context_for
+from tests.configurations import CONFIGURATIONS, context_for, settings_for
 from tests.conftest import Synthesized, cfn_text
 
 
@@ -167,6 +167,22 @@ def test_ucx_backend_synthesizes_with_a_warning(tmp_path) -> None:
     )
     annotations = cdk.assertions.Annotations.from_stack(built.stacks.serving)
     annotations.has_warning("*", cdk.assertions.Match.string_like_regexp("UCX silently falls back"))
+
+
+def test_a_side_without_room_for_a_new_ray_cluster_synthesizes_with_a_warning(
+    reserved_app,
+) -> None:
+    """Prefill's Capacity Block sized to what serves (min = desired = max = 2) leaves a
+    NewCluster upgrade no nodes; decode's defaults (1 serving, room for 1 more) do."""
+    settings = reserved_app.built.settings
+    assert settings.sides_without_upgrade_room() == ["prefill"]
+    annotations = cdk.assertions.Annotations.from_stack(reserved_app.built.stacks.serving)
+    annotations.has_warning(
+        "*", cdk.assertions.Match.string_like_regexp("cannot hold a NewCluster upgrade")
+    )
+    assert settings_for("default").sides_without_upgrade_room() == []
+    in_place = settings_for("reserved-capacity", **{"serving.upgrade_strategy": "None"})
+    assert in_place.sides_without_upgrade_room() == []
 
 
 def _load_balancer(synthesized: Synthesized) -> dict:
