@@ -29,6 +29,7 @@ from pdctl import (
     image,
     kv_plan,
     preflight,
+    scan_report,
     verify,
 )
 from pdctl.checks import Check
@@ -353,6 +354,10 @@ def image_command(
     from_cluster: Annotated[
         bool, typer.Option(help="read the digests the Ray pods run (kubectl context)")
     ] = False,
+    scan_report: Annotated[
+        bool,
+        typer.Option(help="ECR's or Amazon Inspector's findings (needs serving.image_cache)"),
+    ] = False,
     config: ConfigOption = None,
     context: ContextOption = [],  # noqa: B006
     as_json: JsonOption = False,
@@ -373,8 +378,9 @@ def image_command(
     pod_images = _pod_image_ids(settings) if from_cluster else []
     account = _account(settings)
     result = image.report(settings, ecr, pod_images, pod_image(settings, account), account=account)
+    scan = _scan_report(settings, ecr, account) if scan_report else None
     if as_json:
-        print(json.dumps(result.as_dict(), indent=2))
+        print(json.dumps({**result.as_dict(), "scan": scan.as_dict() if scan else None}, indent=2))
         return
     table = Table(title=f"Ray LLM image in {settings.region}")
     table.add_column("item")
@@ -389,6 +395,21 @@ def image_command(
         table.add_row("running digests", ", ".join(result.running_digests) or "no Ray pod found")
     console.print(table)
     console.print(result.verdict)
+    if scan:
+        counts = ", ".join(f"{n} {s.lower()}" for s, n in scan.counts.items()) or "none"
+        console.print(f"scan of {scan.repository}: {scan.status}; findings: {counts}")
+        console.print(scan.verdict)
+
+
+def _scan_report(settings: Settings, ecr: Any, account: str | None) -> scan_report.ScanSummary:
+    if not settings.serving.image_cache.enabled or ecr is None or not account:
+        console.print(
+            "[red]--scan-report reads the scan of the account's cached copy: it needs "
+            "serving.image_cache.enabled (AWS's DLC registry is another account's) and the "
+            "registry (not --no-registry)[/red]"
+        )
+        raise typer.Exit(2)
+    return scan_report.scan_summary(ecr, settings, account)
 
 
 def _pod_image_ids(settings: Settings) -> list[str]:

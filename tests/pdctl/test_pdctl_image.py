@@ -10,7 +10,8 @@ from botocore.stub import Stubber
 from typer.testing import CliRunner
 
 from catalog.ray_llm_image import IMAGES, PUBLIC_REPOSITORY, REGISTRY_ACCOUNTS, REPOSITORY
-from pdctl import image
+from pdctl import image, scan_report
+from pdctl.cli import app
 from tests.configurations import ACCOUNT, settings_for
 
 OLD = "sha256:" + "a" * 64
@@ -67,8 +68,6 @@ def test_the_verdict_follows_the_digests(pinned, registry, running, verdict) -> 
 
 
 def test_image_command_prints_json_without_asking_the_registry() -> None:
-    from pdctl.cli import app
-
     result = CliRunner().invoke(app, ["image", "--no-registry", "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
@@ -110,3 +109,70 @@ def test_with_the_image_cache_the_cache_repository_is_asked() -> None:
     result = image.report(settings, client, [], account=ACCOUNT)
     stubber.assert_no_pending_responses()
     assert result.registry_digest == NEW
+
+
+CACHED = {"serving.image_cache.enabled": "true"}
+
+
+def _scan_stub(response: dict | None = None, error: str = ""):
+    settings = settings_for("default", **CACHED)
+    client = boto3.Session(
+        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-west-2"
+    ).client("ecr")
+    stubber = Stubber(client)
+    params = {
+        "registryId": ACCOUNT,
+        "repositoryName": scan_report.cache_repository(settings),
+        "imageId": {"imageTag": settings.serving.image_tag},
+        "maxResults": 1,
+    }
+    if error:
+        stubber.add_client_error("describe_image_scan_findings", error, "not there")
+    else:
+        stubber.add_response("describe_image_scan_findings", response, params)
+    stubber.activate()
+    return settings, client
+
+
+def test_enhanced_scan_findings_are_counted_by_severity_and_judged() -> None:
+    settings, client = _scan_stub(
+        {
+            "imageScanStatus": {"status": "ACTIVE", "description": "Continuous scan"},
+            "imageScanFindings": {"findingSeverityCounts": {"HIGH": 5, "CRITICAL": 2, "LOW": 40}},
+        }
+    )
+    summary = scan_report.scan_summary(client, settings, ACCOUNT)
+    assert list(summary.counts) == ["CRITICAL", "HIGH", "LOW"]  # worst first
+    assert summary.verdict.startswith("2 critical, 5 high findings")
+
+
+def test_a_clean_basic_scan_says_so() -> None:
+    settings, client = _scan_stub(
+        {
+            "imageScanStatus": {"status": "COMPLETE"},
+            "imageScanFindings": {"findingSeverityCounts": {"LOW": 3}},
+        }
+    )
+    assert scan_report.scan_summary(client, settings, ACCOUNT).verdict == (
+        "no critical or high findings"
+    )
+
+
+@pytest.mark.parametrize(
+    ("error", "hint"),
+    [
+        ("RepositoryNotFoundException", "has not pulled the image yet"),
+        ("ScanNotFoundException", "serving.image_cache.scanning"),
+    ],
+)
+def test_no_scan_yet_is_a_status_with_a_hint_not_a_failure_to_run(error, hint) -> None:
+    settings, client = _scan_stub(error=error)
+    summary = scan_report.scan_summary(client, settings, ACCOUNT)
+    assert summary.status == error
+    assert hint in summary.verdict
+
+
+def test_scan_report_without_the_cache_is_refused_in_one_line() -> None:
+    result = CliRunner().invoke(app, ["image", "--scan-report", "--no-registry"])
+    assert result.exit_code == 2
+    assert "serving.image_cache.enabled" in " ".join(result.output.split())
