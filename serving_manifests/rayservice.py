@@ -98,7 +98,13 @@ def render_rayservice(
 
     head = cluster["headGroupSpec"]["template"]
     head["metadata"]["labels"][RAYSERVICE_LABEL] = serving.name
-    head["metadata"]["annotations"] = {**annotations, **head_checkov_skip_annotations()}
+    # The Cluster Autoscaler may empty an underused system node; moving the head would restart
+    # the whole Ray cluster (every engine), so its node is never picked for scale-down.
+    head["metadata"]["annotations"] = {
+        **annotations,
+        **head_checkov_skip_annotations(),
+        SAFE_TO_EVICT: "false",
+    }
     head["spec"]["serviceAccountName"] = HEAD_SERVICE_ACCOUNT
     head["spec"]["nodeSelector"] = {ROLE_LABEL: SYSTEM_ROLE}
     (head_container,) = head["spec"]["containers"]

@@ -95,6 +95,9 @@ def test_rays_autoscaler_keeps_one_worker_pod_per_gpu_node(rendered) -> None:
     assert options["idleTimeoutSeconds"] == settings.serving.ray_autoscaler.idle_timeout_seconds
     head = cluster["headGroupSpec"]["template"]["spec"]
     assert head["automountServiceAccountToken"] is True  # the sidecar calls the API with it
+    # Neither the head nor a worker is ever moved by the Cluster Autoscaler's scale-down.
+    head_annotations = cluster["headGroupSpec"]["template"]["metadata"]["annotations"]
+    assert head_annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
     for role, group in settings.gpu_nodes.groups().items():
         worker = _workers(manifests)[role]
         scaling = group.scaling
