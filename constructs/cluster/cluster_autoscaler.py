@@ -28,6 +28,7 @@ from constructs.common.irsa import ServiceAccountRole
 from constructs.common.nag_acknowledgments import account_in_finding, acknowledge
 
 SERVICE_ACCOUNT = "cluster-autoscaler"
+DEPLOYMENT_NAME = "cluster-autoscaler"
 # Read-only calls that support no resource scoping.
 READS = (
     "autoscaling:DescribeAutoScalingGroups",
@@ -112,6 +113,8 @@ class ClusterAutoscaler(Construct):
             cluster=cluster,
             chart=CLUSTER_AUTOSCALER,
             values={
+                # One name for the Deployment, its logs and the README's runbook.
+                "fullnameOverride": DEPLOYMENT_NAME,
                 "cloudProvider": "aws",
                 "awsRegion": stack.region,
                 "autoDiscovery": {"clusterName": cluster_name},

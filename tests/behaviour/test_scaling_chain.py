@@ -17,7 +17,7 @@ from app_config.node_labels import GPU_ROLES
 from catalog.eks_versions import KUBERNETES
 from catalog.helm_charts import CLUSTER_AUTOSCALER
 from catalog.instances import CATALOG
-from constructs.cluster.cluster_autoscaler import CLUSTER_TAG, READS, WRITES
+from constructs.cluster.cluster_autoscaler import CLUSTER_TAG, DEPLOYMENT_NAME, READS, WRITES
 from pdctl import efa_jobs
 from tests.conftest import Synthesized, cfn_text
 from tests.node_fit_model import EFFECTS, TemplateNode, template_node, unfit_reasons
@@ -179,6 +179,7 @@ def test_the_cluster_autoscaler_discovers_this_cluster_and_runs_on_system_nodes(
     ]
     values = json.loads(cfn_text(chart["Properties"]["Values"]).replace("<token>", "TOKEN"))
     assert values["autoDiscovery"]["clusterName"] == settings.cluster_name
+    assert values["fullnameOverride"] == DEPLOYMENT_NAME  # the README's `logs deploy/...`
     assert values["nodeSelector"] == {"llm-serving/role": "system"}
     timing = settings.cluster.node_autoscaler
     args = values["extraArgs"]
