@@ -17,15 +17,9 @@ from app_config.node_labels import EFA_HUGEPAGES, EFA_RESOURCE, GPU_RESOURCE
 RESOURCE_TAG_PREFIX = "k8s.io/cluster-autoscaler/node-template/resources/"
 
 
-def node_template_resources(gpus: int, efa_devices: int) -> dict[str, str]:
+def node_template_tags(gpus: int, efa_devices: int) -> dict[str, str]:
     """The extended resources one node of the group offers: every EFA device (one per network
     card), the huge pages the EFA driver's buffers use, and the GPUs (also known from the
     instance type; stated so that a type missing from CA's lists still fits)."""
-    return {GPU_RESOURCE: str(gpus), EFA_RESOURCE: str(efa_devices), **EFA_HUGEPAGES}
-
-
-def node_template_tags(gpus: int, efa_devices: int) -> dict[str, str]:
-    return {
-        f"{RESOURCE_TAG_PREFIX}{name}": quantity
-        for name, quantity in node_template_resources(gpus, efa_devices).items()
-    }
+    resources = {GPU_RESOURCE: str(gpus), EFA_RESOURCE: str(efa_devices), **EFA_HUGEPAGES}
+    return {f"{RESOURCE_TAG_PREFIX}{name}": quantity for name, quantity in resources.items()}

@@ -79,6 +79,11 @@ REGISTRY_ACCOUNTS: dict[str, str] = {
 }
 
 
+def cached_repository(cache_prefix: str) -> str:
+    """The repository a pull-through cache with this prefix makes for the DLC's public copy."""
+    return f"{cache_prefix}/{PUBLIC_REPOSITORY}"
+
+
 def image_uri(
     region: str, tag: str, digest: str | None = None, cache: tuple[str, str] | None = None
 ) -> str:
@@ -87,7 +92,7 @@ def image_uri(
     of the account's pull-through cache of ECR Public: the same image, in the user's registry."""
     if cache:
         account, prefix = cache
-        repository = f"{account}.dkr.ecr.{region}.amazonaws.com/{prefix}/{PUBLIC_REPOSITORY}"
+        repository = f"{account}.dkr.ecr.{region}.amazonaws.com/{cached_repository(prefix)}"
     else:
         repository = f"{REGISTRY_ACCOUNTS[region]}.dkr.ecr.{region}.amazonaws.com/{REPOSITORY}"
     return f"{repository}@{digest}" if digest else f"{repository}:{tag}"

@@ -65,13 +65,11 @@ def deployment_matcher(role: str) -> str:
 def target_replicas(target: PrometheusMetric, role: str, by: tuple[str, ...] = ()) -> str:
     """Replicas Serve's autoscaler wants for the side: each Ray cluster's Serve controller
     exports its own target; summed by ``by``, or into one number."""
-    per_cluster = f"max by (ray_cluster) ({target.name}{{{deployment_matcher(role)}}})"
-    return f"sum by ({', '.join(by)}) ({per_cluster})" if by else f"sum({per_cluster})"
+    return _sum(f"max by (ray_cluster) ({target.name}{{{deployment_matcher(role)}}})", by)
 
 
 def healthy_replicas(healthy: PrometheusMetric, role: str, by: tuple[str, ...] = ()) -> str:
-    selector = f"{healthy.name}{{{deployment_matcher(role)}}}"
-    return f"sum by ({', '.join(by)}) ({selector})" if by else f"sum({selector})"
+    return _sum(f"{healthy.name}{{{deployment_matcher(role)}}}", by)
 
 
 def worker_pods(gauge: PrometheusMetric, role: str) -> str:
@@ -85,3 +83,7 @@ def replica_shortfall(target: PrometheusMetric, healthy: PrometheusMetric, role:
     wanted = target_replicas(target, role, by=("ray_cluster",))
     have = healthy_replicas(healthy, role, by=("ray_cluster",))
     return f'label_replace({wanted} > ({have} or {wanted} * 0), "{ROLE_LABEL}", "{role}", "", "")'
+
+
+def _sum(expression: str, by: tuple[str, ...]) -> str:
+    return f"sum by ({', '.join(by)}) ({expression})" if by else f"sum({expression})"

@@ -298,7 +298,9 @@ def bench_command(
         prompts=prompts,
     )
     name = f"pdctl-bench-{int(time.time())}"
-    manifest = bench_job.job_manifest(name, serving.namespace, _image(settings), parameters)
+    manifest = bench_job.job_manifest(
+        name, serving.namespace, pod_image(settings, _account(settings)), parameters
+    )
     kube_config.load_kube_config()
     utils.create_from_dict(client.ApiClient(), manifest)
     batch, core = client.BatchV1Api(), client.CoreV1Api()
@@ -542,10 +544,6 @@ def _account(settings: Settings) -> str | None:
     if not settings.serving.image_cache.enabled or settings.account:
         return settings.account
     return boto3.client("sts", region_name=settings.region).get_caller_identity()["Account"]
-
-
-def _image(settings: Settings) -> str:
-    return pod_image(settings, _account(settings))
 
 
 def _stack_output(settings: Settings, key: str) -> str:

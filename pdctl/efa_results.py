@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from app_config.efa_check import EfaCheck
+from catalog.instances import GpuInstance
 from pdctl.checks import Check, failed, passed
 from pdctl.efa_jobs import MARK
 
@@ -230,8 +231,7 @@ def as_dict(side: SideReport) -> dict[str, Any]:
     }
 
 
-def expectation(instance: Any) -> Expectation:
-    """From a catalog.instances.GpuInstance."""
+def expectation(instance: GpuInstance) -> Expectation:
     return Expectation(instance.name, instance.network_cards, instance.efa_bandwidth_gbps)
 
 

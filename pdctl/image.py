@@ -16,11 +16,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 from app_config import Settings
 from catalog.ray_llm_image import (
     IMAGES,
-    PUBLIC_REPOSITORY,
     REGISTRY_ACCOUNTS,
     REPOSITORY,
     image_uri,
 )
+from serving_manifests.image import cache_repository
 
 # The manifest types ECR may hold the image as; without them BatchGetImage may not find it.
 MANIFEST_TYPES = [
@@ -75,8 +75,7 @@ def registry_digest(
     registry, repository = REGISTRY_ACCOUNTS[settings.region], REPOSITORY
     cache = settings.serving.image_cache
     if cache.enabled and account:
-        registry = account
-        repository = f"{cache.repository_prefix(settings.prefix)}/{PUBLIC_REPOSITORY}"
+        registry, repository = account, cache_repository(settings)
     try:
         response = ecr.batch_get_image(
             registryId=registry,

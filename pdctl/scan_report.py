@@ -10,7 +10,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from app_config import Settings
-from catalog.ray_llm_image import PUBLIC_REPOSITORY
+from serving_manifests.image import cache_repository
 
 # Severities as ECR reports them, worst first (basic and enhanced scanning alike).
 SEVERITIES = ("CRITICAL", "HIGH", "MEDIUM", "LOW", "INFORMATIONAL", "UNDEFINED", "UNTRIAGED")
@@ -42,10 +42,6 @@ class ScanSummary:
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "verdict": self.verdict}
-
-
-def cache_repository(settings: Settings) -> str:
-    return f"{settings.serving.image_cache.repository_prefix(settings.prefix)}/{PUBLIC_REPOSITORY}"
 
 
 def scan_summary(ecr: Any, settings: Settings, account: str) -> ScanSummary:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app_config import Settings
-from catalog.ray_llm_image import image_uri
+from catalog.ray_llm_image import cached_repository, image_uri
 
 
 class AccountNeededError(ValueError):
@@ -24,3 +24,8 @@ def pod_image(settings: Settings, account: str | None) -> str:
             )
         cache = (account, serving.image_cache.repository_prefix(settings.prefix))
     return image_uri(settings.region, serving.image_tag, serving.image_digest, cache)
+
+
+def cache_repository(settings: Settings) -> str:
+    """The account's cache repository of the Ray LLM image (serving.image_cache)."""
+    return cached_repository(settings.serving.image_cache.repository_prefix(settings.prefix))

@@ -102,7 +102,7 @@ def render_rayservice(
     # the whole Ray cluster (every engine), so its node is never picked for scale-down.
     head["metadata"]["annotations"] = {
         **annotations,
-        **head_checkov_skip_annotations(),
+        **checkov_skip_annotations(HEAD_CHECKOV_SKIPS),
         SAFE_TO_EVICT: "false",
     }
     head["spec"]["serviceAccountName"] = HEAD_SERVICE_ACCOUNT
@@ -257,19 +257,12 @@ def _set_ports(container: dict[str, Any]) -> None:
             port["containerPort"] = numbers[port["name"]]
 
 
-def head_checkov_skip_annotations() -> dict[str, str]:
-    """Numbered after the shared ones: checkov reads checkov.io/skip<N> annotations."""
-    start = len(POD_CHECKOV_SKIPS) + 1
+def checkov_skip_annotations(skips: dict[str, str] | None = None) -> dict[str, str]:
+    """checkov.io/skip<N> annotations: the shared skips, then ``skips`` numbered after them."""
+    every = {**POD_CHECKOV_SKIPS, **(skips or {})}
     return {
         f"checkov.io/skip{index}": f"{check}={reason}"
-        for index, (check, reason) in enumerate(HEAD_CHECKOV_SKIPS.items(), start=start)
-    }
-
-
-def checkov_skip_annotations() -> dict[str, str]:
-    return {
-        f"checkov.io/skip{index}": f"{check}={reason}"
-        for index, (check, reason) in enumerate(POD_CHECKOV_SKIPS.items(), start=1)
+        for index, (check, reason) in enumerate(every.items(), start=1)
     }
 
 

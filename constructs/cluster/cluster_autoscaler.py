@@ -21,11 +21,10 @@ from aws_cdk import aws_iam as iam
 from app_config import Settings
 from app_config.node_labels import ROLE_LABEL, SYSTEM_ROLE
 from catalog.helm_charts import CLUSTER_AUTOSCALER
-from catalog.regions import partition
 from constructs import Construct
 from constructs.common.helm_release import helm_release
 from constructs.common.irsa import ServiceAccountRole
-from constructs.common.nag_acknowledgments import account_in_finding, acknowledge
+from constructs.common.nag_acknowledgments import account_arn, acknowledge
 
 SERVICE_ACCOUNT = "cluster-autoscaler"
 DEPLOYMENT_NAME = "cluster-autoscaler"
@@ -80,12 +79,9 @@ class ClusterAutoscaler(Construct):
         )
         self.role = identity.role
         self.role.add_to_policy(iam.PolicyStatement(actions=list(READS), resources=["*"]))
-        nodegroups = (
-            f"arn:{partition(stack.region)}:eks:{stack.region}:{stack.account}:nodegroup/"
-            f"{cluster_name}/*/*"
-        )
+        nodegroups = account_arn(stack, "eks", f"nodegroup/{cluster_name}/*/*")
         self.role.add_to_policy(
-            iam.PolicyStatement(actions=["eks:DescribeNodegroup"], resources=[nodegroups])
+            iam.PolicyStatement(actions=["eks:DescribeNodegroup"], resources=[nodegroups.arn])
         )
         self.role.add_to_policy(
             iam.PolicyStatement(
@@ -103,8 +99,7 @@ class ClusterAutoscaler(Construct):
         )
         acknowledge(
             self.role,
-            "AwsSolutions-IAM5[Resource::"
-            f"{nodegroups.replace(stack.account, account_in_finding(stack))}]",
+            nodegroups.finding,
             "eks:DescribeNodegroup on this cluster's node groups only; their names are EKS's.",
         )
         self.release = helm_release(

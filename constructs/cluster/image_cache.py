@@ -20,9 +20,8 @@ from aws_cdk import aws_iam as iam
 
 from app_config.serving import ImageCache as ImageCacheSettings
 from catalog.ray_llm_image import PUBLIC_REGISTRY
-from catalog.regions import partition
 from constructs import Construct
-from constructs.common.nag_acknowledgments import account_in_finding, acknowledge
+from constructs.common.nag_acknowledgments import account_arn, acknowledge
 
 # Untagged images are superseded builds of the tag (the cache re-pulls it when AWS republishes):
 # keep a week of them for a rollback by digest, then free the storage.
@@ -102,22 +101,17 @@ class ImageCache(Construct):
                 "other repositories are replaced, and `cdk destroy` resets it. Use 'unchanged' "
                 "to keep a scanning configuration you manage elsewhere.",
             )
-        # Literal partition and region, so the ARN (and its acknowledgment) reads as text.
-        account = account_in_finding(stack)
-        repositories = (
-            f"arn:{partition(stack.region)}:ecr:{stack.region}:{{account}}:repository/"
-            f"{self.repository_prefix}/*"
-        )
+        repositories = account_arn(stack, "ecr", f"repository/{self.repository_prefix}/*")
         node_role.add_to_principal_policy(
             iam.PolicyStatement(
                 sid="PullThroughImageCache",
                 actions=["ecr:BatchImportUpstreamImage", "ecr:CreateRepository"],
-                resources=[repositories.format(account=stack.account)],
+                resources=[repositories.arn],
             )
         )
         acknowledge(
             node_role,
-            f"AwsSolutions-IAM5[Resource::{repositories.format(account=account)}]",
+            repositories.finding,
             "The repositories the image's pull-through cache creates under its own prefix (the "
             "upstream repository's path below it is ECR Public's, not ours to name); only "
             "BatchImportUpstreamImage and CreateRepository, which a first pull needs.",

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from catalog.ray_llm_image import IMAGES, PUBLIC_REPOSITORY, REGISTRY_ACCOUNTS, REPOSITORY
 from pdctl import image, scan_report
 from pdctl.cli import app
+from serving_manifests.image import cache_repository
 from tests.configurations import ACCOUNT, settings_for
 
 OLD = "sha256:" + "a" * 64
@@ -122,7 +123,7 @@ def _scan_stub(response: dict | None = None, error: str = ""):
     stubber = Stubber(client)
     params = {
         "registryId": ACCOUNT,
-        "repositoryName": scan_report.cache_repository(settings),
+        "repositoryName": cache_repository(settings),
         "imageId": {"imageTag": settings.serving.image_tag},
         "maxResults": 1,
     }
