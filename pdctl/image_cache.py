@@ -1,0 +1,150 @@
+"""The account's pull-through cache repository of the Ray LLM image, read before a deploy.
+
+Three facts of ECR that no template can check:
+- the pull-through cache imports an image only on a pull by tag, never on a first pull by
+  digest, even as `repo:tag@digest` (aws/containers-roadmap#2837): a pinned serving.image_digest
+  must already be in the repository, or every Ray pod ends in ImagePullBackOff;
+- a lifecycle rule that selects untagged images (tagStatus `untagged` or `any`) deletes, in time,
+  the pinned build once AWS moves the tag; repositories keep the lifecycle policy they were
+  created with, so one made under an older creation template may still carry such a rule;
+- the repository is made by the cache, not by CloudFormation: it outlives `cdk destroy`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from app_config import Settings
+from pdctl.checks import Check, failed, passed
+from serving_manifests.image import cache_repository
+
+# What these checks read; the fix for an AccessDeniedException names them.
+READ_ACTIONS = "ecr:DescribeRepositories, ecr:DescribeImages, ecr:GetLifecyclePolicy"
+# Actions that remove an image from what a pull can reach (transition = archive storage).
+REMOVING_ACTIONS = ("expire", "transition")
+
+
+def expiring_rule(policy_text: object) -> str | None:
+    """The rule of an ECR lifecycle policy that can remove untagged images, described, or None.
+    Untagged images are selected only by tagStatus `untagged` or `any` rules; whichever comes
+    first in priority decides (tests/ecr_lifecycle_model.py evaluates the full rules). A policy
+    that cannot be read counts as one that may remove them."""
+    try:
+        rules = json.loads(policy_text)["rules"]  # type: ignore[arg-type]
+        ordered = sorted(rules, key=lambda rule: float(rule["rulePriority"]))
+    except (TypeError, ValueError, KeyError):
+        return "a lifecycle policy that cannot be read"
+    for rule in ordered:
+        selection = rule.get("selection") if isinstance(rule, dict) else None
+        action = rule.get("action") if isinstance(rule, dict) else None
+        if not isinstance(selection, dict) or not isinstance(action, dict):
+            return "a lifecycle rule that cannot be read"
+        if selection.get("tagStatus") in ("untagged", "any"):
+            if action.get("type") not in REMOVING_ACTIONS:
+                return None
+            return (
+                f"rule {rule['rulePriority']} ({selection.get('tagStatus')}, "
+                f"{selection.get('countType')} {selection.get('countNumber')}, "
+                f"{action.get('type')})"
+            )
+    return None
+
+
+def cache_repository_checks(ecr: Any, settings: Settings) -> list[Check]:
+    """The cache repository as a leftover, the pinned build's presence, and its lifecycle."""
+    repository = cache_repository(settings)
+    cache_on = settings.serving.image_cache.enabled
+    digest = settings.serving.image_digest if cache_on else None
+    name = f"image cache repository {repository}"
+    try:
+        ecr.describe_repositories(repositoryNames=[repository])
+    except ClientError as error:
+        code = _code(error)
+        if code != "RepositoryNotFoundException":
+            return [failed(name, _said(error), f"allow {READ_ACTIONS}")]
+        if not cache_on:
+            return [passed(name, "none left from an earlier deployment")]
+        if digest:
+            return [failed(name, "not created yet", _import_first(repository, settings))]
+        return [passed(name, "not created yet: the first pull by tag creates it")]
+    except BotoCoreError as error:
+        return [failed(name, str(error), "check the network and credentials")]
+    leftover = (
+        "made by the pull-through cache, not by CloudFormation: it outlives `cdk destroy`; "
+        f"delete it when unused: aws ecr delete-repository --repository-name {repository} --force"
+    )
+    if not cache_on:
+        return [
+            passed(name, f"left from an earlier deployment with serving.image_cache; {leftover}")
+        ]
+    checks = [passed(name, f"exists, reused by the cache; {leftover}")]
+    if digest:
+        checks.append(_pinned_build(ecr, repository, digest, settings))
+        checks.append(_lifecycle(ecr, repository))
+    return checks
+
+
+def _pinned_build(ecr: Any, repository: str, digest: str, settings: Settings) -> Check:
+    name = f"pinned build {digest[:19]}… in the cache"
+    try:
+        response = ecr.describe_images(
+            repositoryName=repository, imageIds=[{"imageDigest": digest}]
+        )
+    except ClientError as error:
+        if _code(error) == "ImageNotFoundException":
+            return failed(name, "not in the cache", _import_first(repository, settings))
+        return failed(name, _said(error), f"allow {READ_ACTIONS}")
+    except BotoCoreError as error:
+        return failed(name, str(error), "check the network and credentials")
+    details = response.get("imageDetails") if isinstance(response, dict) else None
+    found = [d for d in details or [] if isinstance(d, dict) and d.get("imageDigest") == digest]
+    if not found:
+        return failed(name, "not in the cache", _import_first(repository, settings))
+    tags = found[0].get("imageTags")
+    tags_text = ", ".join(t for t in tags if isinstance(t, str)) if isinstance(tags, list) else ""
+    return passed(name, f"present ({'tags: ' + tags_text if tags_text else 'untagged'})")
+
+
+def _lifecycle(ecr: Any, repository: str) -> Check:
+    name = "cache lifecycle keeps the pinned build"
+    try:
+        response = ecr.get_lifecycle_policy(repositoryName=repository)
+    except ClientError as error:
+        if _code(error) == "LifecyclePolicyNotFoundException":
+            return passed(name, "no lifecycle policy: no build is ever expired")
+        return failed(name, _said(error), f"allow {READ_ACTIONS}")
+    except BotoCoreError as error:
+        return failed(name, str(error), "check the network and credentials")
+    rule = expiring_rule(
+        response.get("lifecyclePolicyText") if isinstance(response, dict) else None
+    )
+    if rule is None:
+        return passed(name, "no rule removes untagged images")
+    return failed(
+        name,
+        f"{rule} removes untagged images: the pinned build goes once AWS moves the tag "
+        "(the repository keeps the policy it was created with)",
+        f"aws ecr delete-lifecycle-policy --repository-name {repository}",
+    )
+
+
+def _import_first(repository: str, settings: Settings) -> str:
+    registry = f"{settings.account or '<account>'}.dkr.ecr.{settings.region}.amazonaws.com"
+    return (
+        "the pull-through cache imports only on a pull by tag (aws/containers-roadmap#2837): "
+        "deploy once without serving.image_digest, or `docker pull "
+        f"{registry}/{repository}:{settings.serving.image_tag}`, then pin the digest "
+        "`pdctl image` shows (a digest the tag no longer points to cannot be imported)"
+    )
+
+
+def _code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
+
+
+def _said(error: ClientError) -> str:
+    details = error.response.get("Error", {})
+    return f"{details.get('Code', 'error')}: {details.get('Message', '')}".rstrip(": ")
