@@ -317,7 +317,7 @@ class ImageCache(Section):
 
     @model_validator(mode="after")
     def _consent_to_account_wide_scanning(self) -> ImageCache:
-        if self.scanning != "unchanged" and not self.replace_registry_scanning:
+        if self.enabled and self.scanning != "unchanged" and not self.replace_registry_scanning:
             raise ValueError(
                 f"scanning {self.scanning!r} replaces this account's ECR registry scanning "
                 "configuration in the region (one per registry: rules for other repositories "

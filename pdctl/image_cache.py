@@ -4,14 +4,16 @@ Three facts of ECR that no template can check:
 - the pull-through cache imports an image only on a pull by tag, never on a first pull by
   digest, even as `repo:tag@digest` (aws/containers-roadmap#2837): a pinned serving.image_digest
   must already be in the repository, or every Ray pod ends in ImagePullBackOff;
-- a lifecycle rule that selects untagged images (tagStatus `untagged` or `any`) deletes, in time,
-  the pinned build once AWS moves the tag; repositories keep the lifecycle policy they were
-  created with, so one made under an older creation template may still carry such a rule;
+- a lifecycle rule that reaches the pinned build (tagStatus `untagged` or `any`, or `tagged`
+  matching the tag) deletes it in time, once AWS moves the tag or sooner; repositories keep the
+  lifecycle policy they were created with, so one made under an older creation template may
+  still carry such a rule;
 - the repository is made by the cache, not by CloudFormation: it outlives `cdk destroy`.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from typing import Any
 
@@ -27,11 +29,12 @@ READ_ACTIONS = "ecr:DescribeRepositories, ecr:DescribeImages, ecr:GetLifecyclePo
 REMOVING_ACTIONS = ("expire", "transition")
 
 
-def expiring_rule(policy_text: object) -> str | None:
-    """The rule of an ECR lifecycle policy that can remove untagged images, described, or None.
-    Untagged images are selected only by tagStatus `untagged` or `any` rules; whichever comes
-    first in priority decides (tests/ecr_lifecycle_model.py evaluates the full rules). A policy
-    that cannot be read counts as one that may remove them."""
+def expiring_rule(policy_text: object, tag: str) -> str | None:
+    """The first rule of an ECR lifecycle policy that can remove a pinned build, described, or
+    None. The build carries `tag` until AWS moves it, then none: rules with tagStatus
+    `untagged` or `any` reach it, and so does a `tagged` rule whose prefixes or patterns match
+    the tag (tests/ecr_lifecycle_model.py evaluates the full rules). A policy that cannot be
+    read counts as one that may remove it."""
     try:
         rules = json.loads(policy_text)["rules"]  # type: ignore[arg-type]
         ordered = sorted(rules, key=lambda rule: float(rule["rulePriority"]))
@@ -42,15 +45,26 @@ def expiring_rule(policy_text: object) -> str | None:
         action = rule.get("action") if isinstance(rule, dict) else None
         if not isinstance(selection, dict) or not isinstance(action, dict):
             return "a lifecycle rule that cannot be read"
-        if selection.get("tagStatus") in ("untagged", "any"):
-            if action.get("type") not in REMOVING_ACTIONS:
-                return None
+        if action.get("type") in REMOVING_ACTIONS and _reaches(selection, tag):
             return (
                 f"rule {rule['rulePriority']} ({selection.get('tagStatus')}, "
                 f"{selection.get('countType')} {selection.get('countNumber')}, "
                 f"{action.get('type')})"
             )
     return None
+
+
+def _reaches(selection: dict[str, Any], tag: str) -> bool:
+    status = selection.get("tagStatus")
+    if status != "tagged":
+        return True  # untagged, any, or a status this code does not know: assume the worst
+    prefixes = selection.get("tagPrefixList") or []
+    patterns = selection.get("tagPatternList") or []
+    if not isinstance(prefixes, list) or not isinstance(patterns, list):
+        return True
+    return all(isinstance(p, str) and tag.startswith(p) for p in prefixes) and all(
+        isinstance(p, str) and fnmatch.fnmatchcase(tag, p) for p in patterns
+    )
 
 
 def cache_repository_checks(ecr: Any, settings: Settings) -> list[Check]:
@@ -83,7 +97,7 @@ def cache_repository_checks(ecr: Any, settings: Settings) -> list[Check]:
     checks = [passed(name, f"exists, reused by the cache; {leftover}")]
     if digest:
         checks.append(_pinned_build(ecr, repository, digest, settings))
-        checks.append(_lifecycle(ecr, repository))
+        checks.append(_lifecycle(ecr, repository, settings.serving.image_tag))
     return checks
 
 
@@ -108,7 +122,7 @@ def _pinned_build(ecr: Any, repository: str, digest: str, settings: Settings) ->
     return passed(name, f"present ({'tags: ' + tags_text if tags_text else 'untagged'})")
 
 
-def _lifecycle(ecr: Any, repository: str) -> Check:
+def _lifecycle(ecr: Any, repository: str, tag: str) -> Check:
     name = "cache lifecycle keeps the pinned build"
     try:
         response = ecr.get_lifecycle_policy(repositoryName=repository)
@@ -122,11 +136,11 @@ def _lifecycle(ecr: Any, repository: str) -> Check:
         response.get("lifecyclePolicyText") if isinstance(response, dict) else None
     )
     if rule is None:
-        return passed(name, "no rule removes untagged images")
+        return passed(name, "no rule reaches the pinned build")
     return failed(
         name,
-        f"{rule} removes untagged images: the pinned build goes once AWS moves the tag "
-        "(the repository keeps the policy it was created with)",
+        f"{rule} can remove the pinned build (untagged once AWS moves the tag); the "
+        "repository keeps the policy it was created with",
         f"aws ecr delete-lifecycle-policy --repository-name {repository}",
     )
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from catalog.ray_llm_image import DEFAULT_IMAGE_TAG
+
 
 @dataclass(frozen=True)
 class CachedImage:
@@ -99,3 +101,31 @@ def expired(policy: dict[str, Any] | None, images: list[CachedImage], now: datet
             removed |= _selected(selection, matching, now) - claimed
         claimed |= {image.digest for image in matching}
     return removed
+
+
+def day_pinned_build_is_lost(
+    policy: dict[str, Any] | None,
+    start: datetime,
+    republish_days: list[int],
+    horizon_days: int,
+    tag: str = DEFAULT_IMAGE_TAG,
+) -> int | None:
+    """A cache repository over time: on day 0 the first build is imported under the tag and a
+    cluster pins its digest; on each republish day AWS moves the tag and the cache imports the
+    new build (the previous one becomes untagged). The cluster's nodes pulled once (IfNotPresent)
+    and never again. ECR evaluates the policy once a day. Returns the first day the pinned build
+    is gone, or None if it survives the horizon."""
+    pinned = "sha256:" + "0" * 64
+    images = [CachedImage(pinned, start, frozenset({tag}), last_pulled_at=start)]
+    for day in range(1, horizon_days + 1):
+        now = start + timedelta(days=day)
+        if day in republish_days:
+            images = [
+                CachedImage(i.digest, i.pushed_at, frozenset(), i.last_pulled_at) for i in images
+            ]
+            images.append(CachedImage(f"sha256:{day:064x}", now, frozenset({tag}), now))
+        gone = expired(policy, images, now)
+        if pinned in gone:
+            return day
+        images = [image for image in images if image.digest not in gone]
+    return None
