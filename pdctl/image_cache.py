@@ -132,9 +132,8 @@ def _lifecycle(ecr: Any, repository: str, tag: str) -> Check:
         return failed(name, _said(error), f"allow {READ_ACTIONS}")
     except BotoCoreError as error:
         return failed(name, str(error), "check the network and credentials")
-    rule = expiring_rule(
-        response.get("lifecyclePolicyText") if isinstance(response, dict) else None
-    )
+    text = response.get("lifecyclePolicyText") if isinstance(response, dict) else None
+    rule = expiring_rule(text, tag)
     if rule is None:
         return passed(name, "no rule reaches the pinned build")
     return failed(
