@@ -462,3 +462,39 @@ def test_a_malformed_registry_answer_is_no_digest_not_a_crash(response) -> None:
 )  # fmt: skip
 def test_an_unreadable_lifecycle_policy_counts_as_one_that_may_remove_the_build(text) -> None:
     assert image_cache.expiring_rule(text, "serve-llm-cuda-v1.0")
+
+
+def test_scan_report_prints_aws_text_as_text(monkeypatch) -> None:
+    """A description from AWS with rich markup in it reaches the terminal literally."""
+    import pdctl.cli as cli
+
+    client = boto3.Session(
+        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-west-2"
+    ).client("ecr")
+    stubber = Stubber(client)
+    tag_image = {"imageDigest": NEW, "imageTag": settings_for("default").serving.image_tag}
+    stubber.add_response("batch_get_image", {"images": [{"imageId": tag_image}], "failures": []})
+    stubber.add_response(
+        "describe_image_scan_findings",
+        {
+            "imageScanStatus": {
+                "status": "FAILED",
+                "description": "[bold red]disk[/bold red] full",
+            },
+        },
+    )
+    stubber.activate()
+    monkeypatch.setattr(cli.boto3, "client", lambda *_, **__: client)
+    result = CliRunner().invoke(
+        app,
+        [
+            "image",
+            "--scan-report",
+            "-c",
+            "serving.image_cache.enabled=true",
+            "-c",
+            f"account={ACCOUNT}",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "[bold red]disk[/bold red] full" in result.output
