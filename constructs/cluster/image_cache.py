@@ -9,15 +9,14 @@ per 24 hours), so following AWS's patch releases needs no pipeline of ours. Node
 actions to trigger it (ecr:BatchImportUpstreamImage, ecr:CreateRepository: ECR user guide,
 "IAM permissions required to sync an upstream registry"), on the cache's repositories only.
 
-What the cache cannot do (ECR user guide; aws/containers-roadmap#2837): import an image on a first
-pull by digest, even with the tag in the reference (`repo:tag@digest`). A pinned
+What the cache cannot do (aws/containers-roadmap#2837, open): import an image on a first pull by
+digest, even with the tag in the reference (`repo:tag@digest`). A pinned
 serving.image_digest therefore works only once a pull by tag has imported that build: `pdctl
 preflight` checks that it is in the cache, and synth warns.
 """
 
 from __future__ import annotations
 
-import json
 
 from aws_cdk import Annotations, Stack
 from aws_cdk import aws_ecr as ecr
@@ -64,10 +63,11 @@ class ImageCache(Construct):
                 encryption_type="AES256"
             ),
             # No lifecycle policy. When AWS republishes the tag, the build a cluster pins
-            # (serving.image_digest) or still runs on its nodes becomes untagged, and an ECR
-            # lifecycle rule cannot select an image by digest: every rule that expires untagged
-            # images, by age or by count, deletes such a build in time and the next node that
-            # joins fails to pull it (tests/stacks/test_image_cache.py evaluates ECR's rules).
+            # (serving.image_digest, which `pdctl image` proposes from what the pods run)
+            # becomes untagged, and an ECR lifecycle rule cannot select an image by digest:
+            # every rule that reaches untagged images, by age, count or last pull, deletes it in
+            # time and the next node that joins fails to pull it
+            # (tests/stacks/test_image_cache.py evaluates ECR's rules).
             # The template applies once, when the cache creates the repository, so it must be
             # safe for every later configuration. Superseded builds are removed by hand
             # (README, "Scanning the image in your account").
