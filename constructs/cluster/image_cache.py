@@ -17,7 +17,6 @@ preflight` checks that it is in the cache, and synth warns.
 
 from __future__ import annotations
 
-
 from aws_cdk import Annotations, Stack
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_iam as iam
