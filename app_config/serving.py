@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from app_config.endpoint_health import seconds_until_new_targets_healthy
 from app_config.node_labels import GPU_ROLES
@@ -309,23 +309,26 @@ class ImageCache(Section):
     )
     replace_registry_scanning: bool = Field(
         False,
+        validate_default=True,  # the default (no consent) must be checked against scanning
         description="Explicit consent for scanning 'enhanced' or 'basic': the stack then owns "
         "this account's registry scanning configuration in the region (rules you have for "
         "other repositories are replaced), and `cdk destroy` does not restore it: the registry "
         "falls back to basic scanning without rules.",
     )
 
-    @model_validator(mode="after")
-    def _consent_to_account_wide_scanning(self) -> ImageCache:
-        if self.enabled and self.scanning != "unchanged" and not self.replace_registry_scanning:
+    @field_validator("replace_registry_scanning")
+    @classmethod
+    def _consent_to_account_wide_scanning(cls, consent: bool, info: ValidationInfo) -> bool:
+        scanning = info.data.get("scanning", "unchanged")
+        if info.data.get("enabled") and scanning != "unchanged" and not consent:
             raise ValueError(
-                f"scanning {self.scanning!r} replaces this account's ECR registry scanning "
+                f"scanning {scanning!r} replaces this account's ECR registry scanning "
                 "configuration in the region (one per registry: rules for other repositories "
                 "are lost) and `cdk destroy` leaves basic scanning without rules; set "
                 "replace_registry_scanning: true to consent, or keep scanning 'unchanged' and "
                 "add a rule for the cache's repositories yourself"
             )
-        return self
+        return consent
 
     def repository_prefix(self, prefix: str) -> str:
         """The cache's repository namespace (ECR: 2-30 characters)."""

@@ -267,7 +267,7 @@ INVALID = [
     ({"serving.name": "a" * 37}, "serving.name", "at most 36"),
     (
         {"serving.image_cache.enabled": "true", "serving.image_cache.scanning": "enhanced"},
-        "serving.image_cache",
+        "serving.image_cache.replace_registry_scanning",
         "set replace_registry_scanning: true to consent",
     ),
     ({"serving.name": "Pd_LLM"}, "serving.name", "starting with a letter"),
