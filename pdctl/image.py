@@ -80,19 +80,12 @@ class ImageReport:
         return {**asdict(self), "verdict": self.verdict}
 
 
-def registry_digest(
-    ecr: Any, settings: Settings, account: str | None = None
-) -> tuple[str | None, str | None]:
-    """(digest, error): what the tag points to now where the pods pull it: the region's DLC
-    registry, or, with serving.image_cache, the account's cache repository."""
-    digest, error, _ = _registry_lookup(ecr, settings, account)
-    return digest, error
-
-
 def _registry_lookup(
     ecr: Any, settings: Settings, account: str | None
 ) -> tuple[str | None, str | None, bool | None]:
-    """(tag's digest, error, whether the cache holds the pinned digest) in one BatchGetImage."""
+    """(digest, error, pinned_in_cache): what the tag points to now where the pods pull it (the
+    region's DLC registry, or with serving.image_cache the account's cache repository), and,
+    with the cache and a pinned digest, whether the cache holds that build: one BatchGetImage."""
     registry, repository = REGISTRY_ACCOUNTS[settings.region], REPOSITORY
     serving = settings.serving
     cached = serving.image_cache.enabled and bool(account)

@@ -78,7 +78,7 @@ def cache_repository_checks(ecr: Any, settings: Settings) -> list[Check]:
     except ClientError as error:
         code = _code(error)
         if code != "RepositoryNotFoundException":
-            return [failed(name, _said(error), f"allow {READ_ACTIONS}")]
+            return [failed(name, _said(error), _fix_for(error))]
         if not cache_on:
             return [passed(name, "none left from an earlier deployment")]
         if digest:
@@ -110,7 +110,7 @@ def _pinned_build(ecr: Any, repository: str, digest: str, settings: Settings) ->
     except ClientError as error:
         if _code(error) == "ImageNotFoundException":
             return failed(name, "not in the cache", _import_first(repository, settings))
-        return failed(name, _said(error), f"allow {READ_ACTIONS}")
+        return failed(name, _said(error), _fix_for(error))
     except BotoCoreError as error:
         return failed(name, str(error), "check the network and credentials")
     details = response.get("imageDetails") if isinstance(response, dict) else None
@@ -129,7 +129,7 @@ def _lifecycle(ecr: Any, repository: str, tag: str) -> Check:
     except ClientError as error:
         if _code(error) == "LifecyclePolicyNotFoundException":
             return passed(name, "no lifecycle policy: no build is ever expired")
-        return failed(name, _said(error), f"allow {READ_ACTIONS}")
+        return failed(name, _said(error), _fix_for(error))
     except BotoCoreError as error:
         return failed(name, str(error), "check the network and credentials")
     text = response.get("lifecyclePolicyText") if isinstance(response, dict) else None
@@ -152,6 +152,12 @@ def _import_first(repository: str, settings: Settings) -> str:
         f"{registry}/{repository}:{settings.serving.image_tag}`, then pin the digest "
         "`pdctl image` shows (a digest the tag no longer points to cannot be imported)"
     )
+
+
+def _fix_for(error: ClientError) -> str:
+    if _code(error) in ("AccessDeniedException", "AccessDenied", "UnauthorizedOperation"):
+        return f"allow {READ_ACTIONS} on the cache repository"
+    return "retry; if it persists, check the region and the ECR service health"
 
 
 def _code(error: ClientError) -> str:
