@@ -1,7 +1,7 @@
 """`make gpu-check`: the synthesized engine configuration on real vLLM and Ray Serve, on one GPU.
 
     python -m tools.gpu_check run [--model-config config.json] [--stage engines|all]
-    python -m tools.gpu_check table build/gpu-check/result.json   # the README's rows
+    python -m tools.gpu_check report docs/gpu-check/*.json   # the docs' record of runs
 
 Stage 1 starts prefill and decode vLLM engines with the deployed engine arguments and checks the
 NIXL hand-off between them; stage 2 deploys the whole Serve application on a local Ray shaped
@@ -24,7 +24,7 @@ from pdctl.checks import Check
 from tools.gpu_check import engines, serve_app
 from tools.gpu_check.deployed import DeployedRayService
 from tools.gpu_check.one_gpu import engine_kwargs, one_gpu_serve_config, served_model
-from tools.gpu_check.results import Run, line, markdown_table
+from tools.gpu_check.results import Run, line, markdown_report
 from tools.gpu_check.scale_down import is_moe
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         date=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
         gpu=gpu_name(),
         model=model_id,
+        architecture=f"{config['architectures'][0]} ({args.model_config or 'the Hub'})",
         versions=versions(),
         changes=[str(change) for change in changes] + resource_changes,
         scale_down=scaled,
@@ -162,11 +163,11 @@ def main(argv: list[str] | None = None) -> int:
     run_parser.add_argument("--model-config", help="config.json (file or model folder)")
     run_parser.add_argument("--out", default=str(ROOT / "build" / "gpu-check"))
     run_parser.add_argument("--stage", choices=("engines", "all"), default="all")
-    table = commands.add_parser("table", help="the README's table rows from result files")
-    table.add_argument("results", nargs="+")
+    report = commands.add_parser("report", help="the docs' tables from result files")
+    report.add_argument("results", nargs="+")
     args = parser.parse_args(argv)
-    if args.command == "table":
-        print(markdown_table(Run.read(Path(path)) for path in args.results))
+    if args.command == "report":
+        print(markdown_report(Run.read(Path(path)) for path in args.results))
         return 0
     return run(args)
 

@@ -24,7 +24,8 @@ class Run:
 
     date: str
     gpu: str
-    model: str  # the configured model whose architecture was scaled down
+    model: str  # the configured model: the name the engines serve
+    architecture: str  # config.json's architecture class, scaled down (its source file)
     versions: dict[str, str]
     changes: list[str] = field(default_factory=list)  # the deployed config's one-GPU changes
     scale_down: list[str] = field(default_factory=list)
@@ -48,19 +49,22 @@ class Run:
         return cls(**fields)
 
 
-def markdown_table(runs: Iterable[Run]) -> str:
-    """One row per check per run: the README's record of what ran on real engines."""
-    rows = [
-        "| date | GPU | model (scaled down) | versions | check | result |",
-        "|---|---|---|---|---|---|",
-    ]
+def markdown_report(runs: Iterable[Run]) -> str:
+    """The docs' record of what ran on real engines: per run, where and with what, then one row
+    per check (generated from the result files, so the page cannot drift from them)."""
+    parts = []
     for run in runs:
         versions = ", ".join(f"{name} {version}" for name, version in run.versions.items())
+        rows = [
+            f"**{run.date}, {run.gpu}: {run.architecture}**, served as `{run.model}` ({versions})",
+            "",
+            "| check | result |",
+            "|---|---|",
+        ]
         for check in run.checks:
             verdict = "PASS" if check.ok else "FAIL"
-            detail = f" ({check.detail})" if check.detail else ""
             rows.append(
-                f"| {run.date} | {run.gpu} | {run.model} | {versions} | {check.name} | "
-                f"{verdict}{detail} |"
+                f"| {check.name} | {verdict}" + (f": {check.detail}" if check.detail else "") + " |"
             )
-    return "\n".join(rows)
+        parts.append("\n".join(rows))
+    return "\n\n".join(parts)

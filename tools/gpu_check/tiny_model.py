@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tools.gpu_check.scale_down import scale_down
+from tools.gpu_check.scale_down import ScaleDownError, scale_down
 
 VOCAB_SIZE = 4096
 SEED = 20261201
@@ -97,9 +97,19 @@ def build(config: Mapping[str, Any], out: Path) -> list[str]:
     the scale-down's change lines."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedTokenizerFast
+    from transformers import (
+        CONFIG_MAPPING,
+        AutoConfig,
+        AutoModelForCausalLM,
+        PreTrainedTokenizerFast,
+    )
 
     small, notes = scale_down(config, vocab_size=VOCAB_SIZE)
+    if small.get("model_type") not in CONFIG_MAPPING:
+        raise ScaleDownError(
+            f"model_type {small.get('model_type')!r} needs the model's own code "
+            "(trust_remote_code), which gpu-check does not download"
+        )
     out.mkdir(parents=True, exist_ok=True)
 
     tokenizer = Tokenizer(models.BPE(unk_token=None))
