@@ -117,6 +117,15 @@ def _pinned_build(ecr: Any, repository: str, digest: str, settings: Settings) ->
     found = [d for d in details or [] if isinstance(d, dict) and d.get("imageDigest") == digest]
     if not found:
         return failed(name, "not in the cache", _import_first(repository, settings))
+    status = found[0].get("imageStatus", "ACTIVE")
+    if status != "ACTIVE":
+        # ECR's ImageDetail.imageStatus: an ARCHIVED (or ACTIVATING) image cannot be pulled.
+        return failed(
+            name,
+            f"in the cache but {str(status)[:40]!r}: nodes cannot pull it",
+            f"restore it: aws ecr update-image-storage-class --repository-name {repository} "
+            f"--image-id imageDigest={digest} --target-storage-class STANDARD",
+        )
     tags = found[0].get("imageTags")
     tags_text = ", ".join(t for t in tags if isinstance(t, str)) if isinstance(tags, list) else ""
     return passed(name, f"present ({'tags: ' + tags_text if tags_text else 'untagged'})")

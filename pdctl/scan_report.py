@@ -33,10 +33,11 @@ STATUS_HINTS = {
     "PENDING": "the scan has not started yet; ask again in a few minutes",
     "SCAN_ELIGIBILITY_EXPIRED": (
         "Amazon Inspector stopped rescanning this build: it was not pushed, pulled or in use "
-        "within the account's ECR re-scan duration (14 days by default for new accounts), and "
-        "its findings are closed, not current. Lengthen it (`aws inspector2 "
-        "update-configuration --ecr-configuration rescanDuration=...`); the build scans again "
-        "after its next pull"
+        "within the account's ECR re-scan durations (14 days by default for new accounts), and "
+        "its findings are closed, not current. A cached build is never pushed again: lengthen "
+        "the pull-date durations (`aws inspector2 update-configuration --ecr-configuration "
+        "rescanDuration=...,pullDateRescanDuration=...,pullDateRescanMode=LAST_IN_USE_AT`); "
+        "Inspector does not say that a later pull makes an inactive image scan again"
     ),
     "FINDINGS_UNAVAILABLE": "Amazon Inspector has no findings for this image (yet)",
     "UNSUPPORTED_IMAGE": "the scanner does not support this image's OS or format",
@@ -123,9 +124,11 @@ def summarize(repository: str, response: object) -> ScanSummary:
     if not isinstance(findings, dict):
         return ScanSummary(repository, code, description, unreadable="no findings in the answer")
     raw = findings.get("findingSeverityCounts")
-    if raw is None and _explicitly_empty(findings):
+    if raw is None and _explicitly_empty(findings) and not response.get("nextToken"):
         # Counts left out, but the answer lists its findings and the list is empty: that is
-        # the evidence of a clean scan. A missing list is not.
+        # the evidence of a clean scan. A missing list is not, and neither is an empty page
+        # with a nextToken (the API is paginated; Inspector can return empty pages that
+        # continue).
         raw = {}
     if not isinstance(raw, dict):
         return ScanSummary(

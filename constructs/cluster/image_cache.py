@@ -4,10 +4,11 @@ the repositories it makes, and the registry's scanning rule for them.
 
 Why a pull-through cache and not a copy: ECR documents ECR Public as an upstream that needs no
 credentials (ECR user guide, "Sync an upstream registry with an Amazon ECR private registry"),
-the first pull creates the repository and later pulls refresh the tag from upstream (at most once
-per 24 hours), so following AWS's patch releases needs no pipeline of ours. Nodes need two more
-actions to trigger it (ecr:BatchImportUpstreamImage, ecr:CreateRepository: ECR user guide,
-"IAM permissions required to sync an upstream registry"), on the cache's repositories only.
+the first pull creates the repository and later pulls by tag refresh it from upstream (ECR
+tries at least once every 24 hours), so following AWS's patch releases needs no pipeline of
+ours. Nodes need two more actions to trigger it (ecr:BatchImportUpstreamImage,
+ecr:CreateRepository: ECR user guide, "IAM permissions required to sync an upstream registry"),
+on the cache's repositories only.
 
 What the cache cannot do (aws/containers-roadmap#2837, open): import an image on a first pull by
 digest, even with the tag in the reference (`repo:tag@digest`). A pinned

@@ -11,8 +11,9 @@ from typing import Any
 
 import jinja2
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
-from catalog.metrics import NIXL_FAILED_TRANSFERS, SCRAPED
+from catalog.metrics import NIXL_FAILED_TRANSFERS, SCRAPED, PrometheusMetric
 from pdctl.verify import kv_verdict, transfer_evidence
 from tests.conftest import Synthesized
 from tools.gpu_check.deployed import DeployedRayService
@@ -140,7 +141,9 @@ def _paths(value: Any, prefix: str = "") -> dict[str, Any]:
             found.update(_paths(item, f"{prefix}.{key}" if prefix else str(key)))
         return found
     if isinstance(value, list) and value and isinstance(value[0], dict):
-        return {k: v for i, item in enumerate(value) for k, v in _paths(item, prefix).items()}
+        return {
+            k: v for i, item in enumerate(value) for k, v in _paths(item, f"{prefix}[{i}]").items()
+        }
     return {prefix: value}
 
 
@@ -153,7 +156,7 @@ def test_the_checked_serve_config_differs_from_the_synthesized_one_only_where_it
     before, after = _paths(original), _paths(local)
     differing = {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
     listed = {change.setting for change in changes}
-    assert {key.removeprefix("applications.args.") for key in differing} == listed
+    assert {key.removeprefix("applications[0].args.") for key in differing} == listed
     for change in changes:
         assert change.reason
     backends = {
@@ -227,6 +230,21 @@ def test_every_metric_the_dashboard_reads_was_exported_by_the_real_serve_applica
     assert "absent" not in presence.values()
     # Ray exports a counter only after its first increment: no transfer failed in that run.
     assert presence[NIXL_FAILED_TRANSFERS.name].startswith("absent until its first increment")
+
+
+def test_ray_names_a_vllm_counter_as_the_alerts_query_it() -> None:
+    """The failed-transfers counter was never incremented in the real run, so its own name could
+    not be seen; a vLLM counter that did count shows Ray's rule: vllm:x -> ray_vllm_x_total, the
+    name PrometheusMetric.stored_name gives every counter the alerts read."""
+    success = PrometheusMetric("ray_vllm_request_success", "counter", "", "")
+    families = {
+        family.name: family
+        for family in text_string_to_metric_families((CAPTURED / "metrics-decode.txt").read_text())
+    }
+    (sample,) = families["ray_vllm_request_success"].samples
+    assert sample.name == success.stored_name
+    assert sample.value > 0
+    assert NIXL_FAILED_TRANSFERS.stored_name == "ray_vllm_nixl_num_failed_transfers_total"
 
 
 def test_pdctl_verify_reads_the_real_decode_metrics_as_transfers() -> None:

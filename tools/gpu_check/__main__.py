@@ -38,9 +38,10 @@ ENVIRONMENT = {
     "VLLM_NO_USAGE_STATS": "1",
     "RAY_USAGE_STATS_ENABLED": "0",
 }
-# MoE answers differ between runs even with batch-invariant kernels (GPU.md: the expert kernels
-# and a random router's near-equal scores flip a token now and then). Up to half the prompts may
-# differ; the permuted-block control, which must change every answer, carries the proof.
+# MoE answers differ between runs even with batch-invariant kernels (seen on an H200, 2026-12-01:
+# the expert kernels and a random router's near-equal scores flip a token now and then). Up to
+# half the prompts may differ; the permuted-block control, which must change every answer,
+# carries the proof.
 MOE_TOLERANCE = 0.5
 PACKAGES = ("vllm", "ray", "nixl-cu13", "torch")
 

@@ -209,7 +209,8 @@ def run(
     checks: list[Check] = []
     controls = prompts(len(texts) + 3)[len(texts) :]
 
-    # Prefill first: two engines profiling memory at once on one GPU can fail (GPU.md).
+    # Prefill first: two engines profiling memory at once on one GPU can fail (seen on an H200:
+    # Serve restarted the replica, which came up on its second try).
     def engine(role: str) -> contextlib.AbstractContextManager[Engine]:
         return running(role, model_path, model_id, kwargs_by_role[role], env, logs / f"{role}.log")
 

@@ -3,7 +3,7 @@ local Ray shaped like KubeRay's, deployed as KubeRay deploys it.
 
 The cluster: a head with the head group's rayStartParams (no GPU), and one Ray node per side
 with one GPU and the side's custom resource, as the worker groups advertise it. Several Ray nodes
-on one machine each get GPU 0 (GPU.md), so prefill and decode share the GPU. The config goes in
+on one machine each get GPU 0, so prefill and decode share the GPU. The config goes in
 with ``PUT /api/serve/applications/`` on the dashboard (KubeRay 1.7's serveConfigV2 path).
 """
 
@@ -28,6 +28,7 @@ from pdctl.checks import Check
 from tools.gpu_check.one_gpu import LOOPBACK
 
 RUNNING_TIMEOUT_S = 540.0
+METRICS_WAIT_S = 30.0
 WORKER_CPUS = 8
 # Ray's autoscaler sidecar exports these on its own port; there is none on a local cluster.
 _NOT_LOCAL = {"autoscaler_pending_nodes", "autoscaler_active_nodes"}
@@ -62,8 +63,13 @@ class LocalCluster:
         start = time.monotonic()
         status: dict[str, Any] = {}
         while time.monotonic() - start < RUNNING_TIMEOUT_S:
-            with urllib.request.urlopen(f"{self.dashboard}/api/serve/applications/") as answer:
-                status = json.loads(answer.read()).get("applications", {}).get(app, {})
+            try:
+                url = f"{self.dashboard}/api/serve/applications/"
+                with urllib.request.urlopen(url, timeout=30) as answer:
+                    status = json.loads(answer.read()).get("applications", {}).get(app, {})
+            except (OSError, ValueError):  # the dashboard answers 503 while the GCS recovers
+                time.sleep(5)
+                continue
             if status.get("status") == "RUNNING":
                 return time.monotonic() - start
             if status.get("status") in ("DEPLOY_FAILED", "UNHEALTHY"):
@@ -192,7 +198,7 @@ def run(
 ) -> tuple[list[Check], dict[str, str]]:
     from openai import OpenAI
 
-    from pdctl.verify import kv_verdict, transfer_evidence, transfers_during
+    from pdctl.verify import await_transfers, kv_verdict, transfer_evidence
     from tools.gpu_check.engines import ANSWER_TOKENS, agreement
 
     (application,) = serve_config["applications"]
@@ -284,22 +290,27 @@ def run(
             )
         )
 
-        time.sleep(8)  # Ray's metrics report interval (10 s by default) before reading
+        # Ray exports at its report interval (10 s by default): wait until decode's counters show
+        # the transfers of the requests above, as pdctl verify does.
+        during = await_transfers(
+            lambda: transfer_evidence([cluster.metrics("decode")]), before, METRICS_WAIT_S
+        )
         texts = {node: cluster.metrics(node) for node in cluster.metrics_ports}
         for node, text in texts.items():
             (logs / f"metrics-{node}.txt").write_text(text)
         presence = metric_presence(texts.values())
         missing = [name for name, state in presence.items() if state == "absent"]
+        unverified = [name for name, state in presence.items() if state.startswith("absent ")]
         checks.append(
             Check(
                 "the metrics the dashboard and alerts read are exported",
                 not missing,
                 "missing: " + ", ".join(missing)
                 if missing
-                else f"{sum(s == 'present' for s in presence.values())} present",
+                else f"{sum(s == 'present' for s in presence.values())} present; not yet "
+                f"exported (a counter appears at its first increment): {', '.join(unverified)}",
             )
         )
-        during = transfers_during(before, transfer_evidence([texts["decode"]]))
         verdict = kv_verdict(during, backend)
         checks.append(
             Check(
