@@ -130,7 +130,7 @@ def problems(options: Mapping[str, Any]) -> tuple[dict[str, Any], list[tuple[str
             found.append((key, f"internal to vLLM {version}, not an option"))
         elif key in data["server_args"]:
             found.append((key, (
-                f"configures vLLM's own HTTP server, which Ray Serve does not run (its proxy "
+                "configures vLLM's own HTTP server, which Ray Serve does not run (its proxy "
                 "serves the API), so it would have no effect"
             )))  # fmt: skip
         elif key not in valid:

@@ -92,8 +92,14 @@ ADA = "FLASH_ATTN"  # compute capability 8.9: FLASH_ATTN supports >= 8.0 and com
 
 
 def _g6_class(
-    name: str, gpus: int, vcpus: int, memory_gib: int, efa_gbps: int, network_cards: int,
-    nvme_disks: int, nvme_disk_gb: int,
+    name: str,
+    gpus: int,
+    vcpus: int,
+    memory_gib: int,
+    efa_gbps: int,
+    network_cards: int,
+    nvme_disks: int,
+    nvme_disk_gb: int,
 ) -> GpuInstance:
     """G6 (L4, 24 GB) and G6e (L40S, 48 GB): [hyperpod] for GPUs, vCPUs, memory and EFA
     interfaces; [g6e] for G6e's cards and bandwidth; [specs][net] for the rest."""
@@ -105,6 +111,7 @@ def _g6_class(
         nvme_disk_gb=nvme_disk_gb, efa_peer_group="p5+", vcpus=vcpus, memory_gib=memory_gib,
         gpu_bf16_tflops=362 if l40s else 121, vllm_attention_backend=ADA,
     )  # fmt: skip
+
 
 CATALOG: dict[str, GpuInstance] = {
     instance.name: instance
@@ -130,6 +137,7 @@ CATALOG: dict[str, GpuInstance] = {
         _g6_class("g6e.48xlarge", 8, 192, 1536, 400, 4, 4, 1900),
     )
 }
+
 
 def is_p_class(instance: GpuInstance) -> bool:
     """P4d to P6: On-Demand capacity of these is rarely free; AWS sells it through On-Demand

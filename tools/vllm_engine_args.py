@@ -47,9 +47,7 @@ class Source:
             metadata = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
             self.version = _VERSION.search(archive.read(metadata).decode())[1]
         else:
-            names = [
-                str(p.relative_to(path)) for p in (path / "vllm").rglob("*.py") if p.is_file()
-            ]
+            names = [str(p.relative_to(path)) for p in (path / "vllm").rglob("*.py") if p.is_file()]
             self._read = lambda name: (path / name).read_text()
             self.version = _directory_version(path)
         self.names = sorted(names)
@@ -151,7 +149,9 @@ def generate(path: Path) -> dict[str, Any]:
         "frontend_args": dict(sorted(frontend.items())),
         "server_args": dict(sorted(server.items())),
         "literals": {name: aliases[name] for name in sorted(used)},
-        "tool_call_parsers": registered_names(source.tree(TOOL_PARSERS), "_TOOL_PARSERS_TO_REGISTER"),
+        "tool_call_parsers": registered_names(
+            source.tree(TOOL_PARSERS), "_TOOL_PARSERS_TO_REGISTER"
+        ),
         "reasoning_parsers": registered_names(
             source.tree(REASONING_PARSERS), "_REASONING_PARSERS_TO_REGISTER"
         ),
