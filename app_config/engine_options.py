@@ -196,13 +196,26 @@ def check_value(key: str, annotation: str, value: Any) -> tuple[Any, str | None]
     """Does ``value`` fit the vLLM annotation? Text from `-c` becomes a number or a boolean
     where the annotation wants one and no text."""
     kinds = _alternatives(annotation)
-    literals = vllm_args()["literals"]
+    literals, enums = vllm_args()["literals"], vllm_args()["enums"]
     choices: list[Any] = []
     for kind in kinds:
         if kind.startswith("Literal["):
             choices += list(ast.literal_eval(f"({kind[len('Literal[') : -1]},)"))
         elif kind in literals:
             choices += literals[kind]
+        elif kind in enums:
+            # An enum is given by a member's value (OptimizationLevel 2, MambaBackendEnum
+            # "triton") or, for the attention backends, by its name, case-insensitively, or
+            # "auto" (vllm/config/attention.py, validate_backend_before).
+            members = enums[kind]
+            if kind == "AttentionBackendEnum":
+                choices += [*members, "auto"]
+                if isinstance(value, str) and value.upper() in members:
+                    value = value.upper()
+            else:
+                choices += [*members.values(), *members]
+    if isinstance(value, str) and any(isinstance(c, int) and c == _int(value) for c in choices):
+        value = _int(value)
     takes_text = "str" in kinds and key not in STRICT_CHOICES
     if isinstance(value, str) and not takes_text and value not in choices:
         value = _from_text(value, kinds)
@@ -212,14 +225,25 @@ def check_value(key: str, annotation: str, value: Any) -> tuple[Any, str | None]
         if value in choices:
             return value, None
         return value, f"{value!r} is not one of {', '.join(map(str, choices))}"
-    if any(_fits(kind, value) for kind in kinds) or (choices and value in choices):
+    if any(_fits(kind, value) for kind in kinds):
         return value, None
-    if not any(kind in _BASIC for kind in kinds) and not choices:
+    if any(choice == value and type(choice) is type(value) for choice in choices):
+        return value, None  # True == 1 in Python, not to vLLM
+    if any(_is_config_class(kind, literals, enums) for kind in kinds):
         return value, None  # a vLLM config class: vLLM parses the mapping or JSON itself
     return value, f"{value!r} does not fit vLLM's type {annotation}"
 
 
 _BASIC = {"bool", "int", "float", "str", "None"}
+
+
+def _is_config_class(kind: str, literals: Mapping[str, Any], enums: Mapping[str, Any]) -> bool:
+    return not (
+        kind in _BASIC
+        or kind in literals
+        or kind in enums
+        or kind.startswith(("Literal[", "list", "set", "dict"))
+    )
 
 
 def _fits(kind: str, value: Any) -> bool:
@@ -236,6 +260,10 @@ def _fits(kind: str, value: Any) -> bool:
     if kind.startswith("dict[") or kind == "dict":
         return isinstance(value, dict)
     return False
+
+
+def _int(text: str) -> int | None:
+    return int(text) if text.strip().lstrip("-").isdigit() else None
 
 
 def _from_text(text: str, kinds: list[str]) -> Any:

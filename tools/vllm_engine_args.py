@@ -8,7 +8,9 @@ the GPU nodes. The lists come from vLLM's own source, read without importing it 
 - ``vllm/engine/arg_utils.py``: ``EngineArgs`` and ``AsyncEngineArgs`` fields;
 - ``vllm/entrypoints/openai/cli_args.py``: ``BaseFrontendArgs`` (chat template, tool calling)
   and ``FrontendArgs`` (vLLM's own HTTP server: host, port, TLS, CORS), whose docstring says so;
-- module-level ``Name = Literal[...]`` aliases the annotations name (``CacheDType``, ...);
+- module-level ``Name = Literal[...]`` aliases the annotations name (``CacheDType``, ...), and
+  the member names of the ``Enum`` classes they name (``AttentionBackendEnum``: vLLM parses
+  ``AttentionBackendEnum[value.upper()]``, vllm/config/attention.py);
 - ``vllm/tool_parsers/__init__.py`` and ``vllm/reasoning/__init__.py``: the parser names
   registered at import (``_TOOL_PARSERS_TO_REGISTER``, ``_REASONING_PARSERS_TO_REGISTER``).
 
@@ -105,6 +107,28 @@ def literal_aliases(source: Source) -> dict[str, list[Any]]:
     return {name: expand(items, frozenset({name})) for name, items in sorted(raw.items())}
 
 
+def enum_members(source: Source) -> dict[str, dict[str, Any]]:
+    """Members of every ``class Name(Enum)`` (or ``StrEnum``/``IntEnum``) in vLLM: name ->
+    value where the value is a constant (a class path, "triton", 2), else None."""
+    found: dict[str, dict[str, Any]] = {}
+    for tree in source.trees():
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef) and any(
+                ast.unparse(base).endswith("Enum") for base in node.bases
+            ):
+                members = {
+                    target.id: (
+                        statement.value.value if isinstance(statement.value, ast.Constant) else None
+                    )
+                    for statement in node.body
+                    if isinstance(statement, ast.Assign)
+                    for target in statement.targets
+                    if isinstance(target, ast.Name) and not target.id.startswith("_")
+                }
+                found.setdefault(node.name, members)
+    return found
+
+
 def _assignment(node: ast.stmt) -> tuple[str | None, ast.expr | None]:
     if isinstance(node, ast.Assign) and len(node.targets) == 1:
         target = node.targets[0]
@@ -140,8 +164,11 @@ def generate(path: Path) -> dict[str, Any]:
     server = {
         k: v for k, v in dataclass_fields(cli_args, "FrontendArgs").items() if k not in frontend
     }
+    annotations = [*engine.values(), *frontend.values()]
     aliases = literal_aliases(source)
-    used = referenced_aliases([*engine.values(), *frontend.values()], aliases)
+    used = referenced_aliases(annotations, aliases)
+    enums = enum_members(source)
+    used_enums = referenced_aliases(annotations, enums)
     return {
         "vllm_version": source.version,
         "generated_by": "tools/vllm_engine_args.py",
@@ -149,6 +176,7 @@ def generate(path: Path) -> dict[str, Any]:
         "frontend_args": dict(sorted(frontend.items())),
         "server_args": dict(sorted(server.items())),
         "literals": {name: aliases[name] for name in sorted(used)},
+        "enums": {name: enums[name] for name in sorted(used_enums)},
         "tool_call_parsers": registered_names(
             source.tree(TOOL_PARSERS), "_TOOL_PARSERS_TO_REGISTER"
         ),
