@@ -166,6 +166,11 @@ def test_the_endpoint_tunnel_is_open_to_the_nodes(default_app: Synthesized) -> N
     assert str(default_app.built.settings.network.vpc_cidr) in sources
 
 
+OUTPUT_QUERY = re.compile(
+    r"--stack-name (\S+) --query \"Stacks\[0\]\.Outputs\[\?OutputKey=='(\w+)'\]"
+)
+
+
 def _recipe() -> str:
     readme = (PROJECT_ROOT / "README.md").read_text()
     return readme.split("## Reaching what you deployed", 1)[1].split("\n## ", 1)[0]
@@ -173,7 +178,7 @@ def _recipe() -> str:
 
 def test_the_readme_recipe_names_only_outputs_the_stacks_have(default_app: Synthesized) -> None:
     recipe = _recipe()
-    named = re.findall(r"--stack-name (\S+) --query \"Stacks\[0\]\.Outputs\[\?OutputKey=='(\w+)'\]", recipe)
+    named = OUTPUT_QUERY.findall(recipe)
     assert len(named) >= 3
     settings = default_app.built.settings
     by_stack = {settings.stack_name(role): role for role in default_app.templates}
