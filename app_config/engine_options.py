@@ -192,6 +192,20 @@ def scheduler_problems(options: Mapping[str, Any], max_model_len: int) -> list[t
     return found
 
 
+def loader_problems(options: Mapping[str, Any], s3_uri: str | None) -> list[tuple[str, str]]:
+    """With Ray 2.58 (the image's) a streaming load format hands vLLM the model id instead of
+    the S3 path, and the engine fails to start (ray-project/ray#64978): weights from S3 come
+    through Ray's mirror into the node-local cache instead."""
+    load_format = options.get("load_format")
+    if s3_uri and isinstance(load_format, str) and load_format.startswith("runai_streamer"):
+        return [("load_format", (
+            f"{load_format!r} with serving.model.s3_uri fails at engine start under Ray 2.58 "
+            "(ray-project/ray#64978: vLLM gets the model id, not the S3 path); leave "
+            "load_format unset"
+        ))]  # fmt: skip
+    return []
+
+
 def check_value(key: str, annotation: str, value: Any) -> tuple[Any, str | None]:
     """Does ``value`` fit the vLLM annotation? Text from `-c` becomes a number or a boolean
     where the annotation wants one and no text."""
@@ -312,6 +326,7 @@ def section_problems(serving: Any) -> list[tuple[str, str, Any]]:
         options = {**serving.engine_options, **side}
         merged[role], side_problems = problems(options)
         side_problems += scheduler_problems(merged[role], serving.max_model_len)
+        side_problems += loader_problems(merged[role], serving.model.s3_uri)
         for key, message in side_problems:
             where = f"serving.{role}" if key in side else "serving"
             path = f"{where}.engine_options.{key}"

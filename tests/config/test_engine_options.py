@@ -67,6 +67,8 @@ BAD_OPTIONS = [
      f"{DECODE}.max_num_batched_tokens", ">= max_num_seqs"),
     ({PREFILL: '{"enable_chunked_prefill": false, "max_num_batched_tokens": 8192}'},
      f"{PREFILL}.max_num_batched_tokens", "chunked prefill off"),
+    ({"serving.model.s3_uri": "s3://models/qwen/Qwen3-32B",
+      BOTH: '{"load_format": "runai_streamer"}'}, f"{BOTH}.load_format", "ray-project/ray#64978"),
     # Unequal where the handshake or prefill's rendering of the request needs one value.
     ({PREFILL: '{"kv_cache_dtype": "fp8"}'}, f"{DECODE}.kv_cache_dtype", "NIXL compatibility"),
     ({DECODE: '{"dtype": "float16"}'}, f"{DECODE}.dtype", "must agree"),
