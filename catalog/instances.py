@@ -27,6 +27,11 @@ Sources (AWS documentation, checked 2026-10):
 - [nvidia-ada] NVIDIA L4 and L40S datasheets: 24 GB / 48 GB GDDR6, dense BF16 tensor TFLOPS
   (the datasheets' figures are with sparsity, twice these).
 
+The per-size network bandwidth and instance-store figures of G6 and G6e are the [specs] and [net]
+tables' (read 2026-12; the search index behind this project's checks holds AWS's G6e statement
+above but not those tables). `pdctl preflight` compares the EFA interface count with EC2's own
+DescribeInstanceTypes before a deploy, so a wrong count is caught in the target account.
+
 G6 and G6e (Ada Lovelace, compute capability 8.9) are the trial shape: one to eight GPUs on PCIe
 and 25 to 400 Gbps of EFA where P5 has 3,200 Gbps, so KV moves 8 to 128 times slower. Only the
 sizes that support EFA are listed (8xlarge and up). Their interfaces use the classic layout (an
