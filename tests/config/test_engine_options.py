@@ -158,7 +158,7 @@ def test_the_rules_name_real_vllm_arguments() -> None:
 def test_the_argument_list_is_the_images_vllm() -> None:
     data = options.vllm_args()
     assert data["vllm_version"] == IMAGES[DEFAULT_IMAGE_TAG].vllm_version
-    # The options the README and the examples use exist in it.
+    # The options the docs and the examples use exist in it.
     for name in ("kv_cache_dtype", "enable_prefix_caching", "max_num_seqs",
                  "max_num_batched_tokens", "quantization", "reasoning_parser"):  # fmt: skip
         assert name in data["engine_args"]
