@@ -408,9 +408,10 @@ class Serving(Section):
     )
     engine_options: dict[str, Any] = Field(
         {},
-        description="vLLM engine options for both sides (docs/configuration.md, 'Engine options'). Options "
-        "that NIXL or the prefill/decode hand-over needs equal (kv_cache_dtype, dtype, "
-        "attention_backend, tokenizer, chat template, tool calling, ...) belong here.",
+        description="vLLM engine options for both sides (docs/configuration.md, 'Engine "
+        "options'). Options that NIXL or the prefill/decode hand-over needs equal "
+        "(kv_cache_dtype, dtype, attention_backend, tokenizer, chat template, tool calling, ...) "
+        "belong here.",
     )
     prefill: Engine = Field(_prefill_engine(), description="Prefill engines.")
     decode: Engine = Field(_decode_engine(), description="Decode engines.")
