@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from app_config import engine_options
 from app_config.efa_check import EfaCheck
 from app_config.errors import ConfigError, Problem
 from app_config.node_labels import (
@@ -337,6 +338,11 @@ class GpuNodeGroup(Section):
         return NodePlacement(labels=labels, taints=taints)
 
 
+def _same_generation(instance: GpuInstance) -> str:
+    same = [i.name for i in CATALOG.values() if i.gpu_architecture == instance.gpu_architecture]
+    return f"{instance.gpu_architecture}: {', '.join(same)}"
+
+
 class GpuNodes(Section):
     """The two EFA GPU node groups. Both run in network.gpu_availability_zone."""
 
@@ -362,6 +368,14 @@ class GpuNodes(Section):
                 f"{prefill.vllm_attention_backend} on one and {decode.vllm_attention_backend} on "
                 "the other, and NIXL's handshake refuses a backend mismatch; use one GPU "
                 "generation on both sides (Hopper: p5, p5e, p5en; Blackwell: p6-b200)"
+            )
+        if prefill.gpu_architecture != decode.gpu_architecture:
+            raise ValueError(
+                f"prefill {prefill.name} ({prefill.gpu_architecture}) and decode {decode.name} "
+                f"({decode.gpu_architecture}) are different GPU generations: vLLM 0.26 picks "
+                "the attention backend per generation (an fp8 KV cache runs FLASH_ATTN on "
+                "Hopper, FLASHINFER on Ada), and NIXL's handshake refuses a backend mismatch; "
+                f"use one generation on both sides ({_same_generation(prefill)})"
             )
         return self
 
@@ -732,6 +746,7 @@ def _serving_problems(settings: Settings) -> list[Problem]:
             f"belongs to account {certificate.split(':')[4]}, not {settings.account}",
             certificate,
         ))  # fmt: skip
+    problems += [Problem(*found) for found in engine_options.section_problems(settings.serving)]
     for role, group in settings.gpu_nodes.groups().items():
         engine, gpus = settings.serving.engine(role), group.instance.gpus
         tp, pp = settings.replica_gpus(role)

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
+from app_config import engine_options
 from app_config.endpoint_health import seconds_until_new_targets_healthy
 from app_config.node_labels import GPU_ROLES
 from app_config.section import (
@@ -54,8 +55,9 @@ class Model(Section):
             "a Hugging Face model id, org/name (letters, digits, '_', '-', '.')",
         ),
         description="Hugging Face model id (org/name); also the name clients send as `model`. "
-        "The default is ungated (Apache-2.0), supported by vLLM 0.26 and fits every catalog "
-        "instance at TP=8.",
+        "The default is ungated (Apache-2.0), supported by vLLM 0.26 and fits every P-class "
+        "catalog instance at TP=8; its 64 GB of bf16 weights do not fit the smaller G6/G6e "
+        "sizes (examples/trial-g6e.yaml picks a model that does; `pdctl plan` checks a fit).",
     )
     s3_uri: str | None = Field(
         None,
@@ -158,6 +160,16 @@ class Engine(Section):
         "the prompt, unless load is imbalanced; opt-in: README, 'Cache-aware routing'). Ray's "
         "KV-event router (KVAwareRouter) is not offered: it needs ai-dynamo, which the image "
         "does not ship.",
+    )
+
+    engine_options: dict[str, Any] = Field(
+        {},
+        description="vLLM engine options for this side only (vLLM 0.26.0 names: "
+        "kv_cache_dtype, max_num_seqs, max_num_batched_tokens, enable_prefix_caching, "
+        "quantization, tool_call_parser, reasoning_parser, ...), over serving.engine_options. "
+        "Checked against the image's vLLM argument list (catalog/vllm_engine_args.json); the "
+        "options this project sets (parallelism, KV transfer, block size, model, context "
+        "length) are refused with the setting to use instead.",
     )
 
     @model_validator(mode="after")
@@ -394,6 +406,13 @@ class Serving(Section):
     ray_autoscaler: RayAutoscaler = Field(
         RayAutoscaler(), description="Ray's autoscaler: Serve replicas to worker pods."
     )
+    engine_options: dict[str, Any] = Field(
+        {},
+        description="vLLM engine options for both sides (docs/configuration.md, 'Engine "
+        "options'). Options that NIXL or the prefill/decode hand-over needs equal "
+        "(kv_cache_dtype, dtype, attention_backend, tokenizer, chat template, tool calling, ...) "
+        "belong here.",
+    )
     prefill: Engine = Field(_prefill_engine(), description="Prefill engines.")
     decode: Engine = Field(_decode_engine(), description="Decode engines.")
     endpoint: Endpoint = Field(Endpoint(), description="The OpenAI-compatible endpoint.")
@@ -468,3 +487,8 @@ class Serving(Section):
 
     def engine(self, role: str) -> Engine:
         return getattr(self, role)
+
+    def engine_options_for(self, role: str) -> dict[str, Any]:
+        """Both sides' options with this side's over them, text coerced as vLLM types it."""
+        merged = {**self.engine_options, **self.engine(role).engine_options}
+        return engine_options.problems(merged)[0]

@@ -13,6 +13,30 @@ Sources (AWS documentation, checked 2026-10):
 - [vllm] vLLM v0.26.0, vllm/platforms/cuda.py: the attention backend chosen when none is set
   (FLASH_ATTN on compute capability 8.x and 9.x, FLASHINFER on 10.x); NIXL's handshake in
   vllm/distributed/kv_transfer/kv_connector/v1/nixl compares the two sides' backends.
+  vllm/v1/attention/backends/flash_attn.py: FLASH_ATTN takes an fp8 KV cache only on Hopper
+  (capability family 9.0), so the backend also depends on the generation once kv_cache_dtype is
+  fp8: elsewhere vLLM moves on to FLASHINFER.
+- [g6e] EC2 user guide, "Maximize network bandwidth on accelerated instances with EFA"
+  (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html): "G6e instances
+  support up to four network cards and can provide up to 400 Gbps of network bandwidth".
+- [dlc] AWS Deep Learning Containers, "Multi-Node Ray Serve on EKS"
+  (https://aws.github.io/deep-learning-containers/tutorials/inference/ray-serve/ray-serve-multi-node):
+  this image's prefill/decode over NIXL's LIBFABRIC backend on EFA, on two g6.8xlarge nodes.
+- [hyperpod] aws/sagemaker-hyperpod-cli, INSTANCE_RESOURCES (vCPUs, memory, GPUs and EFA
+  interfaces of the ml. variants of G6 and G6e, the same hardware).
+- [nvidia-ada] NVIDIA L4 and L40S datasheets: 24 GB / 48 GB GDDR6, dense BF16 tensor TFLOPS
+  (the datasheets' figures are with sparsity, twice these).
+
+The per-size network bandwidth and instance-store figures of G6 and G6e are the [specs] and [net]
+tables' (read 2026-12; the search index behind this project's checks holds AWS's G6e statement
+above but not those tables). `pdctl preflight` compares the EFA interface count with EC2's own
+DescribeInstanceTypes before a deploy, so a wrong count is caught in the target account.
+
+G6 and G6e (Ada Lovelace, compute capability 8.9) are the trial shape: one to eight GPUs on PCIe
+and 25 to 400 Gbps of EFA where P5 has 3,200 Gbps, so KV moves 8 to 128 times slower. Only the
+sizes that support EFA are listed (8xlarge and up). Their interfaces use the classic layout (an
+EFA-with-ENA interface on device 0 of every card) as AWS's EKS blueprint for g6e does; EFA-only
+support for these families is not in the sources above.
 """
 
 from __future__ import annotations
@@ -25,6 +49,7 @@ class GpuInstance:
     name: str
     gpus: int  # [specs]
     gpu_model: str  # [specs]
+    gpu_architecture: str  # NVIDIA generation: vLLM's kernels and backends follow it [vllm]
     gpu_memory_gib: int  # per GPU [specs]
     network_cards: int  # = maximum EFA interfaces, one per card [net][efa]
     efa_bandwidth_gbps: int  # [net]
@@ -46,7 +71,8 @@ class GpuInstance:
 # type" is how the EFA user guide's limitations put it: each p4 type is its own peer group.
 def _p4(name: str, gpu_memory_gib: int, peer_group: str) -> GpuInstance:
     return GpuInstance(
-        name=name, gpus=8, gpu_model="A100", gpu_memory_gib=gpu_memory_gib, network_cards=4,
+        name=name, gpus=8, gpu_model="A100", gpu_architecture="Ampere",
+        gpu_memory_gib=gpu_memory_gib, network_cards=4,
         efa_bandwidth_gbps=400, efa_only_interfaces=True,
         nvme_disks=8, nvme_disk_gb=1000, efa_peer_group=peer_group, vcpus=96, memory_gib=1152,
         gpu_bf16_tflops=312, vllm_attention_backend="FLASH_ATTN",
@@ -58,6 +84,7 @@ def _p5_class(
 ) -> GpuInstance:
     return GpuInstance(
         name=name, gpus=8, gpu_model=gpu, gpu_memory_gib=gpu_memory_gib,
+        gpu_architecture="Blackwell" if gpu == "B200" else "Hopper",
         network_cards=network_cards, efa_bandwidth_gbps=3200, efa_only_interfaces=True,
         nvme_disks=8, nvme_disk_gb=3800, efa_peer_group="p5+",
         vcpus=192, memory_gib=2048, gpu_bf16_tflops=tflops, vllm_attention_backend=attention,
@@ -66,6 +93,30 @@ def _p5_class(
 
 HOPPER = "FLASH_ATTN"
 BLACKWELL = "FLASHINFER"
+ADA = "FLASH_ATTN"  # compute capability 8.9: FLASH_ATTN supports >= 8.0 and comes first [vllm]
+
+
+def _g6_class(
+    name: str,
+    gpus: int,
+    vcpus: int,
+    memory_gib: int,
+    efa_gbps: int,
+    network_cards: int,
+    nvme_disks: int,
+    nvme_disk_gb: int,
+) -> GpuInstance:
+    """G6 (L4, 24 GB) and G6e (L40S, 48 GB): [hyperpod] for GPUs, vCPUs, memory and EFA
+    interfaces; [g6e] for G6e's cards and bandwidth; [specs][net] for the rest."""
+    l40s = name.startswith("g6e.")
+    return GpuInstance(
+        name=name, gpus=gpus, gpu_model="L40S" if l40s else "L4", gpu_architecture="Ada",
+        gpu_memory_gib=48 if l40s else 24, network_cards=network_cards,
+        efa_bandwidth_gbps=efa_gbps, efa_only_interfaces=False, nvme_disks=nvme_disks,
+        nvme_disk_gb=nvme_disk_gb, efa_peer_group="p5+", vcpus=vcpus, memory_gib=memory_gib,
+        gpu_bf16_tflops=362 if l40s else 121, vllm_attention_backend=ADA,
+    )  # fmt: skip
+
 
 CATALOG: dict[str, GpuInstance] = {
     instance.name: instance
@@ -78,5 +129,23 @@ CATALOG: dict[str, GpuInstance] = {
         _p5_class(
             "p6-b200.48xlarge", "B200", 179, network_cards=8, tflops=2250, attention=BLACKWELL
         ),
+        # name, GPUs, vCPUs, memory GiB, EFA Gbps, network cards, NVMe disks x GB
+        _g6_class("g6.8xlarge", 1, 32, 128, 25, 1, 2, 450),
+        _g6_class("g6.12xlarge", 4, 48, 192, 40, 1, 4, 940),
+        _g6_class("g6.16xlarge", 1, 64, 256, 25, 1, 2, 940),
+        _g6_class("g6.24xlarge", 4, 96, 384, 50, 1, 4, 940),
+        _g6_class("g6.48xlarge", 8, 192, 768, 100, 1, 8, 940),
+        _g6_class("g6e.8xlarge", 1, 32, 256, 25, 1, 1, 900),
+        _g6_class("g6e.12xlarge", 4, 48, 384, 100, 1, 2, 1900),
+        _g6_class("g6e.16xlarge", 1, 64, 512, 35, 1, 1, 1900),
+        _g6_class("g6e.24xlarge", 4, 96, 768, 200, 2, 2, 1900),
+        _g6_class("g6e.48xlarge", 8, 192, 1536, 400, 4, 4, 1900),
     )
 }
+
+
+def is_p_class(instance: GpuInstance) -> bool:
+    """P4d to P6: On-Demand capacity of these is rarely free; AWS sells it through On-Demand
+    Capacity Reservations and Capacity Blocks for ML (EC2 user guide, "Capacity Blocks for
+    ML")."""
+    return instance.name.startswith("p")

@@ -51,6 +51,8 @@ def _fill_llm_config(llm: dict[str, Any], settings: Settings, role: str) -> None
         "model_source": _model_source(settings),
     }
     kwargs = llm["engine_kwargs"]
+    # The user's vLLM options first: app_config/engine_options.py refuses every key set below.
+    kwargs.update(serving.engine_options_for(role))
     kwargs.update(
         tensor_parallel_size=tp,
         pipeline_parallel_size=pp,

@@ -18,6 +18,7 @@ from constructs.cluster.observability_addons import ObservabilityAddons, Observa
 from constructs.cluster.system_node_group import SystemNodeGroup
 from constructs.common.log_encryption_key import LogEncryptionKey
 from stacks.common import removal_policy
+from stacks.tunnel import API_LOCAL_PORT, host_of, port_forward_command
 
 
 class ClusterStack(Stack):
@@ -121,4 +122,24 @@ class ClusterStack(Stack):
             value=f"aws eks update-kubeconfig --name {settings.cluster_name} "
             f"--region {settings.region}",
             description="Run as one of cluster.admin_principal_arns or operator_principal_arns",
+        )
+        # The private API server from a laptop: README, "Reaching what you deployed".
+        api_host = host_of(cluster.cluster_endpoint)
+        CfnOutput(
+            self,
+            "ApiTunnelCommand",
+            value=port_forward_command(
+                settings.cluster_name, settings.region, api_host, 443, API_LOCAL_PORT
+            ),
+            description=f"Forwards localhost:{API_LOCAL_PORT} to the private Kubernetes API "
+            "through a node (Session Manager); keep it running",
+        )
+        CfnOutput(
+            self,
+            "TunnelKubeconfigCommand",
+            value=f"aws eks update-kubeconfig --name {settings.cluster_name} --region "
+            f"{settings.region} && kubectl config set-cluster {cluster.cluster_arn} --server "
+            f"https://localhost:{API_LOCAL_PORT} --tls-server-name {api_host}",
+            description="Points kubectl (and pdctl) at the tunnel; the server certificate is "
+            "still checked against the API server's name. UpdateKubeconfigCommand undoes it",
         )

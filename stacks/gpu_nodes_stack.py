@@ -6,13 +6,14 @@ minutes instead of a new cluster."""
 
 from __future__ import annotations
 
-from aws_cdk import Stack
+from aws_cdk import Annotations, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 
 from app_config import Settings
+from catalog.instances import is_p_class
 from constructs import Construct
 from constructs.common.checkov_skips import AWS_CUSTOM_RESOURCE_PROVIDER_ID
 from constructs.common.encrypted_log_group import encrypt_log_groups_under
@@ -71,6 +72,7 @@ class GpuNodesStack(Stack):
             )
             for role, group in settings.gpu_nodes.groups().items()
         }
+        self._warn_on_demand_p_class(settings)
         self.capacity_alarms = {
             role: NodeGroupCapacityAlarm(
                 self,
@@ -85,6 +87,20 @@ class GpuNodesStack(Stack):
             for role, group in self.node_groups.items()
         }
         self._harden_lookups(settings)
+
+    def _warn_on_demand_p_class(self, settings: Settings) -> None:
+        """On-Demand P-class capacity is rarely free: the launch fails with
+        InsufficientInstanceCapacity and this stack rolls back after the node group's wait."""
+        for role, group in settings.gpu_nodes.groups().items():
+            if group.capacity.type == "on_demand" and is_p_class(group.instance):
+                Annotations.of(self.node_groups[role]).add_warning_v2(
+                    f"pd-llm:on-demand-p-class-{role}",
+                    f"gpu_nodes.{role} asks for On-Demand {group.instance_type}: On-Demand "
+                    "P-class capacity is rarely available, and the launch then fails with "
+                    "InsufficientInstanceCapacity. Use a Capacity Block or an On-Demand "
+                    "Capacity Reservation (examples/capacity-block.yaml), or try the smaller "
+                    "EFA shape first (examples/trial-g6e.yaml).",
+                )
 
     def _harden_lookups(self, settings: Settings) -> None:
         """The capacity alarms read each group's Auto Scaling group name through aws-cdk-lib's

@@ -16,6 +16,7 @@ from constructs.serving.serving_endpoint import ServingEndpoint
 from constructs.serving.serving_operators import ServingOperators
 from serving_manifests.names import DASHBOARD_PORT
 from stacks.common import removal_policy
+from stacks.tunnel import ENDPOINT_LOCAL_PORT, port_forward_command
 
 
 class ServingStack(Stack):
@@ -96,6 +97,20 @@ class ServingStack(Stack):
         serving = settings.serving
         url = self.endpoint.url
         CfnOutput(self, "EndpointUrl", value=url, description="OpenAI-compatible API (/v1/...)")
+        # The internal load balancer from a laptop: README, "Reaching what you deployed".
+        CfnOutput(
+            self,
+            "EndpointTunnelCommand",
+            value=port_forward_command(
+                settings.cluster_name,
+                settings.region,
+                self.endpoint.load_balancer.load_balancer_dns_name,
+                serving.endpoint.port,
+                ENDPOINT_LOCAL_PORT,
+            ),
+            description=f"Forwards localhost:{ENDPOINT_LOCAL_PORT} to the load balancer through a "
+            f"node (Session Manager); then {_local_url(serving.endpoint.port)}/v1/models",
+        )
         CfnOutput(
             self,
             "ChatCompletionsExample",
@@ -119,3 +134,11 @@ class ServingStack(Stack):
             f"{serving.namespace} get secret <Ray cluster name> -o jsonpath="
             "'{.data.auth_token}' | base64 -d",
         )
+
+
+def _local_url(port: int) -> str:
+    """With TLS the certificate names your domain, not localhost: curl needs --connect-to."""
+    if port == 443:
+        local = f"localhost:{ENDPOINT_LOCAL_PORT}"
+        return f"curl --connect-to <your domain>:443:{local} https://<your domain>"
+    return f"curl http://localhost:{ENDPOINT_LOCAL_PORT}"

@@ -84,6 +84,13 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
 }
 
 
+# The example files users start from (examples/*.yaml), each read as `cdk synth -c config=...`
+# reads it: every one passes every check that the configurations above pass.
+EXAMPLES = ("quickstart", "trial-g6e", "capacity-block")
+for _example in EXAMPLES:
+    CONFIGURATIONS[_example] = {"config": str(PROJECT_ROOT / "examples" / f"{_example}.yaml")}
+
+
 def context_for(name: str, **extra: str) -> dict[str, Any]:
     return {**cdk_json_context(), **CONFIGURATIONS[name], **extra}
 

@@ -104,7 +104,7 @@ INVALID = [
     (
         {"gpu_nodes.prefill.instance_type": "g5.48xlarge"},
         "gpu_nodes.prefill.instance_type",
-        "valid: p4d.24xlarge",
+        "g6e.8xlarge, p4d.24xlarge",
     ),
     (
         {"gpu_nodes.prefill.instance_type": "p4d.24xlarge"},

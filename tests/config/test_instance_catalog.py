@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from catalog.efa_layout import EFA_ONLY, ENA, efa_interface_layout
-from catalog.instances import CATALOG, GpuInstance
+from catalog.instances import CATALOG, GpuInstance, is_p_class
 
 INSTANCES = list(CATALOG.values())
 REQUIRED_TYPES = {
@@ -20,12 +20,44 @@ def test_catalog_covers_the_supported_types() -> None:
     assert CATALOG.keys() >= REQUIRED_TYPES
 
 
-@pytest.mark.parametrize("instance", INSTANCES, ids=lambda i: i.name)
-def test_facts_are_plausible(instance: GpuInstance) -> None:
+P_CLASS = [i for i in INSTANCES if is_p_class(i)]
+G_CLASS = [i for i in INSTANCES if not is_p_class(i)]
+
+
+@pytest.mark.parametrize("instance", P_CLASS, ids=lambda i: i.name)
+def test_p_class_facts_are_plausible(instance: GpuInstance) -> None:
     assert instance.gpus == 8
     assert instance.network_cards >= 4
     assert instance.efa_bandwidth_gbps % instance.network_cards == 0  # bandwidth splits per card
     assert instance.nvme_disks > 0
+
+
+@pytest.mark.parametrize("instance", G_CLASS, ids=lambda i: i.name)
+def test_the_trial_shapes_are_ada_gpus_with_efa_and_local_nvme(instance: GpuInstance) -> None:
+    """G6 (L4, 24 GB) and G6e (L40S, 48 GB), only the sizes with EFA (8xlarge and up): a vCPU
+    count of a multiple of 16, one to eight GPUs, and no more EFA bandwidth than the smallest P
+    type (p4d)."""
+    family, size = instance.name.split(".")
+    assert family in ("g6", "g6e")
+    assert int(size.removesuffix("xlarge")) >= 8
+    assert instance.vcpus % 16 == 0
+    assert instance.gpus in (1, 4, 8)
+    assert (instance.gpu_model, instance.gpu_memory_gib) == (
+        ("L40S", 48) if family == "g6e" else ("L4", 24)
+    )
+    assert instance.gpu_architecture == "Ada"
+    assert instance.vllm_attention_backend == "FLASH_ATTN"  # capability 8.9 >= FLASH_ATTN's 8.0
+    assert instance.efa_bandwidth_gbps <= min(p.efa_bandwidth_gbps for p in P_CLASS)
+    assert instance.efa_bandwidth_gbps % instance.network_cards == 0
+    assert instance.has_local_nvme
+
+
+def test_g6e_offers_up_to_four_network_cards_and_400_gbps() -> None:
+    """EC2 user guide: "G6e instances support up to four network cards and can provide up to
+    400 Gbps of network bandwidth"."""
+    g6e = [i for i in G_CLASS if i.name.startswith("g6e.")]
+    assert max(i.network_cards for i in g6e) == 4
+    assert max(i.efa_bandwidth_gbps for i in g6e) == 400
 
 
 def test_p4_types_are_their_own_efa_peer_groups() -> None:
@@ -45,7 +77,9 @@ def test_every_network_card_gets_exactly_one_efa_interface(instance: GpuInstance
     assert sorted(efa_cards) == list(range(instance.network_cards))
 
 
-@pytest.mark.parametrize("instance", INSTANCES, ids=lambda i: i.name)
+@pytest.mark.parametrize(
+    "instance", [i for i in INSTANCES if i.efa_only_interfaces], ids=lambda i: i.name
+)
 def test_layout_follows_current_aws_guidance(instance: GpuInstance) -> None:
     slots = {
         (s.network_card_index, s.device_index): s.interface_type

@@ -1,0 +1,94 @@
+"""The example configurations users start from (examples/*.yaml): each synthesizes as `cdk synth
+-c config=<file>` reads it and passes every scanner, schema and snapshot (they are entries of
+tests/configurations.py). Here: what each promises in its comments, and the On-Demand P-class
+warning that points to them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import aws_cdk as cdk
+import pytest
+import yaml
+
+from catalog.instances import CATALOG, is_p_class
+from serving_manifests.serve_config import render_serve_config
+from tests.configurations import EXAMPLES, PROJECT_ROOT
+from tests.conftest import Synthesized
+
+ON_DEMAND_P_CLASS = "On-Demand P-class capacity is rarely available"
+
+
+def _warnings(synthesized: Synthesized) -> list[str]:
+    messages = cdk.assertions.Annotations.from_stack(
+        synthesized.built.stacks.gpu_nodes
+    ).find_warning("*", cdk.assertions.Match.any_value())
+    return [str(message.entry.data) for message in messages]
+
+
+def test_the_default_on_demand_p5_warns_at_synth(default_app: Synthesized) -> None:
+    warnings = [w for w in _warnings(default_app) if ON_DEMAND_P_CLASS in w]
+    assert len(warnings) == 2  # one per side
+    assert all("examples/capacity-block.yaml" in w for w in warnings)
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_an_example_warns_only_where_it_asks_for_on_demand_p_class(
+    synthesize: Callable[[str], Synthesized], example: str
+) -> None:
+    synthesized = synthesize(example)
+    groups = synthesized.built.settings.gpu_nodes.groups().values()
+    expected = sum(g.capacity.type == "on_demand" and is_p_class(g.instance) for g in groups)
+    assert sum(ON_DEMAND_P_CLASS in w for w in _warnings(synthesized)) == expected
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_every_example_names_only_settings_that_exist_and_changes_the_defaults(
+    synthesize: Callable[[str], Synthesized], example: str
+) -> None:
+    """Loaded through -c config= (an unknown key would fail the synth); and each one changes
+    the GPU shape or its capacity, or it would be the default again."""
+    settings = synthesize(example).built.settings
+    raw = yaml.safe_load((PROJECT_ROOT / "examples" / f"{example}.yaml").read_text())
+    assert raw["gpu_nodes"]
+    assert any(
+        g.instance_type != "p5.48xlarge" or g.capacity.type != "on_demand"
+        for g in settings.gpu_nodes.groups().values()
+    )
+
+
+def test_the_trial_shapes_run_on_ada_gpus_with_every_gpu_of_a_node_per_replica(
+    synthesize: Callable[[str], Synthesized],
+) -> None:
+    for example in ("quickstart", "trial-g6e"):
+        settings = synthesize(example).built.settings
+        for role, group in settings.gpu_nodes.groups().items():
+            assert group.instance.gpu_architecture == "Ada"
+            assert group.capacity.type == "on_demand"
+            assert settings.replica_gpus(role) == (group.instance.gpus, 1)
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_an_examples_engine_options_reach_both_engines(
+    synthesize: Callable[[str], Synthesized], example: str
+) -> None:
+    settings = synthesize(example).built.settings
+    (application,) = render_serve_config(settings)["applications"]
+    for role in ("prefill", "decode"):
+        kwargs = application["args"][f"{role}_config"]["engine_kwargs"]
+        for key, value in {
+            **settings.serving.engine_options,
+            **settings.serving.engine(role).engine_options,
+        }.items():
+            assert kwargs[key] == value
+
+
+@pytest.mark.parametrize("example", ["quickstart", "trial-g6e"])
+def test_a_trial_example_states_its_efa_bandwidth(example: str) -> None:
+    """Each trial file says how much slower KV moves than on P5, with the catalog's numbers."""
+    text = (PROJECT_ROOT / "examples" / f"{example}.yaml").read_text()
+    instance = CATALOG[yaml.safe_load(text)["gpu_nodes"]["decode"]["instance_type"]]
+    assert f"{instance.efa_bandwidth_gbps} Gbps" in text
+    p5 = CATALOG["p5.48xlarge"].efa_bandwidth_gbps
+    assert f"{p5:,} Gbps" in text
+    assert f"{p5 // instance.efa_bandwidth_gbps} times" in text
