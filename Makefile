@@ -1,4 +1,4 @@
-# The two commands of the README: `make synth` and `make test`. Both set up what they need
+# The README's two commands: `make synth` and `make test`. Both set up what they need
 # (idempotent: stamps make a second run skip installs) and need no AWS account.
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -76,7 +76,7 @@ bench: setup-dev ## Time cdk synth (cold and warm) and the test suite
 	$(BIN)/python -m tools.bench
 
 # The end-to-end tier: the Serve config synthesized into cdk.out, run by the image's Ray Serve
-# LLM on a local Ray with a stand-in engine (tests/e2e, README "What runs before deploy"). Its
+# LLM on a local Ray with a stand-in engine (tests/e2e, docs/verification.md, "What runs before deploy"). Its
 # venv holds Ray Serve LLM and vLLM (torch: several GB): outside the clone, keyed by the
 # versions in catalog/ray_llm_image.py, shared by every clone on the machine; a stamp in it makes
 # a second run install nothing.

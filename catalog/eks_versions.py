@@ -3,7 +3,7 @@
 Upgrading Kubernetes is a change to this file only: bump ``KUBERNETES``, the kubectl layer import
 and the pinned ``aws-cdk.lambda-layer-kubectl-vNN`` in requirements.txt, and each add-on to a build
 that ``aws eks describe-addon-versions --kubernetes-version <minor>`` lists
-(see README, "Upgrading").
+(see docs/operating.md, "Upgrading").
 """
 
 from __future__ import annotations

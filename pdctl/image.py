@@ -59,7 +59,7 @@ class ImageReport:
             return "current: the registry holds the same build"
         return (
             "a newer build of the tag is published: set serving.image_digest to the registry's "
-            "digest and deploy (a new Ray cluster, README 'Upgrading')"
+            "digest and deploy (a new Ray cluster, docs/operating.md, 'Upgrading')"
         )
 
     def as_dict(self) -> dict[str, Any]:

@@ -108,7 +108,7 @@ class ClusterAutoscaler(Construct):
             cluster=cluster,
             chart=CLUSTER_AUTOSCALER,
             values={
-                # One name for the Deployment, its logs and the README's runbook.
+                # One name for the Deployment, its logs and the runbook's command.
                 "fullnameOverride": DEPLOYMENT_NAME,
                 "cloudProvider": "aws",
                 "awsRegion": stack.region,

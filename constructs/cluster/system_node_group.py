@@ -73,6 +73,6 @@ class SystemNodeGroup(Construct):
             labels=self.labels,
             subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
         )
-        # Follows the cluster's version visibly (README, "Upgrading"); on-demand CPU capacity
-        # makes EKS's default surge update safe here.
+        # Follows the cluster's version visibly (docs/operating.md, "Upgrading"); on-demand CPU
+        # capacity makes EKS's default surge update safe here.
         self.nodegroup.node.default_child.add_property_override("Version", KUBERNETES.minor)

@@ -106,7 +106,8 @@ class EfaNodeGroup(Construct):
         cfn.add_property_override("NodeRepairConfig.MaxParallelNodesRepairedCount", 1)
         cfn.add_property_override("UpdateConfig.UpdateStrategy", update_strategy(settings))
         # The nodes' Kubernetes version, written down: a cluster upgrade then shows as a
-        # node group change in `cdk diff` (README, "Upgrading") instead of nodes left behind.
+        # node group change in `cdk diff` (docs/operating.md, "Upgrading") instead of nodes
+        # left behind.
         cfn.add_property_override("Version", KUBERNETES.minor)
 
     def _launch_template_data(

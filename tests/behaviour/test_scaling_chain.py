@@ -179,7 +179,7 @@ def test_the_cluster_autoscaler_discovers_this_cluster_and_runs_on_system_nodes(
     ]
     values = json.loads(cfn_text(chart["Properties"]["Values"]).replace("<token>", "TOKEN"))
     assert values["autoDiscovery"]["clusterName"] == settings.cluster_name
-    assert values["fullnameOverride"] == DEPLOYMENT_NAME  # the README's `logs deploy/...`
+    assert values["fullnameOverride"] == DEPLOYMENT_NAME  # the runbook's `logs deploy/...`
     assert values["nodeSelector"] == {"llm-serving/role": "system"}
     timing = settings.cluster.node_autoscaler
     args = values["extraArgs"]

@@ -14,6 +14,7 @@ import typer
 from pdctl.cli import app
 from tests.configurations import PROJECT_ROOT
 from tests.markdown_docs import (
+    NOT_SOURCES,
     anchors,
     code_spans,
     commands,
@@ -157,3 +158,63 @@ def test_every_test_the_docs_cite_exists(page: Path) -> None:
     functions, files = _test_names()
     cited = [span for span in code_spans(page) if re.fullmatch(r"test_\w+(\.py)?", span)]
     assert [span for span in cited if span not in functions | files] == []
+
+
+SOURCE_SUFFIXES = {".py", ".yaml", ".yml", ".sh"}
+# `docs/operating.md, 'Upgrading'`, `README, "Status"`, `docs/observability.md, *Operating*`:
+# a page of ours, then the words of it a reader should look for.
+DOC_REFERENCE = re.compile(
+    r"(?<![\w/.])(README(?:\.md)?|docs/[\w-]+\.md)[,:]?\s+"
+    r"(?:'([^'{}\n]+)'|\"([^\"{}\n]+)\"|\*([^*{}\n]+)\*)"
+)
+DOC_PAGE = re.compile(r"(?<![\w/.])docs/[\w-]+\.md")
+
+
+def _source_files() -> list[Path]:
+    tracked = [
+        path
+        for path in PROJECT_ROOT.rglob("*")
+        if path.is_file()
+        and (path.suffix in SOURCE_SUFFIXES or path.name in ("Makefile", "run"))
+        and not NOT_SOURCES & set(path.relative_to(PROJECT_ROOT).parts)
+        and "data" not in path.relative_to(PROJECT_ROOT).parts[:2]
+        and path != Path(__file__)  # its own examples of broken references
+    ]
+    return sorted(tracked)
+
+
+def _plain(text: str) -> str:
+    """Markdown's emphasis and code marks dropped: what a reader sees and searches for."""
+    return re.sub(r"\s+", " ", text.replace("`", "").replace("*", ""))
+
+
+def _broken_doc_references(text: str) -> list[str]:
+    broken = [
+        f"{page}: no such page"
+        for page in DOC_PAGE.findall(text)
+        if not (PROJECT_ROOT / page).exists()
+    ]
+    for match in DOC_REFERENCE.finditer(text):
+        page = PROJECT_ROOT / ("README.md" if match[1].startswith("README") else match[1])
+        words = next(group for group in match.groups()[1:] if group)
+        if page.exists() and _plain(words) not in _plain(page.read_text()):
+            broken.append(f"{match[1]}: no {words!r} in it")
+    return broken
+
+
+def test_every_page_the_code_points_to_says_what_it_is_cited_for() -> None:
+    """Alarm descriptions, runbook annotations, error messages and comments send a reader to
+    a page and a section: both must be there."""
+    broken = {
+        str(path.relative_to(PROJECT_ROOT)): problems
+        for path in _source_files()
+        if (problems := _broken_doc_references(path.read_text(errors="replace")))
+    }
+    assert broken == {}
+
+
+def test_the_reference_check_finds_a_moved_section() -> None:
+    assert _broken_doc_references("see docs/operating.md, 'Upgrading'") == []
+    assert _broken_doc_references('see README, "Two commands"') == []
+    assert _broken_doc_references("see README, 'Upgrading'") == ["README: no 'Upgrading' in it"]
+    assert _broken_doc_references("docs/gone.md") == ["docs/gone.md: no such page"]

@@ -1,5 +1,5 @@
 """Routine changes and what CloudFormation replaces for each, decided by the resource schemas'
-create-only properties (tests/replacement_model.py). The README's table "What a change
+create-only properties (tests/replacement_model.py). docs/operating.md's table "What a change
 replaces" is this test's table."""
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ ROUTINE: dict[str, tuple[dict[str, str], frozenset[str]]] = {
         {"cluster.admin_principal_arns": '["arn:aws:iam::123456789012:role/Admin"]'},
         frozenset(),
     ),
-    # Not routine, and said so in the README: the node group's capacity type is create-only,
+    # Not routine, and said so in docs/operating.md: the node group's capacity type is create-only,
     # and a reservation replaces the placement group.
     "on demand to Capacity Block": (
         {
