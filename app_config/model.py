@@ -467,6 +467,12 @@ class Cluster(Section):
         ),
         description="EKS cluster name; defaults to the prefix.",
     )
+    kubernetes_version: Literal["1.36", "1.35"] = Field(
+        "1.36",
+        description="EKS Kubernetes minor version of the control plane and every node group; the "
+        "kubectl layer, kube-proxy and the Cluster Autoscaler follow it (catalog/eks_versions.py). "
+        "Raising it upgrades in place, one minor at a time; EKS cannot go back.",
+    )
     endpoint_access: Literal["private", "public_and_private"] = Field(
         "private",
         description="Kubernetes API endpoint. 'public_and_private' also needs public_access_cidrs.",

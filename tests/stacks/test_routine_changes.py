@@ -32,6 +32,14 @@ ROUTINE: dict[str, tuple[dict[str, str], frozenset[str]]] = {
         frozenset(),
     ),
     "image digest": ({"serving.image_digest": "sha256:" + "ab" * 32}, frozenset()),
+    # The default's minor against the older one: a Version change, in place on the cluster, its
+    # node groups and kube-proxy; replacements are decided the same either way (EKS itself only
+    # goes up, one minor at a time). The kubectl provider gets a new layer version with the
+    # minor's kubectl (layer versions are immutable); its function is updated, not replaced.
+    "Kubernetes minor": (
+        {"cluster.kubernetes_version": "1.35"},
+        frozenset({"AWS::Lambda::LayerVersion"}),
+    ),
     "drain timeout": ({"serving.drain_timeout_seconds": "600"}, frozenset()),
     "scaling behaviour": (
         {
