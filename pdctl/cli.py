@@ -397,6 +397,9 @@ def image_command(
         table.add_row("running digests", ", ".join(result.running_digests) or "no Ray pod found")
     console.print(table)
     console.print(result.verdict)
+    console.print(f"{result.newest}. A tag on Ray 2.59 or 2.60 would need:")
+    for step in result.newer_ray_move:
+        console.print(f"  - {step}")
     if scan:
         counts = ", ".join(f"{n} {s.lower()}" for s, n in scan.counts.items()) or "none"
         console.print(f"scan of {scan.repository}: {scan.status}; findings: {counts}")

@@ -16,6 +16,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 from app_config import Settings
 from catalog.ray_llm_image import (
     IMAGES,
+    NEWER_RAY_MOVE,
+    NEWEST_PUBLISHED_CHECKED,
+    NEWEST_PUBLISHED_TAG,
     REGISTRY_ACCOUNTS,
     REPOSITORY,
     image_uri,
@@ -40,6 +43,16 @@ class ImageReport:
     registry_digest: str | None
     registry_error: str | None = None
     running_digests: list[str] = field(default_factory=list)
+    newest_published_tag: str = NEWEST_PUBLISHED_TAG  # as of NEWEST_PUBLISHED_CHECKED
+    newer_ray_move: tuple[str, ...] = NEWER_RAY_MOVE
+
+    @property
+    def newest(self) -> str:
+        """Where the configured tag stands against the newest the catalog knows AWS published."""
+        when = f"AWS's newest Ray LLM DLC tag as of {NEWEST_PUBLISHED_CHECKED}"
+        if self.tag == self.newest_published_tag:
+            return f"{self.tag} is {when}"
+        return f"{when} is {self.newest_published_tag}; this deployment runs {self.tag}"
 
     @property
     def verdict(self) -> str:
@@ -63,7 +76,7 @@ class ImageReport:
         )
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "verdict": self.verdict}
+        return {**asdict(self), "verdict": self.verdict, "newest": self.newest}
 
 
 def registry_digest(

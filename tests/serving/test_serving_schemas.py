@@ -110,6 +110,15 @@ def test_the_kept_crd_is_the_installed_kuberay_releases() -> None:
     assert "Apache License 2.0" in readme
 
 
+def test_the_pd_application_sets_no_proxy_field_that_newer_ray_removed(
+    manifests: ServingManifests,
+) -> None:
+    """proxy_cls_config and proxy_deployment_config, ignored since Ray 2.55, are gone from the
+    P/D builder in later Ray (ray-project/ray#65194): a config setting them would not load there."""
+    (application,) = manifests.serve_config["applications"]
+    assert not [key for key in application["args"] if key.startswith("proxy_")]
+
+
 def test_ray_serve_schema_is_the_images_ray_version() -> None:
     assert {image.ray_version for image in IMAGES.values()} == {importlib.metadata.version("ray")}
 
