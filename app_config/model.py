@@ -1,8 +1,8 @@
 """The typed configuration: the single source of truth for topology.
 
 Field defaults here are the project's defaults; ``cdk.json`` supplies only what has no universal
-default (region, zones). The README's configuration reference is generated from this module
-(``make config-docs``), so a description written here is the documentation.
+default (region, zones). The configuration reference (docs/configuration.md) is generated from
+this module (``make config-docs``), so a description written here is the documentation.
 """
 
 from __future__ import annotations
@@ -480,6 +480,12 @@ class Cluster(Section):
             ),
         ),
         description="EKS cluster name; defaults to the prefix.",
+    )
+    kubernetes_version: Literal["1.36", "1.35"] = Field(
+        "1.36",
+        description="EKS Kubernetes minor version of the control plane and every node group; the "
+        "kubectl layer, kube-proxy and the Cluster Autoscaler follow it (catalog/eks_versions.py). "
+        "Raising it upgrades in place, one minor at a time; EKS cannot go back.",
     )
     endpoint_access: Literal["private", "public_and_private"] = Field(
         "private",

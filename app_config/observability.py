@@ -48,7 +48,7 @@ class Alarms(Section):
         description="Alarm when a side has wanted more Serve replicas than it has healthy for "
         "this many minutes: capacity that did not come (node group at max_size, no "
         "instances, a reservation used up). Adding a replica on a new node takes about 20 "
-        "(node join, image pull, model load; README, 'How each side scales').",
+        "(node join, image pull, model load; docs/operating.md, 'How each side scales').",
     )
     efa_error_events_threshold: int = Field(
         0,

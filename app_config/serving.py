@@ -157,7 +157,8 @@ class Engine(Section):
         description="How Serve picks this side's replica for a request: 'power_of_two' (Serve's "
         "default: the less loaded of two random replicas) or 'prefix_cache_affinity' (Ray Serve "
         "LLM's PrefixCacheAffinityRouter: the replica that already holds the longest prefix of "
-        "the prompt, unless load is imbalanced; opt-in: README, 'Cache-aware routing'). Ray's "
+        "the prompt, unless load is imbalanced; opt-in: docs/operating.md, 'Cache-aware "
+        "routing'). Ray's "
         "KV-event router (KVAwareRouter) is not offered: it needs ai-dynamo, which the image "
         "does not ship.",
     )

@@ -1,9 +1,10 @@
-"""The Kubernetes version of the cluster and everything whose version must move with it.
+"""The Kubernetes versions a cluster may run and everything whose version must move with it.
 
-Upgrading Kubernetes is a change to this file only: bump ``KUBERNETES``, the kubectl layer import
-and the pinned ``aws-cdk.lambda-layer-kubectl-vNN`` in requirements.txt, and each add-on to a build
-that ``aws eks describe-addon-versions --kubernetes-version <minor>`` lists
-(see README, "Upgrading").
+`cluster.kubernetes_version` picks a row of ``RELEASES``: the EKS minor, the kubectl Lambda layer
+built for it (the pinned ``aws-cdk.lambda-layer-kubectl-vNN`` in requirements.txt), the kube-proxy
+build made for it and the Cluster Autoscaler release of the same minor. Adding a minor is a new
+row here and in the setting's choices; the other add-on builds serve several minors
+(see docs/operating.md, "Upgrading").
 """
 
 from __future__ import annotations
@@ -12,24 +13,7 @@ from dataclasses import dataclass
 
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
-
-
-@dataclass(frozen=True)
-class KubernetesRelease:
-    """A Kubernetes minor version and the kubectl Lambda layer built for the same minor."""
-
-    minor: str
-    kubectl_layer: type
-
-    @property
-    def eks_version(self) -> eks.KubernetesVersion:
-        return eks.KubernetesVersion.of(self.minor)
-
-
-# 1.35 is in EKS standard support until 2027-03-27 (EKS user guide, "Kubernetes version lifecycle").
-# The design card named 1.29 with lambda-layer-kubectl-v29; 1.29 left extended support on 2026-03-23
-# and EKS no longer creates clusters on it.
-KUBERNETES = KubernetesRelease(minor="1.35", kubectl_layer=KubectlV35Layer)
+from aws_cdk.lambda_layer_kubectl_v36 import KubectlV36Layer
 
 
 @dataclass(frozen=True)
@@ -38,15 +22,62 @@ class ManagedAddon:
     version: str
 
 
-# Builds listed for Kubernetes 1.35 by `aws eks describe-addon-versions` (checked 2026-10).
+@dataclass(frozen=True)
+class KubernetesRelease:
+    """A Kubernetes minor version and what is built for the same minor."""
+
+    minor: str
+    kubectl_layer: type
+    kube_proxy: ManagedAddon
+    # registry.k8s.io/autoscaling/cluster-autoscaler tag, of the cluster's minor: "We recommend
+    # using Cluster Autoscaler with the Kubernetes control plane version for which it was meant"
+    # (kubernetes/autoscaler cluster-autoscaler/README.md, "Releases", at tag
+    # cluster-autoscaler-1.36.1).
+    cluster_autoscaler_image_tag: str
+
+    @property
+    def eks_version(self) -> eks.KubernetesVersion:
+        return eks.KubernetesVersion.of(self.minor)
+
+
+# kube-proxy: the EKS user guide's "Manage kube-proxy" table lists one build per minor (1.36:
+# v1.36.0-eksbuild.14; 1.35: checked against `aws eks describe-addon-versions` 2026-10).
+# Cluster Autoscaler: the newest patch of each minor (kubernetes/autoscaler tags
+# cluster-autoscaler-1.36.1 of 2026-07-22 and cluster-autoscaler-1.35.2). Standard support: 14
+# months from each minor's EKS release (EKS user guide, "Kubernetes version lifecycle"); 1.35's
+# ends 2027-03-27.
+RELEASES: dict[str, KubernetesRelease] = {
+    "1.36": KubernetesRelease(
+        minor="1.36",
+        kubectl_layer=KubectlV36Layer,
+        kube_proxy=ManagedAddon("kube-proxy", "v1.36.0-eksbuild.14"),
+        cluster_autoscaler_image_tag="v1.36.1",
+    ),
+    "1.35": KubernetesRelease(
+        minor="1.35",
+        kubectl_layer=KubectlV35Layer,
+        kube_proxy=ManagedAddon("kube-proxy", "v1.35.3-eksbuild.29"),
+        cluster_autoscaler_image_tag="v1.35.2",
+    ),
+}
+DEFAULT_MINOR = "1.36"
+# What `make synth` builds. The design card named 1.29 with lambda-layer-kubectl-v29; 1.29 left
+# extended support on 2026-03-23 and EKS no longer creates clusters on it.
+KUBERNETES = RELEASES[DEFAULT_MINOR]
+
+
+# Builds listed for Kubernetes 1.35 by `aws eks describe-addon-versions` (checked 2026-10); not
+# confirmed for 1.36 here (no AWS account): `aws eks describe-addon-versions --kubernetes-version
+# 1.36 --addon-name <name>` lists them before a deploy.
 # vpc-cni must be >= 1.18.5: EFA-only interfaces on p5-class nodes depend on it
 # (EKS user guide, "Manage EFA devices on Amazon EKS").
 VPC_CNI = ManagedAddon("vpc-cni", "v1.23.2-eksbuild.1")
 COREDNS = ManagedAddon("coredns", "v1.14.6-eksbuild.4")
-KUBE_PROXY = ManagedAddon("kube-proxy", "v1.35.3-eksbuild.29")
 POD_IDENTITY_AGENT = ManagedAddon("eks-pod-identity-agent", "v1.4.0-eksbuild.3")
 
-CORE_ADDONS: tuple[ManagedAddon, ...] = (VPC_CNI, COREDNS, KUBE_PROXY, POD_IDENTITY_AGENT)
+# Each of these builds serves several minors (EKS Distro ships one CoreDNS, 1.14, for 1.33 to
+# 1.37); kube-proxy is per minor, in RELEASES.
+CORE_ADDONS: tuple[ManagedAddon, ...] = (VPC_CNI, COREDNS, POD_IDENTITY_AGENT)
 
 # Container Insights with enhanced observability (NVIDIA GPU metrics through its dcgm-exporter,
 # EFA metrics, container logs). v6.6.0-eksbuild.1 is the newest build found listed for 1.35

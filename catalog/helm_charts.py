@@ -53,15 +53,16 @@ SECRETS_STORE_CSI_AWS = HelmChartRef(
     namespace="kube-system",
 )
 
-# kubernetes/autoscaler, charts/cluster-autoscaler (chart 9.59.0 of 2026-07-21, app 1.35.0): the
-# release line of the cluster's Kubernetes minor version, as the project asks.
+# kubernetes/autoscaler, charts/cluster-autoscaler (chart 9.59.0 of 2026-07-21, app 1.35.0), the
+# newest published. No chart carries a 1.36 appVersion: kubernetes/autoscaler#10169 (chart 9.60.0,
+# app 1.36.1) changed only Chart.yaml, the default image tag and the README, and was closed
+# unmerged. So the chart's templates are 1.36.1's too, and the image tag picks the autoscaler
+# release of the cluster's minor (catalog/eks_versions.py, cluster_autoscaler_image_tag).
 CLUSTER_AUTOSCALER = HelmChartRef(
     repository="https://kubernetes.github.io/autoscaler",
     chart="cluster-autoscaler",
     version="9.59.0",
     namespace="kube-system",
-    # Its minor must be the cluster's (the project's compatibility rule); a Kubernetes upgrade
-    # fails a test until the chart moves with it.
     app_version="1.35.0",
 )
 

@@ -48,6 +48,23 @@ IMAGES: dict[str, RayLlmImage] = {
     )
 }
 DEFAULT_IMAGE_TAG = "serve-llm-cuda-v1.0"
+# The newest Ray LLM DLC tag AWS has published when this catalog was last checked: the DLC
+# changelog's only Ray LLM release, "Ray LLM v1.0 — 2026-08-31" (tags serve-llm-cuda,
+# serve-llm-cuda-v1, serve-llm-cuda-v1.0, serve-llm-cuda-v1.0.0; Ray 2.58.0, vLLM 0.26.0).
+# `pdctl image` shows it beside the configured tag.
+NEWEST_PUBLISHED_TAG = "serve-llm-cuda-v1.0"
+NEWEST_PUBLISHED_CHECKED = "2026-12-01"
+# What moving to a tag on a newer Ray takes here (docs/operating.md, "Upgrading"): Ray 2.59 and
+# 2.60 change the Serve LLM P/D API.
+NEWER_RAY_MOVE = (
+    "the P/D builder's proxy_cls_config and proxy_deployment_config, ignored since Ray 2.55's "
+    "decode-as-orchestrator graph, are removed (ray-project/ray#65194): the rendered Serve "
+    "config sets neither, and a test keeps it so",
+    "LoRA adapters with P/D: this app sets no lora_config; offering it would be a new setting "
+    "applied to the prefill and decode LLM configs alike",
+    "a catalog row with the tag's versions, requirements-dev.txt's ray[serve] at that Ray (the "
+    "Serve schema tests), then make test and make e2e on it",
+)
 REPOSITORY = "ray"
 # ECR Public: the upstream an ECR pull-through cache rule can copy into the user's account.
 PUBLIC_REGISTRY = "public.ecr.aws"

@@ -1,6 +1,7 @@
 """Alert rules that Amazon Managed Service for Prometheus evaluates on the Ray and vLLM metrics,
 with thresholds from the configuration. Histogram quantiles need PromQL, which is why these are
-Prometheus rules and not CloudWatch alarms (README, "Observability and self-healing")."""
+Prometheus rules and not CloudWatch alarms (docs/observability.md, "Observability and
+self-healing")."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def ttft_p95_estimate() -> str:
     """Client-seen time to first token is prefill's (the prompt) plus decode's (the KV pull
     and first step). The sum of the two sides' p95s estimates the client's p95; it is not a
     bound (slow prefills and slow pulls on different requests add up to more than 5% slow
-    requests), which is why the README calls it an estimate."""
+    requests), which is why docs/observability.md calls it an estimate."""
     return f"{promql.quantile(TTFT, 0.95, 'prefill')} + {promql.quantile(TTFT, 0.95, 'decode')}"
 
 
@@ -49,7 +50,7 @@ def render_alert_rules(settings: Settings) -> dict[str, Any]:
             "labels": labels(),
             "annotations": {
                 "summary": f"{service}: NIXL KV transfers failed on decode in the last 5 minutes",
-                "runbook": "README, Operating: 'NixlKvTransfersFailing'",
+                "runbook": "docs/observability.md, 'NixlKvTransfersFailing'",
             },
         },
         {
@@ -60,7 +61,7 @@ def render_alert_rules(settings: Settings) -> dict[str, Any]:
             "annotations": {
                 "summary": f"{service}: decode's waiting requests have grown for "
                 f"{queue_minutes} minutes",
-                "runbook": "README, Operating: 'DecodeQueueGrowing'",
+                "runbook": "docs/observability.md, 'DecodeQueueGrowing'",
             },
         },
         {
@@ -71,7 +72,7 @@ def render_alert_rules(settings: Settings) -> dict[str, Any]:
             "annotations": {
                 "summary": f"{service}: time to first token p95 above "
                 f"{alarms.ttft_p95_objective_seconds} s",
-                "runbook": "README, Operating: 'TimeToFirstTokenAboveObjective'",
+                "runbook": "docs/observability.md, 'TimeToFirstTokenAboveObjective'",
             },
         },
         {
@@ -83,7 +84,7 @@ def render_alert_rules(settings: Settings) -> dict[str, Any]:
             "annotations": {
                 "summary": f"{service}: inter-token latency p95 above "
                 f"{alarms.itl_p95_objective_seconds} s",
-                "runbook": "README, Operating: 'InterTokenLatencyAboveObjective'",
+                "runbook": "docs/observability.md, 'InterTokenLatencyAboveObjective'",
             },
         },
     ]
@@ -100,7 +101,7 @@ def render_alert_rules(settings: Settings) -> dict[str, Any]:
             "annotations": {
                 "summary": f"{service}: a side has wanted more replicas than it has healthy "
                 f"for {shortfall} minutes",
-                "runbook": "README, Operating: 'ServingCapacityShortfall'",
+                "runbook": "docs/observability.md, 'ServingCapacityShortfall'",
             },
         }
     )
@@ -117,7 +118,7 @@ def render_alert_rules(settings: Settings) -> dict[str, Any]:
                 "annotations": {
                     "summary": f"{service}: no metrics scraped from a side for "
                     f"{METRICS_MISSING_FOR}; the other alerts cannot fire meanwhile",
-                    "runbook": "README, Operating: 'ServingMetricsMissing'",
+                    "runbook": "docs/observability.md, 'ServingMetricsMissing'",
                 },
             }
         )

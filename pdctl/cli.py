@@ -403,6 +403,9 @@ def image_command(
         table.add_row("running digests", ", ".join(result.running_digests) or "no Ray pod found")
     console.print(table)
     console.print(result.verdict, markup=False, highlight=False)
+    console.print(f"{result.newest}. A tag on Ray 2.59 or 2.60 would need:", markup=False)
+    for step in result.newer_ray_move:
+        console.print(f"  - {step}", markup=False, highlight=False)
     if scan:
         counts = ", ".join(f"{n} {s.lower()}" for s, n in scan.counts.items()) or "none"
         # Text from AWS is printed as text, never as rich markup.

@@ -204,7 +204,7 @@ def path_checks(client: SideReport, expected: Expectation, marks: EfaCheck) -> l
 
 _SLOW_FIX = (
     "compare with a baseline from healthy nodes (pdctl efa-check --json); a device far below its "
-    "peers points at that node: replace it (README, Operating: EFA)"
+    "peers points at that node: replace it (docs/observability.md, 'EFA runbook')"
 )
 
 

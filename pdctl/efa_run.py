@@ -70,7 +70,7 @@ def run(
                 raise EfaCheckError(
                     f"{job} has not {what} after {plan.deadline_seconds} s "
                     f"({state.phase or 'no pod'}{': ' + state.waiting if state.waiting else ''}); "
-                    "a side needs a node whose EFA devices no Ray worker holds (README, "
+                    "a side needs a node whose EFA devices no Ray worker holds (docs/pdctl.md, "
                     "'pdctl efa-check')"
                 )
             sleep(POLL_SECONDS)

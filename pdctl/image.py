@@ -20,6 +20,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 from app_config import Settings
 from catalog.ray_llm_image import (
     IMAGES,
+    NEWER_RAY_MOVE,
+    NEWEST_PUBLISHED_CHECKED,
+    NEWEST_PUBLISHED_TAG,
     REGISTRY_ACCOUNTS,
     REPOSITORY,
     image_uri,
@@ -48,6 +51,16 @@ class ImageReport:
     # With the image cache and a pinned digest: whether the cache holds that build (None: not
     # asked, or the answer was unreadable).
     pinned_in_cache: bool | None = None
+    newest_published_tag: str = NEWEST_PUBLISHED_TAG  # as of NEWEST_PUBLISHED_CHECKED
+    newer_ray_move: tuple[str, ...] = NEWER_RAY_MOVE
+
+    @property
+    def newest(self) -> str:
+        """Where the configured tag stands against the newest the catalog knows AWS published."""
+        when = f"AWS's newest Ray LLM DLC tag as of {NEWEST_PUBLISHED_CHECKED}"
+        if self.tag == self.newest_published_tag:
+            return f"{self.tag} is {when}"
+        return f"{when} is {self.newest_published_tag}; this deployment runs {self.tag}"
 
     @property
     def verdict(self) -> str:
@@ -73,11 +86,11 @@ class ImageReport:
             return "current: the registry holds the same build"
         return (
             "a newer build of the tag is published: set serving.image_digest to the registry's "
-            "digest and deploy (a new Ray cluster, README 'Upgrading')"
+            "digest and deploy (a new Ray cluster, docs/operating.md, 'Upgrading')"
         )
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "verdict": self.verdict}
+        return {**asdict(self), "verdict": self.verdict, "newest": self.newest}
 
 
 def _registry_lookup(

@@ -7,6 +7,7 @@ from aws_cdk import Annotations, CfnOutput, Stack
 from aws_cdk import aws_ec2 as ec2
 
 from app_config import Settings
+from catalog.eks_versions import RELEASES
 from constructs import Construct
 from constructs.cluster.alarm_topic import AlarmTopic
 from constructs.cluster.cluster_autoscaler import ClusterAutoscaler
@@ -50,7 +51,8 @@ class ClusterStack(Stack):
                 "this cluster (only CloudFormation's kubectl provider can). Add your role's ARN.",
             )
         cluster = self.control_plane.cluster
-        self.addons = CoreAddons(self, "Addons", cluster=cluster)
+        kubernetes = RELEASES[settings.cluster.kubernetes_version]
+        self.addons = CoreAddons(self, "Addons", cluster=cluster, kube_proxy=kubernetes.kube_proxy)
         self.node_role = NodeRole(self, "NodeRole", description="Nodes of the serving cluster")
         if settings.serving.image_cache.enabled:
             ImageCache(
@@ -65,6 +67,7 @@ class ClusterStack(Stack):
             self,
             "SystemNodes",
             cluster=cluster,
+            kubernetes_version=kubernetes.minor,
             settings=settings.cluster.system_nodes,
             node_role=self.node_role.role,
         )

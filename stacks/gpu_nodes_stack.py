@@ -61,6 +61,7 @@ class GpuNodesStack(Stack):
                     role=role,
                     settings=group,
                     cluster=cluster,
+                    kubernetes_version=settings.cluster.kubernetes_version,
                     node_role=node_role,
                     subnets=gpu_subnets,
                     efa_security_group_id=self.efa_security_group.security_group_id,

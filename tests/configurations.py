@@ -26,9 +26,10 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
     # Exactly what `make synth` builds.
     "default": {},
     # Every optional feature on: account-bound, AZ names, public endpoint, extra admins, tags,
-    # throw-away data.
+    # throw-away data, the older Kubernetes minor.
     "public-endpoint": {
         "account": "123456789012",
+        "cluster.kubernetes_version": "1.35",  # the older minor still offered
         "network.availability_zones": '["us-west-2a", "us-west-2b", "us-west-2c"]',
         "network.gpu_availability_zone": "us-west-2b",
         "network.nat_gateways": "3",

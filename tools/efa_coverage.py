@@ -17,6 +17,7 @@ from aws_cdk import aws_iam as iam
 
 from app_config.model import GpuNodeGroup
 from catalog.efa_layout import EFA, EFA_ONLY
+from catalog.eks_versions import DEFAULT_MINOR
 from catalog.instances import CATALOG
 from constructs.gpu_nodes.efa_node_group import EfaNodeGroup, EfaNodeGroupProps
 
@@ -50,6 +51,7 @@ def render_efa_node_groups(
                 role="prefill",
                 settings=group,
                 cluster=cluster,
+                kubernetes_version=DEFAULT_MINOR,
                 node_role=node_role,
                 subnets=ec2.SubnetSelection(subnets=vpc.private_subnets),
                 efa_security_group_id=EFA_SECURITY_GROUP,

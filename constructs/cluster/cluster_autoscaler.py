@@ -20,6 +20,7 @@ from aws_cdk import aws_iam as iam
 
 from app_config import Settings
 from app_config.node_labels import ROLE_LABEL, SYSTEM_ROLE
+from catalog.eks_versions import RELEASES
 from catalog.helm_charts import CLUSTER_AUTOSCALER
 from constructs import Construct
 from constructs.common.helm_release import helm_release
@@ -102,14 +103,18 @@ class ClusterAutoscaler(Construct):
             nodegroups.finding,
             "eks:DescribeNodegroup on this cluster's node groups only; their names are EKS's.",
         )
+        kubernetes = RELEASES[settings.cluster.kubernetes_version]
         self.release = helm_release(
             self,
             "Chart",
             cluster=cluster,
             chart=CLUSTER_AUTOSCALER,
             values={
-                # One name for the Deployment, its logs and the README's runbook.
+                # One name for the Deployment, its logs and the runbook's command.
                 "fullnameOverride": DEPLOYMENT_NAME,
+                # The autoscaler release of the cluster's minor; the chart's default image is
+                # its appVersion's, which may be an older minor.
+                "image": {"tag": kubernetes.cluster_autoscaler_image_tag},
                 "cloudProvider": "aws",
                 "awsRegion": stack.region,
                 "autoDiscovery": {"clusterName": cluster_name},

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 
-from catalog.eks_versions import COREDNS, KUBE_PROXY, POD_IDENTITY_AGENT, VPC_CNI
+from catalog.eks_versions import COREDNS, POD_IDENTITY_AGENT, VPC_CNI, ManagedAddon
 from constructs import Construct
 from constructs.cluster.managed_addon import managed_addon
 from constructs.common.irsa import ServiceAccountRole
@@ -21,7 +21,14 @@ class CoreAddons(Construct):
     """vpc-cni (with its IRSA role and network policy enforcement), coredns, kube-proxy and the
     Pod Identity agent. Publishes ``needed_by_nodes`` and ``needing_nodes`` for ordering."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, cluster: eks.Cluster) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        cluster: eks.Cluster,
+        kube_proxy: ManagedAddon,  # the build made for the cluster's minor
+    ) -> None:
         super().__init__(scope, construct_id)
         cni_role = ServiceAccountRole(
             self,
@@ -46,9 +53,9 @@ class CoreAddons(Construct):
             configuration=VPC_CNI_CONFIGURATION,
             service_account_role=self.cni_role,
         )
-        kube_proxy = managed_addon(self, cluster, KUBE_PROXY)
+        kube_proxy_addon = managed_addon(self, cluster, kube_proxy)
         pod_identity_agent = managed_addon(self, cluster, POD_IDENTITY_AGENT)
         coredns = managed_addon(self, cluster, COREDNS)
         # DaemonSets a node needs to turn Ready, and Deployments that need a Ready node.
-        self.needed_by_nodes = (vpc_cni, kube_proxy, pod_identity_agent)
+        self.needed_by_nodes = (vpc_cni, kube_proxy_addon, pod_identity_agent)
         self.needing_nodes = (coredns,)

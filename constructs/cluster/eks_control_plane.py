@@ -9,7 +9,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 
 from app_config.model import Cluster as ClusterSettings
-from catalog.eks_versions import KUBERNETES
+from catalog.eks_versions import RELEASES
 from constructs import Construct
 from constructs.common.checkov_skips import PROVIDER_LAMBDA_SKIPS, resources_of_type, skip_checks
 from constructs.common.encrypted_log_group import encrypted_log_group
@@ -67,13 +67,14 @@ class EksControlPlane(Construct):
             description=f"Envelope encryption of Kubernetes secrets in {props.cluster_name}",
             removal_policy=props.removal_policy,
         )
+        kubernetes = RELEASES[settings.kubernetes_version]
         self.cluster = eks.Cluster(
             self,
             "Cluster",
             cluster_name=props.cluster_name,
-            version=KUBERNETES.eks_version,
+            version=kubernetes.eks_version,
             kubectl_provider_options=eks.KubectlProviderOptions(
-                kubectl_layer=KUBERNETES.kubectl_layer(self, "KubectlLayer"),
+                kubectl_layer=kubernetes.kubectl_layer(self, "KubectlLayer"),
             ),
             # Managed node groups, not Auto Mode (the aws_eks_v2 default).
             default_capacity_type=eks.DefaultCapacityType.NODEGROUP,

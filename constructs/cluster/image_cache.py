@@ -70,7 +70,7 @@ class ImageCache(Construct):
             # (tests/stacks/test_image_cache.py evaluates ECR's rules).
             # The template applies once, when the cache creates the repository, so it must be
             # safe for every later configuration. Superseded builds are removed by hand
-            # (README, "Scanning the image in your account").
+            # (docs/operating.md, "Scanning the image in your account").
         )
         if pinned_digest:
             Annotations.of(self).add_warning_v2(

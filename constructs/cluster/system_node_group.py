@@ -8,7 +8,6 @@ from aws_cdk import aws_iam as iam
 
 from app_config.model import SystemNodes
 from app_config.node_labels import ROLE_LABEL, SYSTEM_ROLE
-from catalog.eks_versions import KUBERNETES
 from constructs import Construct
 
 # AL2023's root device; a launch template volume under another name would be a second disk.
@@ -24,6 +23,7 @@ class SystemNodeGroup(Construct):
         construct_id: str,
         *,
         cluster: eks.Cluster,
+        kubernetes_version: str,  # the cluster's minor; the nodes run the same
         settings: SystemNodes,
         node_role: iam.IRole,
     ) -> None:
@@ -73,6 +73,6 @@ class SystemNodeGroup(Construct):
             labels=self.labels,
             subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),
         )
-        # Follows the cluster's version visibly (README, "Upgrading"); on-demand CPU capacity
-        # makes EKS's default surge update safe here.
-        self.nodegroup.node.default_child.add_property_override("Version", KUBERNETES.minor)
+        # Follows the cluster's version visibly (docs/operating.md, "Upgrading"); on-demand CPU
+        # capacity makes EKS's default surge update safe here.
+        self.nodegroup.node.default_child.add_property_override("Version", kubernetes_version)

@@ -23,7 +23,6 @@ from aws_cdk import aws_iam as iam
 from app_config.model import GpuNodeGroup, NodePlacement
 from app_config.node_template import node_template_tags
 from catalog.efa_layout import efa_interface_layout
-from catalog.eks_versions import KUBERNETES
 from catalog.instances import GpuInstance
 from constructs import Construct
 from constructs.cluster.system_node_group import AL2023_ROOT_DEVICE
@@ -47,7 +46,8 @@ CAPACITY_TYPES = {
 class EfaNodeGroupProps:
     role: str  # "prefill" or "decode"
     settings: GpuNodeGroup
-    cluster: eks.Cluster
+    cluster: eks.ICluster
+    kubernetes_version: str  # the cluster's minor; the nodes run the same
     node_role: iam.IRole
     subnets: ec2.SubnetSelection  # the GPU zone's private subnet
     efa_security_group_id: str
@@ -106,8 +106,9 @@ class EfaNodeGroup(Construct):
         cfn.add_property_override("NodeRepairConfig.MaxParallelNodesRepairedCount", 1)
         cfn.add_property_override("UpdateConfig.UpdateStrategy", update_strategy(settings))
         # The nodes' Kubernetes version, written down: a cluster upgrade then shows as a
-        # node group change in `cdk diff` (README, "Upgrading") instead of nodes left behind.
-        cfn.add_property_override("Version", KUBERNETES.minor)
+        # node group change in `cdk diff` (docs/operating.md, "Upgrading") instead of nodes
+        # left behind.
+        cfn.add_property_override("Version", props.kubernetes_version)
 
     def _launch_template_data(
         self, props: EfaNodeGroupProps

@@ -74,7 +74,7 @@ class NodeGroupCapacityAlarm(Construct):
             alarm_name=alarm_name,
             alarm_description=(
                 f"The {role} GPU node group has had fewer nodes in service than desired for "
-                f"{minutes} minutes. See README, Operating: '{alarm_name}'."
+                f"{minutes} minutes. See docs/observability.md, '{alarm_name}'."
             ),
             threshold=1,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,

@@ -4,7 +4,7 @@ to the alarm topic.
 
 Why this and not the CloudWatch agent's Prometheus support: that path drops Prometheus
 histograms, and time to first token, inter-token latency and NIXL transfer time are all
-histograms (CloudWatch user guide, "Prometheus metric type conversion"). README,
+histograms (CloudWatch user guide, "Prometheus metric type conversion"). docs/observability.md,
 "Observability and self-healing", has the comparison.
 """
 

@@ -53,7 +53,7 @@ class NodeHealthAlarms(Construct):
             alarm_description="EFA reported unresponsive or impaired remote connections. No "
             "data counts as no errors (no GPU node reporting); a Container Insights agent that "
             "stopped reporting shows in the nodes-not-ready alarm. Measure the path with "
-            f"`pdctl efa-check`; see README, Operating: '{efa_name}'.",
+            f"`pdctl efa-check`; see docs/observability.md, '{efa_name}'.",
             threshold=settings.observability.alarms.efa_error_events_threshold,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             evaluation_periods=1,
@@ -68,7 +68,7 @@ class NodeHealthAlarms(Construct):
             alarm_name=not_ready_name,
             alarm_description="A node of the cluster has been NotReady for 10 minutes, or "
             "Container Insights has reported nothing for 10 minutes (the system nodes always "
-            "report: silence means the monitoring path is broken). See README, Operating: "
+            "report: silence means the monitoring path is broken). See docs/observability.md, "
             f"'{not_ready_name}'.",
             threshold=0,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
@@ -103,7 +103,7 @@ class NodeHealthAlarms(Construct):
             alarm_name=delivery_name,
             alarm_description="EventBridge could not deliver an AWS Health event to the alarm "
             "topic (the topic's policy or its key refuses EventBridge). Check the topic's key "
-            f"policy. See README, Operating: '{delivery_name}'.",
+            f"policy. See docs/observability.md, '{delivery_name}'.",
             threshold=0,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             evaluation_periods=1,

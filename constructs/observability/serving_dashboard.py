@@ -77,7 +77,8 @@ class ServingDashboard(Construct):
         self.dashboard.add_widgets(
             cloudwatch.TextWidget(
                 markdown=f"# {settings.serving.name}: prefill (left) and decode (right)\n"
-                "Alarm runbooks: README, *Operating*. Ray and vLLM panels query the managed "
+                "Alarm runbooks: docs/observability.md, *Operating*. Ray and vLLM panels query "
+                "the managed "
                 "Prometheus workspace; GPU and EFA panels are Container Insights.",
                 width=2 * HALF,
                 height=2,

@@ -3,7 +3,8 @@
 CloudFormation owns the load balancer, its security group and listener, so the endpoint's DNS
 name is a stack output the moment the stack is deployed, and cdk-nag, cfn-lint and checkov see
 it. Kubernetes only binds its target group to a Service of ours that spans every Ray cluster's
-ready Serve proxies (manifests/endpoint-service.yaml; README, "Upgrades without an outage").
+ready Serve proxies (manifests/endpoint-service.yaml; docs/operating.md, "Upgrades without an
+outage").
 """
 
 from __future__ import annotations

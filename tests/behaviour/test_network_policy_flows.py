@@ -1,5 +1,5 @@
-"""Every flow the README documents, evaluated against the rendered network policies the way the
-VPC CNI enforces them (tests/network_policy_model.py): Services resolved by their selectors, and
+"""Every flow docs/security.md documents, evaluated against the rendered network policies the way
+the VPC CNI enforces them (tests/network_policy_model.py): Services resolved by their selectors, and
 ClusterIP traffic admitted only when a policy's pod peer matches the Service's selector."""
 
 from __future__ import annotations

@@ -75,7 +75,8 @@ CHANGES = [
     ({"serving.decode.max_replicas": "2"}, True),
     ({"serving.decode.min_replicas": "0"}, True),
     # Worker counts are not hashed: KubeRay neither starts a cluster nor resizes the running one
-    # (README, "Capacity"); the new count takes effect with the next Ray cluster.
+    # (docs/operating.md, "desired_size is for creation"); the new count takes effect with the
+    # next Ray cluster.
     ({"gpu_nodes.decode.scaling": '{"min_size": 2, "desired_size": 3, "max_size": 3}'}, False),
 ]
 

@@ -591,7 +591,7 @@ def test_cli_reports_bad_input_without_a_traceback(tmp_path: Path) -> None:
 
 
 def test_one_setting_inside_a_section_keeps_the_sections_other_defaults() -> None:
-    """README's own upgrade step: one number changes, the rest of the default scaling stays."""
+    """The docs' own upgrade step: one number changes, the rest of the default scaling stays."""
     settings = load_settings({**cdk_json_context(), "gpu_nodes.decode.scaling.max_size": "3"})
     scaling = settings.gpu_nodes.decode.scaling
     default = load_settings(cdk_json_context()).gpu_nodes.decode.scaling

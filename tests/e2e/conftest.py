@@ -70,7 +70,7 @@ def project_python() -> Path:
 
 @pytest.fixture(scope="session")
 def figures() -> dict[str, Any]:
-    """Measurements for the README; written to <run dir>/figures.json at the end."""
+    """Measurements for docs/verification.md; written to <run dir>/figures.json at the end."""
     return FIGURES
 
 

@@ -1,7 +1,7 @@
 """Behaviour over time, measured: replicas killed and Serve-config changes applied while clients
-poll and stream (traffic.py). The figures go to figures.json for the README's reliability section;
-the tests assert only what must hold on any machine: the application is RUNNING again within a
-bound, Serve started the replica it had to, and requests succeed afterwards.
+poll and stream (traffic.py). The figures go to figures.json for docs/verification.md's reliability
+section; the tests assert only what must hold on any machine: the application is RUNNING again
+within a bound, Serve started the replica it had to, and requests succeed afterwards.
 
 Named to run last: its config changes and restarts stay in effect for the session.
 """
@@ -102,7 +102,7 @@ def change(pd: LocalRay, edit: Callable[[dict[str, Any]], None]) -> Callable[[],
 
 
 def test_an_autoscaling_bound_change(pd: LocalRay, load: Load, figures: dict[str, Any]) -> None:
-    """`serving.decode.max_replicas`, which the README lists as applied in place. In the
+    """`serving.decode.max_replicas`, which the README once listed as applied in place. In the
     serveConfigV2 it is inside the application's args, and Serve's code version of an
     application hashes its args (ray/serve/_private/deploy_utils.py, get_app_code_version):
     every replica of the application is replaced."""

@@ -16,7 +16,7 @@ import pytest
 from app_config import Settings
 from app_config.efa_check import EfaCheck
 from app_config.node_labels import EFA_RESOURCE
-from catalog.eks_versions import KUBERNETES
+from catalog.eks_versions import RELEASES
 from catalog.instances import CATALOG
 from pdctl import efa_jobs, efa_results, efa_run
 from pdctl.efa_jobs import MARK
@@ -57,9 +57,10 @@ def _jobs(plan: efa_jobs.EfaCheckPlan) -> dict[str, dict]:
     }
 
 
-def test_the_jobs_match_kubernetes_schemas_strictly(plan) -> None:
+@pytest.mark.parametrize("minor", sorted(RELEASES))
+def test_the_jobs_match_kubernetes_schemas_strictly(plan, minor: str) -> None:
     for job in _jobs(plan).values():
-        kubernetes_validate.validate(job, f"{KUBERNETES.minor}.0", strict=True)
+        kubernetes_validate.validate(job, f"{minor}.0", strict=True)
 
 
 def test_each_job_lands_where_that_sides_ray_workers_land(settings, plan) -> None:

@@ -10,7 +10,13 @@ import pytest
 from botocore.stub import Stubber
 from typer.testing import CliRunner
 
-from catalog.ray_llm_image import IMAGES, PUBLIC_REPOSITORY, REGISTRY_ACCOUNTS, REPOSITORY
+from catalog.ray_llm_image import (
+    IMAGES,
+    NEWEST_PUBLISHED_TAG,
+    PUBLIC_REPOSITORY,
+    REGISTRY_ACCOUNTS,
+    REPOSITORY,
+)
 from pdctl import image, image_cache, scan_report
 from pdctl.cli import app
 from serving_manifests.image import cache_repository
@@ -498,3 +504,32 @@ def test_scan_report_prints_aws_text_as_text(monkeypatch) -> None:
     )
     assert result.exit_code == 0, result.output
     assert "[bold red]disk[/bold red] full" in result.output
+
+
+def test_the_newest_published_tag_is_a_catalog_row_on_the_newest_ray() -> None:
+    """Adding a newer tag's row without moving NEWEST_PUBLISHED_TAG (or the reverse) fails."""
+    newest_ray = max(
+        IMAGES.values(), key=lambda row: tuple(map(int, row.ray_version.split(".")))
+    ).ray_version
+    assert IMAGES[NEWEST_PUBLISHED_TAG].ray_version == newest_ray
+
+
+def test_image_command_says_which_tag_is_newest_and_what_a_newer_ray_needs() -> None:
+    result = CliRunner().invoke(app, ["image", "--no-registry"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())
+    assert f"{NEWEST_PUBLISHED_TAG} is AWS's newest Ray LLM DLC tag as of" in text
+    assert "Ray 2.59 or 2.60 would need" in text
+    assert "proxy_cls_config" in text
+    assert "LoRA" in text
+    data = json.loads(CliRunner().invoke(app, ["image", "--no-registry", "--json"]).output)
+    assert data["newest_published_tag"] == NEWEST_PUBLISHED_TAG
+    assert data["newest"].startswith(NEWEST_PUBLISHED_TAG)
+
+
+def test_an_older_configured_tag_is_told_the_newest() -> None:
+    report = image.report(settings_for("default"), None, [])
+    older = image.ImageReport(**{**report.__dict__, "tag": "serve-llm-cuda-v0.9"})
+    assert older.newest.endswith(
+        f"is {NEWEST_PUBLISHED_TAG}; this deployment runs serve-llm-cuda-v0.9"
+    )

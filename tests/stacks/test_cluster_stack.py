@@ -4,11 +4,25 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+from collections.abc import Callable
+from typing import get_args
 
-from catalog.eks_versions import CORE_ADDONS, KUBERNETES, OBSERVABILITY_ADDONS, VPC_CNI
+import pytest
+
+from app_config.model import Cluster
+from catalog.eks_versions import (
+    CORE_ADDONS,
+    DEFAULT_MINOR,
+    KUBERNETES,
+    OBSERVABILITY_ADDONS,
+    RELEASES,
+    VPC_CNI,
+    KubernetesRelease,
+)
 from constructs.cluster.core_addons import VPC_CNI_CONFIGURATION
 from constructs.cluster.node_role import NODE_MANAGED_POLICIES
 from nag.serving_checks import CONTROL_PLANE_LOG_TYPES
+from tests.configurations import PROJECT_ROOT
 from tests.conftest import Synthesized, cfn_text
 
 
@@ -17,14 +31,45 @@ def _cluster(synthesized: Synthesized) -> dict:
     return cluster["Properties"]
 
 
-def test_kubectl_layer_matches_the_cluster_version() -> None:
-    minor = KUBERNETES.minor.split(".")[1]  # "1.35" -> "35", the layer package's suffix
-    assert KUBERNETES.kubectl_layer.__module__ == f"aws_cdk.lambda_layer_kubectl_v{minor}"
-    assert importlib.metadata.version(f"aws-cdk.lambda-layer-kubectl-v{minor}")
+def test_every_offered_version_is_a_catalog_release_and_the_default_is_the_newest() -> None:
+    offered = get_args(Cluster.model_fields["kubernetes_version"].annotation)
+    assert set(offered) == set(RELEASES)
+    newest = max(RELEASES, key=lambda minor: tuple(map(int, minor.split("."))))
+    assert Cluster().kubernetes_version == DEFAULT_MINOR == KUBERNETES.minor == newest
 
 
-def test_cluster_runs_the_pinned_kubernetes_version(default_app: Synthesized) -> None:
-    assert _cluster(default_app)["Version"] == KUBERNETES.minor
+@pytest.mark.parametrize("release", RELEASES.values(), ids=lambda release: release.minor)
+def test_each_release_brings_its_own_minors_kubectl_layer_kube_proxy_and_autoscaler(
+    release: KubernetesRelease,
+) -> None:
+    minor = release.minor.split(".")[1]  # "1.36" -> "36", the layer package's suffix
+    package = f"aws-cdk.lambda-layer-kubectl-v{minor}"
+    assert release.kubectl_layer.__module__ == f"aws_cdk.lambda_layer_kubectl_v{minor}"
+    pins = (PROJECT_ROOT / "requirements.txt").read_text().splitlines()
+    assert f"{package}=={importlib.metadata.version(package)}" in pins
+    assert release.kube_proxy.version.startswith(f"v{release.minor}.")
+    assert release.cluster_autoscaler_image_tag.startswith(f"v{release.minor}.")
+
+
+@pytest.mark.parametrize("name", ["default", "public-endpoint"])
+def test_the_cluster_its_nodes_and_kube_proxy_run_the_configured_version(
+    synthesize: Callable[[str], Synthesized], name: str
+) -> None:
+    synthesized = synthesize(name)
+    minor = synthesized.built.settings.cluster.kubernetes_version
+    assert _cluster(synthesized)["Version"] == minor
+    groups = [
+        group["Properties"]
+        for role in ("cluster", "gpu-nodes")
+        for group in synthesized.resources(role, "AWS::EKS::Nodegroup").values()
+    ]
+    assert len(groups) == 3
+    assert {group["Version"] for group in groups} == {minor}
+    addons = {
+        addon["Properties"]["AddonName"]: addon["Properties"]["AddonVersion"]
+        for addon in synthesized.resources("cluster", "AWS::EKS::Addon").values()
+    }
+    assert addons["kube-proxy"] == RELEASES[minor].kube_proxy.version
 
 
 def test_all_control_plane_logs_are_enabled(default_app: Synthesized) -> None:
@@ -111,7 +156,8 @@ def test_addons_are_pinned_to_the_catalog_versions(default_app: Synthesized) -> 
         for a in default_app.resources("cluster", "AWS::EKS::Addon").values()
     }
     assert {name: props["AddonVersion"] for name, props in addons.items()} == {
-        addon.name: addon.version for addon in (*CORE_ADDONS, *OBSERVABILITY_ADDONS)
+        addon.name: addon.version
+        for addon in (*CORE_ADDONS, KUBERNETES.kube_proxy, *OBSERVABILITY_ADDONS)
     }
     assert json.loads(addons[VPC_CNI.name]["ConfigurationValues"]) == VPC_CNI_CONFIGURATION
 

@@ -10,7 +10,6 @@ import pytest
 from app_config.model import Capacity, GpuNodeGroup
 from app_config.node_labels import GPU_ROLES, ROLE_LABEL
 from catalog.efa_layout import efa_interface_layout
-from catalog.eks_versions import KUBERNETES
 from catalog.instances import CATALOG
 from nag.serving_checks import EFA_SECURITY_GROUP_METADATA
 from tests.conftest import Synthesized
@@ -179,7 +178,7 @@ def test_gpu_node_groups_replace_one_node_at_a_time_and_self_repair(
         # On demand: EKS's default update, new node first (see the reserved-capacity test).
         assert group["UpdateConfig"] == {"MaxUnavailable": 1, "UpdateStrategy": "DEFAULT"}
         assert group["ForceUpdateEnabled"] is False  # the disruption budgets hold
-        assert group["Version"] == KUBERNETES.minor
+        assert group["Version"] == default_app.built.settings.cluster.kubernetes_version
         # One GPU node repaired at a time, so that a side is never left without nodes.
         assert group["NodeRepairConfig"] == {"Enabled": True, "MaxParallelNodesRepairedCount": 1}
         assert "RemoteAccess" not in group

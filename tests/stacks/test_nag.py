@@ -64,8 +64,8 @@ def test_every_acknowledgment_names_an_exact_finding_and_a_specific_reason(
 def test_nist_800_53_rev5_report(
     default_app: Synthesized, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Printed, not gating (README, "What is verified before deploy", says why); the rules we
-    meet must stay met."""
+    """Printed, not gating (docs/verification.md, "What is verified before deploy", says why); the
+    rules we meet must stay met."""
     counts: Counter[str] = Counter()
     for stack in _stacks(default_app):
         for violation in NIST80053R5Checks().validate_scope(stack).violations:

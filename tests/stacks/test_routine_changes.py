@@ -1,5 +1,5 @@
 """Routine changes and what CloudFormation replaces for each, decided by the resource schemas'
-create-only properties (tests/replacement_model.py). The README's table "What a change
+create-only properties (tests/replacement_model.py). docs/operating.md's table "What a change
 replaces" is this test's table."""
 
 from __future__ import annotations
@@ -32,6 +32,14 @@ ROUTINE: dict[str, tuple[dict[str, str], frozenset[str]]] = {
         frozenset(),
     ),
     "image digest": ({"serving.image_digest": "sha256:" + "ab" * 32}, frozenset()),
+    # The default's minor against the older one: a Version change, in place on the cluster, its
+    # node groups and kube-proxy; replacements are decided the same either way (EKS itself only
+    # goes up, one minor at a time). The kubectl provider gets a new layer version with the
+    # minor's kubectl (layer versions are immutable); its function is updated, not replaced.
+    "Kubernetes minor": (
+        {"cluster.kubernetes_version": "1.35"},
+        frozenset({"AWS::Lambda::LayerVersion"}),
+    ),
     "drain timeout": ({"serving.drain_timeout_seconds": "600"}, frozenset()),
     "scaling behaviour": (
         {
@@ -52,7 +60,7 @@ ROUTINE: dict[str, tuple[dict[str, str], frozenset[str]]] = {
         {"cluster.admin_principal_arns": '["arn:aws:iam::123456789012:role/Admin"]'},
         frozenset(),
     ),
-    # Not routine, and said so in the README: the node group's capacity type is create-only,
+    # Not routine, and said so in docs/operating.md: the node group's capacity type is create-only,
     # and a reservation replaces the placement group.
     "on demand to Capacity Block": (
         {
