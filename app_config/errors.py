@@ -17,8 +17,10 @@ class Problem:
     value: Any = None
 
     def __str__(self) -> str:
+        """One line: the setting, the value as typed (escaped, so an invisible or look-alike
+        character shows), what is wrong and what would be valid."""
         shown = "" if self.value is None else f" = {_short_repr(self.value)}"
-        return f"{self.path}{shown}: {self.message}"
+        return " ".join(f"{self.path}{shown}: {self.message}".split())
 
 
 class ConfigError(Exception):
@@ -27,8 +29,10 @@ class ConfigError(Exception):
 
     def __init__(self, problems: list[Problem]) -> None:
         self.problems = problems
-        count = len(problems)
-        lines = [f"Invalid configuration ({count} problem{'s' if count != 1 else ''}):"]
+        if len(problems) == 1:
+            super().__init__(f"Invalid configuration: {problems[0]}")
+            return
+        lines = [f"Invalid configuration ({len(problems)} problems):"]
         lines += [f"  - {problem}" for problem in problems]
         super().__init__("\n".join(lines))
 
@@ -110,5 +114,5 @@ def _field_names_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[
 
 
 def _short_repr(value: Any, limit: int = 80) -> str:
-    text = repr(value)
+    text = ascii(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

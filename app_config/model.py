@@ -12,9 +12,12 @@ from dataclasses import dataclass
 from ipaddress import IPv4Network
 from typing import Annotated, Literal
 
+from collections.abc import Callable
+
 from pydantic import (
     AfterValidator,
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -383,11 +386,17 @@ class Network(Section):
         max_length=6,
         description="Zones of the VPC, AZ names (us-west-2a) or AZ IDs (usw2-az1), all of one "
         "kind. "
-        "The EKS control plane needs two; GPU nodes use only gpu_availability_zone.",
+        "The EKS control plane needs two; GPU nodes use only gpu_availability_zone. Not given: "
+        "the region's first two AZ IDs (catalog/regions.py), so a change of region needs no "
+        "change here.",
+        json_schema_extra={"default_text": "the region's first two AZ IDs"},
     )
     gpu_availability_zone: str = Field(
         description="The zone where prefill and decode nodes run (EFA cannot cross zones). One of "
-        "availability_zones; must be where your P-instance capacity is."
+        "availability_zones; must be where your P-instance capacity is. Not given: the first "
+        "of availability_zones, unless a GPU group uses a reservation or Capacity Block (then "
+        "required: the reservation's zone).",
+        json_schema_extra={"default_text": "the first of availability_zones"},
     )
     nat_gateways: int = Field(
         1,
@@ -605,11 +614,13 @@ class Settings(Section):
         return tags
 
     @model_validator(mode="after")
-    def _cross_section_problems(self) -> Settings:
-        """Checks that span sections. Raises ConfigError directly (see its docstring)."""
-        problems = (
-            _zone_problems(self) + _address_space_problems(self.network) + _serving_problems(self)
-        )
+    def _cross_section_problems(self, info: ValidationInfo) -> Settings:
+        """Checks that span sections (RELATIONS). Raises ConfigError directly (see its
+        docstring). The loader validates one top-level setting at a time with FIELDS_ONLY,
+        then runs the relations whose settings are valid (relation_problems)."""
+        if (info.context or {}).get(FIELDS_ONLY):
+            return self
+        problems = relation_problems(self, set(Settings.model_fields))
         if problems:
             raise ConfigError(problems)
         return self
@@ -650,7 +661,8 @@ def _zone_problems(settings: Settings) -> list[Problem]:
             problems.append(
                 Problem(
                     f"network.availability_zones[{index}]",
-                    f"not a zone of {region}; use {example_zones(region)}",
+                    f"not a zone of {region}; use {example_zones(region)}, or leave "
+                    "network.availability_zones out to use the region's first two zones",
                     zone,
                 )
             )
@@ -759,3 +771,27 @@ def _serving_problems(settings: Settings) -> list[Problem]:
                 engine.max_replicas,
             ))  # fmt: skip
     return problems
+
+
+# Validation context flag: validate settings without the checks across sections.
+FIELDS_ONLY = "fields_only"
+# Checks across sections, each with the top-level settings it reads. A check runs only when all
+# of them are valid (an invalid one has its own problem), so one run reports every problem.
+RELATIONS: tuple[tuple[frozenset[str], Callable[[Settings], list[Problem]]], ...] = (
+    (frozenset({"region", "network"}), lambda settings: _zone_problems(settings)),
+    (frozenset({"network"}), lambda settings: _address_space_problems(settings.network)),
+    (
+        frozenset({"region", "account", "serving", "gpu_nodes"}),
+        lambda settings: _serving_problems(settings),
+    ),
+)
+
+
+def relation_problems(settings: Settings, valid: set[str]) -> list[Problem]:
+    """The problems of every relation whose settings are all in ``valid``."""
+    return [
+        problem
+        for needs, check in RELATIONS
+        if needs <= valid
+        for problem in check(settings)
+    ]
