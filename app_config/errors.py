@@ -52,7 +52,9 @@ def problems_from_validation_error(error: ValidationError, model: type[BaseModel
             problems.append(Problem(path, rule, detail.get("input")))
         else:
             message = detail["msg"].removeprefix("Value error, ")
-            problems.append(Problem(path, message, detail.get("input")))
+            # A whole section's value says less than the message, which names its settings.
+            is_section = _model_at(model, detail["loc"]) is not None
+            problems.append(Problem(path, message, None if is_section else detail.get("input")))
     return problems
 
 

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from app_config.errors import ConfigError, Problem, problems_from_validation_error
 from app_config.model import FIELDS_ONLY, Settings, relation_problems
-from app_config.yaml_source import YamlProblem, load_yaml, read_yaml_file
+from app_config.yaml_source import YamlError, load_yaml, read_yaml_file
 from catalog.regions import REGIONS, default_zone_ids
 
 SETTINGS_KEY = "settings"
@@ -93,7 +93,7 @@ def _merged_sources(context: Mapping[str, Any], problems: list[Problem]) -> dict
         path = context[CONFIG_FILE_KEY]
         try:
             loaded = read_yaml_file(str(path)) or {}
-        except YamlProblem as problem:
+        except YamlError as problem:
             problems.append(Problem(CONFIG_FILE_KEY, str(problem), path))
         else:
             if isinstance(loaded, dict):
@@ -110,7 +110,7 @@ def _merged_sources(context: Mapping[str, Any], problems: list[Problem]) -> dict
             continue
         try:
             _set_path(raw, parts, _parse_override(value))
-        except (YamlProblem, ValueError) as problem:
+        except (YamlError, ValueError) as problem:
             problems.append(Problem(key, str(problem), value))
     return raw
 

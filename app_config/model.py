@@ -8,11 +8,10 @@ default (region, zones). The README's configuration reference is generated from 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from ipaddress import IPv4Network
 from typing import Annotated, Literal
-
-from collections.abc import Callable
 
 from pydantic import (
     AfterValidator,
@@ -22,8 +21,17 @@ from pydantic import (
     model_validator,
 )
 
+from app_config.aws_tags import Tags
 from app_config.efa_check import EfaCheck
 from app_config.errors import ConfigError, Problem
+from app_config.kubernetes_names import (
+    EKS_TAINTS_PER_NODE_GROUP,
+    KUBELET_LABEL_DOMAINS,
+    LabelKey,
+    LabelValue,
+    NodeLabelValue,
+    reserved_domain,
+)
 from app_config.node_labels import (
     EFA_LABEL,
     GPU_PRESENT_LABEL,
@@ -44,6 +52,7 @@ from app_config.section import (
     one_of,
     require_consent_for_anywhere,
     require_internet_sources,
+    unicode_text,
 )
 from app_config.serving import Serving
 from catalog.instances import CATALOG, GpuInstance
@@ -57,9 +66,6 @@ from catalog.regions import (
 )
 
 _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
-# What every AWS service accepts in tag keys and values (Tagging AWS resources, "Tag naming
-# limits and requirements").
-_TAG_TEXT = re.compile(r"[\w .:/=+\-@]*")
 _IAM_PRINCIPAL_ARN = re.compile(r"^arn:aws(-us-gov)?:iam::\d{12}:(role|user)/[\w+=,.@/-]{1,512}$")
 
 
@@ -155,37 +161,6 @@ class SystemNodes(Section):
     )
 
 
-# Kubernetes label/taint keys: optional DNS-subdomain prefix, then a name of at most 63 characters.
-_LABEL_KEY = re.compile(
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
-)
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
-
-
-def _label_key(key: str) -> str:
-    if not _LABEL_KEY.fullmatch(key) or len(key.partition("/")[0]) > 253:
-        raise ValueError(
-            f"{key!r} is not a Kubernetes label key: an optional DNS prefix and '/', then a name "
-            "of 1-63 characters, letters, digits, '-', '_' or '.', starting and ending with a "
-            "letter or digit"
-        )
-    return key
-
-
-def _label_value(value: str) -> str:
-    if not _LABEL_VALUE.fullmatch(value):
-        raise ValueError(
-            f"{value!r} is not a Kubernetes label value: at most 63 characters, letters, "
-            "digits, '-', '_' or '.', starting and ending with a letter or digit (or empty)"
-        )
-    return value
-
-
-LabelKey = Annotated[str, AfterValidator(_label_key)]
-LabelValue = Annotated[str, AfterValidator(_label_value)]
-
-
 class Taint(Section):
     key: LabelKey = Field(description="Taint key.")
     value: LabelValue = Field("", description="Taint value.")
@@ -275,7 +250,7 @@ class GpuNodeGroup(Section):
         "system and the system logs only: nodeadm's RAID0 of the local NVMe disks takes "
         "containerd (the 20+ GB image), kubelet, pod logs and the model cache.",
     )
-    labels: dict[LabelKey, LabelValue] = Field({}, description="Extra node labels.")
+    labels: dict[LabelKey, NodeLabelValue] = Field({}, description="Extra node labels.")
     taints: list[Taint] = Field([], description="Extra node taints.")
 
     @field_validator("labels")
@@ -284,6 +259,14 @@ class GpuNodeGroup(Section):
         taken = sorted(OWNED_LABEL_KEYS & labels.keys())
         if taken:
             raise ValueError(f"{taken} are set by this app; choose other label keys")
+        for key in labels:
+            domain = reserved_domain(key, allowed=KUBELET_LABEL_DOMAINS)
+            if domain:
+                raise ValueError(
+                    f"{key!r} is in the {domain} domain, which belongs to Kubernetes or EKS: the "
+                    "kubelet refuses to set such labels (except under node.kubernetes.io/ and "
+                    "kubelet.kubernetes.io/); use a prefix of your own such as example.com/"
+                )
         return labels
 
     @field_validator("taints")
@@ -292,6 +275,19 @@ class GpuNodeGroup(Section):
         taken = sorted(OWNED_TAINT_KEYS & {taint.key for taint in taints})
         if taken:
             raise ValueError(f"{taken} are set by this app; choose other taint keys")
+        room = EKS_TAINTS_PER_NODE_GROUP - len(OWNED_TAINT_KEYS)
+        if len(taints) > room:
+            raise ValueError(
+                f"{len(taints)} taints; EKS takes {EKS_TAINTS_PER_NODE_GROUP} per node group and "
+                f"this app sets {len(OWNED_TAINT_KEYS)}: at most {room}"
+            )
+        reserved = next((t.key for t in taints if reserved_domain(t.key)), None)
+        if reserved:
+            raise ValueError(
+                f"{reserved!r} is in the {reserved_domain(reserved)} domain, whose taints belong "
+                "to Kubernetes (the node lifecycle controller) or EKS; use a prefix of your own "
+                "such as example.com/"
+            )
         valueless = [taint.key for taint in taints if not taint.value]
         if valueless:
             raise ValueError(
@@ -365,6 +361,37 @@ class GpuNodes(Section):
                 f"{prefill.vllm_attention_backend} on one and {decode.vllm_attention_backend} on "
                 "the other, and NIXL's handshake refuses a backend mismatch; use one GPU "
                 "generation on both sides (Hopper: p5, p5e, p5en; Blackwell: p6-b200)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _shared_reservations(self) -> GpuNodes:
+        """Two groups naming one reservation draw on the same instances: one instance type,
+        one kind of capacity, one count, and room for both groups at their largest."""
+        first, second = (group.capacity for group in self.groups().values())
+        if first.reservation_id is None or first.reservation_id != second.reservation_id:
+            return self
+        reservation = first.reservation_id
+        if self.prefill.instance_type != self.decode.instance_type:
+            raise ValueError(
+                f"prefill and decode both use {reservation} but with different instance types "
+                f"({self.prefill.instance_type}, {self.decode.instance_type}); a reservation "
+                "holds one instance type: use the same type, or a reservation per group"
+            )
+        if (first.type, first.reserved_instances) != (second.type, second.reserved_instances):
+            raise ValueError(
+                f"prefill and decode both use {reservation} but describe it differently "
+                f"(type {first.type} / {second.type}, reserved_instances "
+                f"{first.reserved_instances} / {second.reserved_instances}); give both the same"
+            )
+        together = self.prefill.scaling.max_size + self.decode.scaling.max_size
+        if first.reserved_instances is not None and together > first.reserved_instances:
+            raise ValueError(
+                f"prefill and decode share {reservation} ({first.reserved_instances} instances) "
+                f"but can grow to {together} together (max_size {self.prefill.scaling.max_size} "
+                f"+ {self.decode.scaling.max_size}); launches beyond the reservation fail: lower "
+                "the max_size values so that they add up to at most "
+                f"{first.reserved_instances}"
             )
         return self
 
@@ -581,7 +608,12 @@ class Settings(Section):
     region: Annotated[str, one_of(REGIONS, "an AWS Region with EKS")] = Field(
         description="Target AWS Region."
     )
-    tags: dict[str, str] = Field({}, description="Tags applied to every resource.")
+    tags: Tags = Field(
+        {},
+        **unicode_text(),
+        description="Tags applied to every resource (at most 45: AWS takes 50 per resource and "
+        "the app, the CDK and EKS add up to 5).",
+    )
     retain_data_on_destroy: bool = Field(
         True,
         description="Keep KMS keys and log groups on `cdk destroy`. Set false for throw-away "
@@ -594,24 +626,6 @@ class Settings(Section):
     observability: Observability = Field(
         Observability(), description="Metrics, dashboard, alarms and log retention."
     )
-
-    @field_validator("tags")
-    @classmethod
-    def _tags(cls, tags: dict[str, str]) -> dict[str, str]:
-        for key, value in tags.items():
-            if key.lower().startswith("aws:") or not 1 <= len(key) <= 128:
-                raise ValueError(
-                    f"tag key {key!r} must be 1-128 characters and not start with aws:"
-                )
-            if len(value) > 256:
-                raise ValueError(f"tag {key!r}: a value may have at most 256 characters")
-            for text in (key, value):
-                if not _TAG_TEXT.fullmatch(text):
-                    raise ValueError(
-                        f"tag {key!r}: {text!r} has characters AWS tags do not allow; use "
-                        "letters, digits, spaces and _ . : / = + - @"
-                    )
-        return tags
 
     @model_validator(mode="after")
     def _cross_section_problems(self, info: ValidationInfo) -> Settings:
@@ -789,9 +803,4 @@ RELATIONS: tuple[tuple[frozenset[str], Callable[[Settings], list[Problem]]], ...
 
 def relation_problems(settings: Settings, valid: set[str]) -> list[Problem]:
     """The problems of every relation whose settings are all in ``valid``."""
-    return [
-        problem
-        for needs, check in RELATIONS
-        if needs <= valid
-        for problem in check(settings)
-    ]
+    return [problem for needs, check in RELATIONS if needs <= valid for problem in check(settings)]

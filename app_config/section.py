@@ -135,7 +135,11 @@ class Section(BaseModel):
     @field_validator("*", mode="after")
     @classmethod
     def _exact_numbers(cls, value: Any) -> Any:
-        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > EXACT_INTEGER_MAX:
+        if (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and abs(value) > EXACT_INTEGER_MAX
+        ):
             raise ValueError(
                 f"{value} is beyond {EXACT_INTEGER_MAX:,}, the largest integer CloudFormation "
                 "and the CDK carry exactly"

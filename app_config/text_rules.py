@@ -47,7 +47,7 @@ def text_problem(text: str, *, unicode_letters: bool = False, max_length: int = 
         kind = _INVISIBLE.get(unicodedata.category(character))
         if kind:
             where = "at the end" if index == len(text) - 1 else f"at position {index}"
-            return f"contains {kind} ({ascii(character)}) {where}; remove it"
+            return f"contains {kind} ({character!a}) {where}; remove it"
     if len(text) > max_length:
         return f"{len(text)} characters; at most {max_length}"
     if text != text.strip():
@@ -61,7 +61,7 @@ def text_problem(text: str, *, unicode_letters: bool = False, max_length: int = 
     if not unicode_letters and not text.isascii():
         character = next(c for c in text if not c.isascii())
         return (
-            f"contains {ascii(character)} ({_unicode_name(character)}), not ASCII; the service "
+            f"contains {character!a} ({_unicode_name(character)}), not ASCII; the service "
             "that takes this setting accepts ASCII only (a look-alike of a Latin letter or a "
             "digit from another script is a different character)"
         )

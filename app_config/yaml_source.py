@@ -22,14 +22,14 @@ MAX_VALUES = 20_000  # values after expanding aliases; the full model has a few 
 MAX_DEPTH = 32  # the model nests five levels
 
 
-class YamlProblem(Exception):
+class YamlError(Exception):
     """What is wrong with a YAML text, in words, for a Problem's message."""
 
 
 def load_yaml(text: str) -> Any:
     """Parse one YAML (or JSON) document within the bounds above."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
-        raise YamlProblem(f"larger than {MAX_BYTES // 1024} KiB; a configuration is a few KiB")
+        raise YamlError(f"larger than {MAX_BYTES // 1024} KiB; a configuration is a few KiB")
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
@@ -38,11 +38,11 @@ def load_yaml(text: str) -> Any:
         _check(node, {}, depth=0)
         return loader.construct_document(node)
     except yaml.MarkedYAMLError as error:
-        raise YamlProblem(_describe(error)) from None
+        raise YamlError(_describe(error)) from None
     except yaml.YAMLError as error:
-        raise YamlProblem(f"not valid YAML: {' '.join(str(error).split())}") from None
+        raise YamlError(f"not valid YAML: {' '.join(str(error).split())}") from None
     except RecursionError:
-        raise YamlProblem(f"nested more than {MAX_DEPTH} levels deep") from None
+        raise YamlError(f"nested more than {MAX_DEPTH} levels deep") from None
     finally:
         loader.dispose()
 
@@ -52,17 +52,17 @@ def read_yaml_file(path: str) -> Any:
     file = Path(path)
     try:
         if not file.is_file():
-            raise YamlProblem("no such file (paths are relative to the directory cdk runs in)")
+            raise YamlError("no such file (paths are relative to the directory cdk runs in)")
         with file.open("rb") as stream:
             data = stream.read(MAX_BYTES + 1)
     except (OSError, ValueError) as error:  # ValueError: a NUL byte in the path
-        raise YamlProblem(f"cannot be read: {error}") from None
+        raise YamlError(f"cannot be read: {error}") from None
     if len(data) > MAX_BYTES:
-        raise YamlProblem(f"larger than {MAX_BYTES // 1024} KiB; a configuration is a few KiB")
+        raise YamlError(f"larger than {MAX_BYTES // 1024} KiB; a configuration is a few KiB")
     try:
         text = data.removeprefix(b"\xef\xbb\xbf").decode("utf-8")
     except UnicodeDecodeError as error:
-        raise YamlProblem(
+        raise YamlError(
             f"byte {data[error.start]:#04x} at offset {error.start} is not UTF-8; save the file "
             "as UTF-8"
         ) from None
@@ -74,7 +74,7 @@ def _check(node: Node, sizes: dict[int, int], depth: int) -> int:
     (memoised per node, so the walk is linear in the file); refuses duplicate keys, deep
     nesting and expansions beyond MAX_VALUES."""
     if depth > MAX_DEPTH:
-        raise YamlProblem(f"nested more than {MAX_DEPTH} levels deep (or an alias refers to itself)")
+        raise YamlError(f"nested more than {MAX_DEPTH} levels deep (or an alias refers to itself)")
     if id(node) in sizes:
         return sizes[id(node)]
     size = 1
@@ -86,14 +86,14 @@ def _check(node: Node, sizes: dict[int, int], depth: int) -> int:
             if isinstance(key, ScalarNode) and key.value != "<<":
                 first = seen.setdefault((key.tag, key.value), key)
                 if first is not key:
-                    raise YamlProblem(
+                    raise YamlError(
                         f"key {key.value!r} appears twice in one mapping (line "
                         f"{first.start_mark.line + 1} and line {key.start_mark.line + 1}); YAML "
                         "keys are unique, keep one"
                     )
             size += _check(key, sizes, depth + 1) + _check(value, sizes, depth + 1)
     if size > MAX_VALUES:
-        raise YamlProblem(
+        raise YamlError(
             f"expands to more than {MAX_VALUES:,} values (anchors and aliases repeat what they "
             "name); write the values out"
         )

@@ -99,7 +99,7 @@ INVALID = [
         "cluster.system_nodes.disk_size_gib",
         "greater than or equal to 20",
     ),
-    ({"tags": '{"aws:owner": "me"}'}, "tags", "not start with aws:"),
+    ({"tags": '{"aws:owner": "me"}'}, "tags", "keys starting with aws: belong to AWS"),
     # GPU node groups
     (
         {"gpu_nodes.prefill.instance_type": "g5.48xlarge"},
@@ -343,6 +343,11 @@ INVALID = [
     (
         {"observability.alarms.emails": '["oncall-at-example.com"]'},
         "observability.alarms.emails[0]",
+        "not a bare e-mail address",
+    ),
+    (
+        {"observability.alarms.emails": '["oncall@example"]'},
+        "observability.alarms.emails[0]",
         "not a valid email address",
     ),
     (
@@ -456,15 +461,16 @@ INVALID = [
     (
         {"cluster.admin_principal_arns": json.dumps(["arn:aws:iam::123456789012:role/Ops\n"])},
         "cluster.admin_principal_arns",
-        "not an IAM role or user ARN",
+        "item 0: contains a control character ('\\n') at the end",
     ),
     (
         {"serving.model.hf_token_secret_arn": SECRET_ARN + "\n"},
         "serving.model.hf_token_secret_arn",
-        "6-character suffix",
+        "control character",
     ),
     ({"tags": json.dumps({"team": "x" * 300})}, "tags", "at most 256 characters"),
-    ({"tags": json.dumps({"team": "a\u0000b"})}, "tags", "characters AWS tags do not allow"),
+    ({"tags": json.dumps({"team": "a\u0000b"})}, "tags", "control character ('\\x00')"),
+    ({"tags": json.dumps({"team": "a;b"})}, "tags", "characters AWS tags do not allow"),
     (
         {
             "gpu_nodes.prefill.taints": json.dumps(
