@@ -49,9 +49,14 @@ class Model(Section):
 
     id: str = Field(
         "Qwen/Qwen3-32B",
+        # huggingface_hub validate_repo_id: namespace/name of letters, digits, '_', '-', '.',
+        # neither part starting or ending with '-' or '.', the name at most 96 characters, no
+        # '--' or '..' anywhere and no '.git' ending.
         **matching(
-            r"^[\w.-]+/[\w.-]+$",
-            "a Hugging Face model id, org/name (letters, digits, '_', '-', '.')",
+            r"^[A-Za-z0-9_]([\w.-]*[A-Za-z0-9_])?/[A-Za-z0-9_]([\w.-]{0,94}[A-Za-z0-9_])?$",
+            "a Hugging Face model id, org/name: letters, digits, '_', '-', '.', neither part "
+            "starting or ending with '-' or '.', no '--' or '..', the name at most 96 characters "
+            "(huggingface_hub validate_repo_id)",
         ),
         description="Hugging Face model id (org/name); also the name clients send as `model`. "
         "The default is ungated (Apache-2.0), supported by vLLM 0.26 and fits every catalog "
@@ -59,6 +64,8 @@ class Model(Section):
     )
     s3_uri: str | None = Field(
         None,
+        # s3:// + a bucket name (at most 63) + '/' + an object key prefix (at most 1024 bytes).
+        max_length=len("s3://") + 63 + 1 + 1024,
         description="s3://bucket/prefix holding the model files; the Ray pods get read-only "
         "access to exactly that prefix.",
     )
@@ -75,6 +82,16 @@ class Model(Section):
         description="Secrets Manager secret with a Hugging Face token, for gated models. Mounted "
         "by the Secrets Store CSI driver; never in CloudFormation.",
     )
+
+    @field_validator("id")
+    @classmethod
+    def _hub_repo_id(cls, value: str) -> str:
+        if "--" in value or ".." in value or value.endswith(".git"):
+            raise ValueError(
+                "the Hugging Face Hub refuses repository ids with '--' or '..' or ending in "
+                "'.git' (huggingface_hub validate_repo_id)"
+            )
+        return value
 
     @field_validator("s3_uri")
     @classmethod
@@ -443,6 +460,20 @@ class Serving(Section):
                 f"endpoint without a healthy target. Use at least {needed}"
             )
         return value
+
+    @model_validator(mode="after")
+    def _prefill_always_up(self) -> Serving:
+        """Ray 2.58's PDDecodeServer pre-warms prefill when it starts and retries for about
+        35 minutes through a broadcast that creates no autoscaling demand (ray
+        llm/_internal/serve/serving_patterns/prefill_decode/pd_server.py): with no prefill
+        replica, decode never becomes ready."""
+        if self.prefill.min_replicas < 1:
+            raise ValueError(
+                "prefill.min_replicas is 0, but decode replicas wait at start for a prefill "
+                "replica that Serve's autoscaler would never add (Ray 2.58 PDDecodeServer "
+                "pre-warm): use prefill.min_replicas >= 1"
+            )
+        return self
 
     def engine(self, role: str) -> Engine:
         return getattr(self, role)
