@@ -173,7 +173,10 @@ def _validate(raw: dict[str, Any]) -> list[Problem]:
             valid.add(name)
     for name in raw:
         if name not in Settings.model_fields:
-            problems.append(Problem(name, _unknown_key_message(name)))
+            close = difflib.get_close_matches(str(name), list(Settings.model_fields), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            known = ", ".join(sorted(Settings.model_fields))
+            problems.append(Problem(str(name), f"unknown setting; {hint}valid settings: {known}"))
     if "region" not in valid:  # nothing was derived from it; its own problem says why
         problems = [p for p in problems if not (p.path in _DERIVED and p.value is None)]
     return problems + relation_problems(settings, valid)

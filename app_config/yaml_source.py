@@ -30,7 +30,11 @@ def load_yaml(text: str) -> Any:
     """Parse one YAML (or JSON) document within the bounds above."""
     if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
         raise YamlError(f"larger than {MAX_BYTES // 1024} KiB; a configuration is a few KiB")
-    loader = yaml.SafeLoader(text)
+    _check_flow_depth(text)
+    try:
+        loader = yaml.SafeLoader(text)
+    except yaml.YAMLError as error:  # the reader refuses unprintable characters up front
+        raise YamlError(f"not valid YAML: {' '.join(str(error).split())}") from None
     try:
         node = loader.get_single_node()
         if node is None:
@@ -67,6 +71,33 @@ def read_yaml_file(path: str) -> Any:
             "as UTF-8"
         ) from None
     return load_yaml(text)
+
+
+def _check_flow_depth(text: str) -> None:
+    """Refuse deeply nested flow collections before parsing: PyYAML's scanner revisits every
+    open flow level on each token, so `[[[[...` takes time quadratic in its depth. Quoted
+    scalars and comments are skipped where YAML starts them (a quote at the start of a value,
+    '#' after a space), so a quote inside a word (it's) hides nothing."""
+    depth, quote, comment, previous = 0, "", False, "\n"
+    for character in text:
+        if comment:
+            comment = character != "\n"
+        elif quote:
+            quote = "" if character == quote else quote
+        elif character in "'\"" and previous in "\n:-[{,? ":
+            quote = character
+        elif character == "#" and previous in "\n ":
+            comment = True
+        elif character in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise YamlError(f"nested more than {MAX_DEPTH} levels deep")
+        elif character in "]}":
+            depth = max(depth - 1, 0)
+        if character == "\n" or not character.isspace():
+            previous = character
+        elif previous != "\n":
+            previous = " "
 
 
 def _check(node: Node, sizes: dict[int, int], depth: int) -> int:
