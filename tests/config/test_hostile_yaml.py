@@ -95,7 +95,9 @@ def test_aliases_within_the_bound_are_allowed_and_expand() -> None:
 def test_a_utf8_file_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
     config = tmp_path / "bom.yaml"
     config.write_bytes(b"\xef\xbb\xbfnetwork:\n  nat_gateways: 2\n")
-    assert load_settings({**cdk_json_context(), "config": str(config)}, {}).network.nat_gateways == 2
+    assert (
+        load_settings({**cdk_json_context(), "config": str(config)}, {}).network.nat_gateways == 2
+    )
 
 
 @pytest.mark.parametrize("path", ["missing.yaml", "a\x00b.yaml", "."])
@@ -108,7 +110,7 @@ def test_brackets_inside_quotes_are_not_nesting(tmp_path: Path) -> None:
     """The depth pre-check skips quoted scalars as YAML does: the file parses, and the value
     meets the tag rules."""
     config = tmp_path / "quoted.yaml"
-    config.write_text("tags:\n  team: '" + "[" * 100 + "'\n  owner: \"a\\\" {\"\n")
+    config.write_text("tags:\n  team: '" + "[" * 100 + '\'\n  owner: "a\\" {"\n')
     error, _, _ = _refused({"config": str(config)})
     assert [problem.path for problem in error.problems] == ["tags"]
     assert "characters AWS tags do not allow" in str(error)
