@@ -787,6 +787,28 @@ def _serving_problems(settings: Settings) -> list[Problem]:
     return problems
 
 
+
+def _alarm_timing_problems(settings: Settings) -> list[Problem]:
+    """Alarms about missing nodes wait at least as long as the Cluster Autoscaler waits for a
+    node it asked for: earlier, they page while a normal scale-up is still under way."""
+    provision = settings.cluster.node_autoscaler.max_node_provision_minutes
+    alarms = settings.observability.alarms
+    return [
+        Problem(
+            f"observability.alarms.{name}",
+            f"{minutes} minutes is shorter than cluster.node_autoscaler."
+            f"max_node_provision_minutes ({provision}), how long the Cluster Autoscaler waits "
+            "for a node it asked for: the alarm would page during a normal scale-up; use at "
+            f"least {provision}",
+            minutes,
+        )
+        for name, minutes in (
+            ("node_shortfall_minutes", alarms.node_shortfall_minutes),
+            ("capacity_shortfall_minutes", alarms.capacity_shortfall_minutes),
+        )
+        if minutes < provision
+    ]
+
 # Validation context flag: validate settings without the checks across sections.
 FIELDS_ONLY = "fields_only"
 # Checks across sections, each with the top-level settings it reads. A check runs only when all
@@ -798,6 +820,7 @@ RELATIONS: tuple[tuple[frozenset[str], Callable[[Settings], list[Problem]]], ...
         frozenset({"region", "account", "serving", "gpu_nodes"}),
         lambda settings: _serving_problems(settings),
     ),
+    (frozenset({"cluster", "observability"}), lambda settings: _alarm_timing_problems(settings)),
 )
 
 

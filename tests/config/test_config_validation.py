@@ -578,6 +578,19 @@ INVALID = [
         "serving",
         "decode replicas wait at start for a prefill replica",
     ),
+    (
+        {"observability.alarms.node_shortfall_minutes": "10"},
+        "observability.alarms.node_shortfall_minutes",
+        "shorter than cluster.node_autoscaler.max_node_provision_minutes (20)",
+    ),
+    (
+        {
+            "cluster.node_autoscaler.max_node_provision_minutes": "45",
+            "observability.alarms.node_shortfall_minutes": "45",
+        },
+        "observability.alarms.capacity_shortfall_minutes",
+        "the alarm would page during a normal scale-up; use at least 45",
+    ),
     # The configuration's own syntax.
     (
         {"network.availability_zones": "[usw2-az1, usw2-az2"},
