@@ -62,11 +62,18 @@ from catalog.regions import (
     REGIONS,
     example_zones,
     is_zone_id,
+    partition,
     zone_belongs_to_region,
 )
 
 _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
-_IAM_PRINCIPAL_ARN = re.compile(r"^arn:aws(-us-gov)?:iam::\d{12}:(role|user)/[\w+=,.@/-]{1,512}$")
+# IAM identifiers: a path of at most 512 characters ('/' or /.../), then a role or user name of
+# 1-64 characters from letters, digits and +=,.@_- (IAM API reference, CreateRole and CreateUser).
+_IAM_PRINCIPAL_ARN = re.compile(
+    r"^arn:(?P<partition>aws(-us-gov)?):iam::\d{12}:(role|user)(?P<path>/([\w+=,.@-]+/)*)"
+    r"[\w+=,.@-]{1,64}$"
+)
+IAM_PATH_MAX = 512
 
 
 # Graviton (arm64) families carry a "g" after the generation digit (m7g, c7gn, r8gd, t4g, x2gd,
@@ -543,9 +550,11 @@ class Cluster(Section):
     @classmethod
     def _principals(cls, values: list[str]) -> list[str]:
         for arn in values:
-            if not _IAM_PRINCIPAL_ARN.fullmatch(arn):
+            match = _IAM_PRINCIPAL_ARN.fullmatch(arn)
+            if not match or len(match["path"]) > IAM_PATH_MAX:
                 raise ValueError(
-                    f"{arn!r} is not an IAM role or user ARN (arn:aws:iam::123456789012:role/Name)"
+                    f"{arn!r} is not an IAM role or user ARN (arn:aws:iam::123456789012:role/Name; "
+                    "a name of 1-64 letters, digits and +=,.@_-, a path of at most 512)"
                 )
         if len(set(values)) != len(values):
             raise ValueError("each principal may appear once (EKS allows one access entry each)")
@@ -787,6 +796,21 @@ def _serving_problems(settings: Settings) -> list[Problem]:
     return problems
 
 
+def _partition_problems(settings: Settings) -> list[Problem]:
+    """Principals of another partition cannot be given access to a cluster in this one."""
+    expected = partition(settings.region)
+    return [
+        Problem(
+            f"cluster.{name}[{index}]",
+            f"is in partition {arn.split(':')[1]}; a cluster in {settings.region} takes "
+            f"principals of {expected} (arn:{expected}:iam::...)",
+            arn,
+        )
+        for name in ("admin_principal_arns", "operator_principal_arns")
+        for index, arn in enumerate(getattr(settings.cluster, name))
+        if arn.split(":")[1] != expected
+    ]
+
 
 def _alarm_timing_problems(settings: Settings) -> list[Problem]:
     """Alarms about missing nodes wait at least as long as the Cluster Autoscaler waits for a
@@ -809,6 +833,7 @@ def _alarm_timing_problems(settings: Settings) -> list[Problem]:
         if minutes < provision
     ]
 
+
 # Validation context flag: validate settings without the checks across sections.
 FIELDS_ONLY = "fields_only"
 # Checks across sections, each with the top-level settings it reads. A check runs only when all
@@ -821,6 +846,7 @@ RELATIONS: tuple[tuple[frozenset[str], Callable[[Settings], list[Problem]]], ...
         lambda settings: _serving_problems(settings),
     ),
     (frozenset({"cluster", "observability"}), lambda settings: _alarm_timing_problems(settings)),
+    (frozenset({"region", "cluster"}), lambda settings: _partition_problems(settings)),
 )
 
 

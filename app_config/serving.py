@@ -44,6 +44,25 @@ _SECRET_ARN = (
 )
 
 
+# What S3 refuses in general purpose bucket names beyond their characters and length (S3 user
+# guide, "General purpose bucket naming rules").
+_BUCKET_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+_BUCKET_RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+_IP_ADDRESS = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
+
+
+def _bucket_name_problem(bucket: str) -> str:
+    if ".." in bucket:
+        return f"bucket {bucket!r} has two adjacent periods"
+    if _IP_ADDRESS.fullmatch(bucket):
+        return f"bucket {bucket!r} is formatted as an IP address"
+    reserved = next((p for p in _BUCKET_RESERVED_PREFIXES if bucket.startswith(p)), None)
+    reserved = reserved or next((s for s in _BUCKET_RESERVED_SUFFIXES if bucket.endswith(s)), None)
+    if reserved:
+        return f"bucket {bucket!r} uses {reserved!r}, which S3 reserves"
+    return ""
+
+
 class Model(Section):
     """Where the weights come from: a Hugging Face repository, or an S3 copy read through IRSA."""
 
@@ -105,6 +124,9 @@ class Model(Section):
             raise ValueError(
                 "not an S3 URI; expected s3://bucket/prefix (bucket 3-63 chars a-z 0-9 . -)"
             )
+        bucket_problem = _bucket_name_problem(_S3_URI.fullmatch(value)["bucket"]) if value else ""
+        if bucket_problem:
+            raise ValueError(f"{bucket_problem} (S3 bucket naming rules)")
         if value is not None and not (_S3_URI.fullmatch(value)["prefix"] or "").strip("/"):
             raise ValueError(
                 "names a whole bucket; the pods are granted exactly this prefix, so name the "

@@ -17,9 +17,10 @@ from collections.abc import Iterator
 # API reference, "IAM identifiers"); every shorter limit is the field's own.
 TEXT_MAX = 2048
 # Sequences that something downstream would interpret instead of passing through: CloudFormation
-# Fn::Sub and CDK tokens (`${Token[...]}`, `${AWS::Region}`), IAM policy variables
-# (`${aws:username}`), template engines and Helm (`{{ }}`).
-INTERPRETED = ("${", "{{", "}}")
+# Fn::Sub and CDK string tokens (`${Token[...]}`, `${AWS::Region}`), CDK list tokens
+# (`#{Token[...]}`), IAM policy variables (`${aws:username}`), Kubernetes variable references in
+# a container's command, args and env (`$(VAR)`), template engines and Helm (`{{ }}`).
+INTERPRETED = ("${", "#{", "$(", "{{", "}}")
 # Map keys CloudFormation reads as an intrinsic function when a map holds only that key (template
 # reference, "Intrinsic function reference"); tags and labels become such maps.
 INTRINSIC_KEYS = frozenset({"Ref", "Condition"})
@@ -55,8 +56,9 @@ def text_problem(text: str, *, unicode_letters: bool = False, max_length: int = 
     marker = next((marker for marker in INTERPRETED if marker in text), None)
     if marker:
         return (
-            f"contains {marker!r}, which CloudFormation, CDK or IAM would interpret as a "
-            "substitution or template instead of passing it on; settings take literal text"
+            f"contains {marker!r}, which CloudFormation, the CDK, IAM or Kubernetes would "
+            "interpret as a substitution or template instead of passing it on; settings take "
+            "literal text"
         )
     if not unicode_letters and not text.isascii():
         character = next(c for c in text if not c.isascii())

@@ -591,6 +591,25 @@ INVALID = [
         "observability.alarms.capacity_shortfall_minutes",
         "the alarm would page during a normal scale-up; use at least 45",
     ),
+    *[
+        ({"serving.model.s3_uri": f"s3://{bucket}/qwen"}, "serving.model.s3_uri", why)
+        for bucket, why in (
+            ("my..models", "two adjacent periods"),
+            ("192.168.10.5", "formatted as an IP address"),
+            ("xn--models", "which S3 reserves"),
+            ("models-s3alias", "which S3 reserves"),
+        )
+    ],
+    (
+        {"cluster.admin_principal_arns": "arn:aws:iam::123456789012:role/" + "r" * 65},
+        "cluster.admin_principal_arns",
+        "a name of 1-64 letters",
+    ),
+    (
+        {"cluster.operator_principal_arns": "arn:aws-us-gov:iam::123456789012:role/Ops"},
+        "cluster.operator_principal_arns[0]",
+        "a cluster in us-west-2 takes principals of aws",
+    ),
     # The configuration's own syntax.
     (
         {"network.availability_zones": "[usw2-az1, usw2-az2"},

@@ -47,6 +47,8 @@ RULES = [
     Rule("CloudFormation pseudo parameter", "a${AWS::Region}", "would interpret"),
     Rule("IAM policy variable", "a${aws:username}", "would interpret"),
     Rule("template braces", "a{{ value }}", "would interpret"),
+    Rule("CDK list token", "a#{Token[TOKEN.7]}", "would interpret"),
+    Rule("Kubernetes variable reference", "a$(HOME)", "would interpret"),
     Rule("parent path segment", "a/../b", "'.' or '..' path segment"),
     Rule("current path segment", "a/./b", "'.' or '..' path segment"),
 ]
