@@ -1,7 +1,7 @@
 """The typed configuration: the single source of truth for topology.
 
 Field defaults here are the project's defaults; ``cdk.json`` supplies only what has no universal
-default (region, zones). The README's configuration reference is generated from this module
+default (the region; the zones follow it). The README's configuration reference is generated from this module
 (``make config-docs``), so a description written here is the documentation.
 """
 
