@@ -123,16 +123,17 @@ def _derive_zones(raw: dict[str, Any]) -> list[Problem]:
     network = raw.get("network")
     if network is None:
         network = raw["network"] = {}
-    if not isinstance(network, dict) or region not in REGIONS:
+    if not isinstance(network, dict) or not isinstance(region, str) or region not in REGIONS:
         return []
     if "availability_zones" not in network:
         network["availability_zones"] = default_zone_ids(region)
     zones = network["availability_zones"]
     if "gpu_availability_zone" in network:
         return []
+    groups = raw.get("gpu_nodes")
     reserved = [
         role
-        for role, group in (raw.get("gpu_nodes") or {}).items()
+        for role, group in (groups.items() if isinstance(groups, dict) else ())
         if isinstance(group, dict)
         and isinstance(group.get("capacity"), dict)
         and group["capacity"].get("type", "on_demand") != "on_demand"

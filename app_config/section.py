@@ -70,9 +70,12 @@ LOG_RETENTION_DAYS = (
 
 
 def _cidr(value: object) -> object:
-    """Parse strictly, and say which network was probably meant when host bits are set."""
-    if not isinstance(value, str):
+    """Parse strictly, and say which network was probably meant when host bits are set. Only
+    text: pydantic would read a number (or true) as an address."""
+    if isinstance(value, IPv4Network):
         return value
+    if not isinstance(value, str):
+        raise ValueError("not an IPv4 CIDR; expected text a.b.c.d/n such as 10.0.0.0/16")
     try:
         return IPv4Network(value)
     except ValueError:
