@@ -1,8 +1,8 @@
 """The typed configuration: the single source of truth for topology.
 
 Field defaults here are the project's defaults; ``cdk.json`` supplies only what has no universal
-default (the region; the zones follow it). The README's configuration reference is generated from this module
-(``make config-docs``), so a description written here is the documentation.
+default (the region; the zones follow it). The README's configuration reference is generated
+from this module (``make config-docs``), so a description written here is the documentation.
 """
 
 from __future__ import annotations
