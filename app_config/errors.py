@@ -19,8 +19,9 @@ class Problem:
     def __str__(self) -> str:
         """One line: the setting, the value as typed (escaped, so an invisible or look-alike
         character shows), what is wrong and what would be valid."""
+        path = self.path if self.path.isascii() and self.path.isprintable() else ascii(self.path)
         shown = "" if self.value is None else f" = {_short_repr(self.value)}"
-        return " ".join(f"{self.path}{shown}: {self.message}".split())
+        return " ".join(f"{path}{shown}: {self.message}".split())
 
 
 class ConfigError(Exception):

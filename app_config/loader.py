@@ -106,7 +106,7 @@ def _merged_sources(context: Mapping[str, Any], problems: list[Problem]) -> dict
         parts = key.split(".")
         bad = next((part for part in parts if not _SETTING_NAME.fullmatch(part)), None)
         if bad is not None:
-            problems.append(Problem(key, f"{bad!r} is not a setting name (a-z, 0-9 and _)"))
+            problems.append(Problem(key, f"{bad!a} is not a setting name (a-z, 0-9 and _)"))
             continue
         try:
             _set_path(raw, parts, _parse_override(value))
