@@ -97,7 +97,8 @@ def matching(pattern: str, rule: str) -> dict[str, Any]:
 
 def int_from_text(value: object) -> object:
     """`-c key=64` arrives as text; pydantic does not coerce text to a Literal of numbers."""
-    return int(value) if isinstance(value, str) and value.strip().isdigit() else value
+    text = value.strip() if isinstance(value, str) else ""
+    return int(text) if text.isascii() and text.isdigit() else value
 
 
 # The largest integer CloudFormation, JSON and the jsii bridge (JavaScript numbers) carry exactly.
