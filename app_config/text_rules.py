@@ -10,6 +10,7 @@ covered without a line of its own.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Iterator
 
@@ -73,6 +74,12 @@ def text_problem(text: str, *, unicode_letters: bool = False, max_length: int = 
             "): full-width letters, ligatures and compatibility digits are look-alikes; type "
             "the plain characters"
         )
+    mixed = _mixed_script_word(text) if unicode_letters else None
+    if mixed:
+        return (
+            f"the word {mixed[0]!a} mixes {mixed[1]} letters, which look alike: a look-alike "
+            "letter makes a different key or value; type it in one script"
+        )
     if any(segment in (".", "..") for segment in text.split("/")):
         return "has a '.' or '..' path segment; name the path itself, without relative steps"
     return ""
@@ -99,8 +106,18 @@ def texts(value: object, where: str = "") -> Iterator[tuple[str, str, bool]]:
     elif isinstance(value, dict):
         for key, item in value.items():
             if isinstance(key, str):
-                yield f"{where} key {key!r}".strip(), key, True
-            yield from texts(item, f"{where} value of {key!r}".strip())
+                yield f"{where} key {key!a}".strip(), key, True
+            yield from texts(item, f"{where} value of {key!a}".strip())
+
+
+def _mixed_script_word(text: str) -> tuple[str, str] | None:
+    """A word whose letters come from more than one script (a Latin 'a' beside a Cyrillic one),
+    the mark of a look-alike (Unicode TS #39, mixed-script detection), with the scripts."""
+    for word in re.findall(r"[^\W\d_]+", text):
+        scripts = sorted({unicodedata.name(letter, "UNKNOWN").split()[0] for letter in word})
+        if len(scripts) > 1:
+            return word, " and ".join(script.title() for script in scripts)
+    return None
 
 
 def _unicode_name(character: str) -> str:

@@ -42,6 +42,7 @@ RULES = [
     Rule("Arabic-Indic digit", "\u0662", "not ASCII", in_unicode_fields=False),
     Rule("full-width digit", "\uff12", "not ASCII", in_unicode_fields=False),
     Rule("full-width letter in a Unicode field", "\uff41b", "canonical Unicode form"),
+    Rule("mixed-script word in a Unicode field", "te\u0430m", "mixes Cyrillic and Latin letters"),
     Rule("leading space", " ab", "leading or trailing spaces"),
     Rule("CDK token", "a${Token[TOKEN.12]}", "would interpret"),
     Rule("CloudFormation pseudo parameter", "a${AWS::Region}", "would interpret"),
