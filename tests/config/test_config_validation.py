@@ -899,3 +899,20 @@ def test_no_message_only_quotes_a_regular_expression() -> None:
         return found
 
     assert len(pattern_fields(Settings)) >= 8
+
+
+@pytest.mark.parametrize("configuration", ["default", "public-endpoint", "reserved-capacity"])
+def test_every_relation_reads_only_the_settings_it_declares(configuration: str) -> None:
+    """The loader runs a relation when its declared settings are valid, whatever the others
+    hold: one that reads an undeclared setting would see a default, or crash."""
+    from app_config.model import RELATIONS, Settings
+    from tests.configurations import settings_for
+
+    settings = settings_for(configuration)
+    for needs, check in RELATIONS:
+        partial = Settings.model_construct()
+        for name in needs:
+            object.__setattr__(partial, name, getattr(settings, name))
+        for name in set(Settings.model_fields) - needs:
+            partial.__dict__.pop(name, None)
+        assert check(partial) == check(settings)
