@@ -916,3 +916,16 @@ def test_every_relation_reads_only_the_settings_it_declares(configuration: str) 
         for name in set(Settings.model_fields) - needs:
             partial.__dict__.pop(name, None)
         assert check(partial) == check(settings)
+
+
+def test_pdctl_prints_a_configuration_problem_as_typed() -> None:
+    """pdctl shares the loader; what a problem quotes from the user ("[/x]") is text, not
+    terminal markup that would crash the printer."""
+    from typer.testing import CliRunner
+
+    from pdctl.cli import app as pdctl
+
+    result = CliRunner().invoke(pdctl, ["cost", "-c", 'tags={"team": "[/x]"}'])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "[/x]" in result.output
