@@ -17,8 +17,11 @@ class Problem:
     value: Any = None
 
     def __str__(self) -> str:
+        """One line: the setting, the value as typed (escaped, so an invisible or look-alike
+        character shows), what is wrong and what would be valid."""
+        path = self.path if self.path.isascii() and self.path.isprintable() else ascii(self.path)
         shown = "" if self.value is None else f" = {_short_repr(self.value)}"
-        return f"{self.path}{shown}: {self.message}"
+        return " ".join(f"{path}{shown}: {self.message}".split())
 
 
 class ConfigError(Exception):
@@ -27,8 +30,10 @@ class ConfigError(Exception):
 
     def __init__(self, problems: list[Problem]) -> None:
         self.problems = problems
-        count = len(problems)
-        lines = [f"Invalid configuration ({count} problem{'s' if count != 1 else ''}):"]
+        if len(problems) == 1:
+            super().__init__(f"Invalid configuration: {problems[0]}")
+            return
+        lines = [f"Invalid configuration ({len(problems)} problems):"]
         lines += [f"  - {problem}" for problem in problems]
         super().__init__("\n".join(lines))
 
@@ -48,7 +53,9 @@ def problems_from_validation_error(error: ValidationError, model: type[BaseModel
             problems.append(Problem(path, rule, detail.get("input")))
         else:
             message = detail["msg"].removeprefix("Value error, ")
-            problems.append(Problem(path, message, detail.get("input")))
+            # A whole section's value says less than the message, which names its settings.
+            is_section = _model_at(model, detail["loc"]) is not None
+            problems.append(Problem(path, message, None if is_section else detail.get("input")))
     return problems
 
 
@@ -110,5 +117,5 @@ def _field_names_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> list[
 
 
 def _short_repr(value: Any, limit: int = 80) -> str:
-    text = repr(value)
+    text = ascii(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -5,6 +5,10 @@ Precedence, lowest first:
 2. the YAML file named by ``-c config=path/to/file.yaml`` (same shape as ``settings``);
 3. ``-c section.key=value`` for any setting (``-c network.nat_gateways=2``); values that start
    with ``[`` or ``{`` are parsed as JSON/YAML, other strings are coerced by the model.
+
+Every problem is collected before anything is raised: unknown keys, unreadable sources, each
+top-level setting validated on its own, and every check across sections whose settings are
+themselves valid; one run reports them all.
 """
 
 from __future__ import annotations
@@ -12,15 +16,16 @@ from __future__ import annotations
 import copy
 import difflib
 import os
+import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from app_config.errors import ConfigError, Problem, problems_from_validation_error
-from app_config.model import Settings
+from app_config.model import FIELDS_ONLY, Settings, relation_problems
+from app_config.yaml_source import YamlError, load_yaml, read_yaml_file
+from catalog.regions import REGIONS, default_zone_ids
 
 SETTINGS_KEY = "settings"
 CONFIG_FILE_KEY = "config"
@@ -28,27 +33,28 @@ CONFIG_FILE_KEY = "config"
 # (aws:cdk:version-reporting, ...) and cached lookups (availability-zones:account=...) contain
 # ':', and `cdk acknowledge` writes this one. Every other key is ours, and must be known.
 CDK_CONTEXT_KEYS = frozenset({"acknowledged-issue-numbers"})
+_SETTING_NAME = re.compile(r"[a-z][a-z0-9_]*")
+# Settings derived from the region when not given (network zones).
+_DERIVED = ("network.availability_zones", "network.gpu_availability_zone")
+_MISSING = "required setting is missing"
 
 
 def load_settings(context: Mapping[str, Any], environ: Mapping[str, str] = os.environ) -> Settings:
     """Validate the whole configuration, or raise ConfigError listing every problem found."""
-    unknown = [Problem(key, _unknown_key_message(key)) for key in context if _is_unknown(key)]
-    if unknown:
-        raise ConfigError(unknown)
-    base = context.get(SETTINGS_KEY) or {}
-    if not isinstance(base, Mapping):
-        raise ConfigError([Problem(SETTINGS_KEY, "must be a mapping of settings", base)])
-    raw = copy.deepcopy(dict(base))
-    if CONFIG_FILE_KEY in context:
-        _deep_merge(raw, _read_yaml(str(context[CONFIG_FILE_KEY])))
-    for key, value in context.items():
-        if _is_setting_override(key):
-            _set_path(raw, key.split("."), _parse_override(value))
+    problems = [Problem(key, _unknown_key_message(key)) for key in context if _is_unknown(key)]
+    raw = _merged_sources(context, problems)
     if "account" not in raw and environ.get("CDK_DEFAULT_ACCOUNT"):
         raw["account"] = environ["CDK_DEFAULT_ACCOUNT"]
+    raw = with_section_defaults(Settings, raw)
+    problems += _derive_zones(raw)
+    problems += _validate(raw)
+    explained = {problem.path for problem in problems if problem.message != _MISSING}
+    problems = [p for p in problems if not (p.message == _MISSING and p.path in explained)]
+    if problems:
+        raise ConfigError(problems)
     try:
-        return Settings.model_validate(with_section_defaults(Settings, raw))
-    except ValidationError as error:
+        return Settings.model_validate(raw)
+    except ValidationError as error:  # the same rules ran above; kept for safety
         raise ConfigError(problems_from_validation_error(error, Settings)) from None
 
 
@@ -73,6 +79,108 @@ def with_section_defaults(model: type[BaseModel], raw: Any) -> Any:
             given = base
         filled[name] = given
     return filled
+
+
+def _merged_sources(context: Mapping[str, Any], problems: list[Problem]) -> dict[str, Any]:
+    """cdk.json's settings, the file, then the `-c` overrides; what cannot be read is added to
+    ``problems`` and left out."""
+    base = context.get(SETTINGS_KEY) or {}
+    if not isinstance(base, Mapping):
+        problems.append(Problem(SETTINGS_KEY, "must be a mapping of settings", base))
+        base = {}
+    raw = copy.deepcopy(dict(base))
+    if CONFIG_FILE_KEY in context:
+        path = context[CONFIG_FILE_KEY]
+        try:
+            loaded = read_yaml_file(str(path)) or {}
+        except YamlError as problem:
+            problems.append(Problem(CONFIG_FILE_KEY, str(problem), path))
+        else:
+            if isinstance(loaded, dict):
+                _deep_merge(raw, loaded)
+            else:
+                problems.append(Problem(CONFIG_FILE_KEY, "must hold a mapping of settings", path))
+    for key, value in context.items():
+        if not _is_setting_override(key):
+            continue
+        parts = key.split(".")
+        bad = next((part for part in parts if not _SETTING_NAME.fullmatch(part)), None)
+        if bad is not None:
+            problems.append(Problem(key, f"{bad!a} is not a setting name (a-z, 0-9 and _)"))
+            continue
+        try:
+            _set_path(raw, parts, _parse_override(value))
+        except (YamlError, ValueError) as problem:
+            problems.append(Problem(key, str(problem), value))
+    return raw
+
+
+def _derive_zones(raw: dict[str, Any]) -> list[Problem]:
+    """Zones follow the region unless given: the region's first two AZ IDs, the GPU zone the
+    first of the zones. A reservation lives in one zone that only its owner knows, so with one
+    the GPU zone must be given."""
+    region = raw.get("region")
+    network = raw.get("network")
+    if network is None:
+        network = raw["network"] = {}
+    if not isinstance(network, dict) or not isinstance(region, str) or region not in REGIONS:
+        return []
+    if "availability_zones" not in network:
+        network["availability_zones"] = default_zone_ids(region)
+    zones = network["availability_zones"]
+    if "gpu_availability_zone" in network:
+        return []
+    groups = raw.get("gpu_nodes")
+    reserved = [
+        role
+        for role, group in (groups.items() if isinstance(groups, dict) else ())
+        if isinstance(group, dict)
+        and isinstance(group.get("capacity"), dict)
+        and group["capacity"].get("type", "on_demand") != "on_demand"
+    ]
+    if reserved:
+        return [
+            Problem(
+                "network.gpu_availability_zone",
+                f"required with reserved capacity (gpu_nodes.{reserved[0]}.capacity): set it to "
+                "the reservation's zone, its AZ ID from `aws ec2 describe-capacity-reservations`",
+            )
+        ]
+    if isinstance(zones, list) and zones and isinstance(zones[0], str):
+        network["gpu_availability_zone"] = zones[0]
+    return []
+
+
+def _validate(raw: dict[str, Any]) -> list[Problem]:
+    """Each top-level setting on its own, then every check across sections whose settings all
+    passed: one run reports every problem."""
+    problems = []
+    settings = Settings.model_construct()
+    valid = set()
+    for name, field in Settings.model_fields.items():
+        if name not in raw:
+            if field.is_required():
+                problems.append(Problem(name, _MISSING))
+            else:
+                valid.add(name)
+            continue
+        try:
+            Settings.__pydantic_validator__.validate_assignment(
+                settings, name, raw[name], context={FIELDS_ONLY: True}
+            )
+        except ValidationError as error:
+            problems += problems_from_validation_error(error, Settings)
+        else:
+            valid.add(name)
+    for name in raw:
+        if name not in Settings.model_fields:
+            close = difflib.get_close_matches(str(name), list(Settings.model_fields), n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            known = ", ".join(sorted(Settings.model_fields))
+            problems.append(Problem(str(name), f"unknown setting; {hint}valid settings: {known}"))
+    if "region" not in valid:  # nothing was derived from it; its own problem says why
+        problems = [p for p in problems if not (p.path in _DERIVED and p.value is None)]
+    return problems + relation_problems(settings, valid)
 
 
 def _is_unknown(key: str) -> bool:
@@ -105,29 +213,8 @@ def _is_setting_override(key: str) -> bool:
 
 def _parse_override(value: Any) -> Any:
     if isinstance(value, str) and value.lstrip()[:1] in ("[", "{"):
-        return yaml.safe_load(value)
+        return load_yaml(value)
     return value
-
-
-def _read_yaml(path: str) -> dict[str, Any]:
-    file = Path(path)
-    if not file.is_file():
-        raise ConfigError(
-            [
-                Problem(
-                    CONFIG_FILE_KEY,
-                    "no such file (paths are relative to the directory cdk runs in)",
-                    path,
-                )
-            ]
-        )
-    try:
-        loaded = yaml.safe_load(file.read_text()) or {}
-    except yaml.YAMLError as error:
-        raise ConfigError([Problem(CONFIG_FILE_KEY, f"not valid YAML: {error}", path)]) from None
-    if not isinstance(loaded, dict):
-        raise ConfigError([Problem(CONFIG_FILE_KEY, "must hold a mapping of settings", path)])
-    return loaded
 
 
 def _deep_merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> None:
@@ -139,8 +226,8 @@ def _deep_merge(base: dict[str, Any], overlay: Mapping[str, Any]) -> None:
 
 
 def _set_path(target: dict[str, Any], path: list[str], value: Any) -> None:
-    for part in path[:-1]:
-        if not isinstance(target.get(part), dict):
-            target[part] = {}
-        target = target[part]
+    for depth, part in enumerate(path[:-1]):
+        if part in target and not isinstance(target[part], dict):
+            raise ValueError(f"{'.'.join(path[: depth + 1])} is a single value, not a section")
+        target = target.setdefault(part, {})
     target[path[-1]] = value

@@ -1,13 +1,15 @@
 """The typed configuration: the single source of truth for topology.
 
 Field defaults here are the project's defaults; ``cdk.json`` supplies only what has no universal
-default (region, zones). The configuration reference (docs/configuration.md) is generated from
-this module (``make config-docs``), so a description written here is the documentation.
+default (the region; the zones follow it). The configuration reference (docs/configuration.md)
+is generated from this module (``make config-docs``), so a description written here is the
+documentation.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from ipaddress import IPv4Network
 from typing import Annotated, Literal
@@ -15,13 +17,23 @@ from typing import Annotated, Literal
 from pydantic import (
     AfterValidator,
     Field,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from app_config import engine_options
+from app_config.aws_tags import Tags
 from app_config.efa_check import EfaCheck
 from app_config.errors import ConfigError, Problem
+from app_config.kubernetes_names import (
+    EKS_TAINTS_PER_NODE_GROUP,
+    KUBELET_LABEL_DOMAINS,
+    LabelKey,
+    LabelValue,
+    NodeLabelValue,
+    reserved_domain,
+)
 from app_config.node_labels import (
     EFA_LABEL,
     GPU_PRESENT_LABEL,
@@ -42,6 +54,7 @@ from app_config.section import (
     one_of,
     require_consent_for_anywhere,
     require_internet_sources,
+    unicode_text,
 )
 from app_config.serving import Serving
 from catalog.instances import CATALOG, GpuInstance
@@ -51,14 +64,18 @@ from catalog.regions import (
     REGIONS,
     example_zones,
     is_zone_id,
+    partition,
     zone_belongs_to_region,
 )
 
 _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
-# What every AWS service accepts in tag keys and values (Tagging AWS resources, "Tag naming
-# limits and requirements").
-_TAG_TEXT = re.compile(r"[\w .:/=+\-@]*")
-_IAM_PRINCIPAL_ARN = re.compile(r"^arn:aws(-us-gov)?:iam::\d{12}:(role|user)/[\w+=,.@/-]{1,512}$")
+# IAM identifiers: a path of at most 512 characters ('/' or /.../), then a role or user name of
+# 1-64 characters from letters, digits and +=,.@_- (IAM API reference, CreateRole and CreateUser).
+_IAM_PRINCIPAL_ARN = re.compile(
+    r"^arn:(?P<partition>aws(-us-gov)?):iam::\d{12}:(role|user)(?P<path>/([\w+=,.@-]+/)*)"
+    r"[\w+=,.@-]{1,64}$"
+)
+IAM_PATH_MAX = 512
 
 
 # Graviton (arm64) families carry a "g" after the generation digit (m7g, c7gn, r8gd, t4g, x2gd,
@@ -153,37 +170,6 @@ class SystemNodes(Section):
     )
 
 
-# Kubernetes label/taint keys: optional DNS-subdomain prefix, then a name of at most 63 characters.
-_LABEL_KEY = re.compile(
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
-)
-_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
-
-
-def _label_key(key: str) -> str:
-    if not _LABEL_KEY.fullmatch(key) or len(key.partition("/")[0]) > 253:
-        raise ValueError(
-            f"{key!r} is not a Kubernetes label key: an optional DNS prefix and '/', then a name "
-            "of 1-63 characters, letters, digits, '-', '_' or '.', starting and ending with a "
-            "letter or digit"
-        )
-    return key
-
-
-def _label_value(value: str) -> str:
-    if not _LABEL_VALUE.fullmatch(value):
-        raise ValueError(
-            f"{value!r} is not a Kubernetes label value: at most 63 characters, letters, "
-            "digits, '-', '_' or '.', starting and ending with a letter or digit (or empty)"
-        )
-    return value
-
-
-LabelKey = Annotated[str, AfterValidator(_label_key)]
-LabelValue = Annotated[str, AfterValidator(_label_value)]
-
-
 class Taint(Section):
     key: LabelKey = Field(description="Taint key.")
     value: LabelValue = Field("", description="Taint value.")
@@ -273,7 +259,7 @@ class GpuNodeGroup(Section):
         "system and the system logs only: nodeadm's RAID0 of the local NVMe disks takes "
         "containerd (the 20+ GB image), kubelet, pod logs and the model cache.",
     )
-    labels: dict[LabelKey, LabelValue] = Field({}, description="Extra node labels.")
+    labels: dict[LabelKey, NodeLabelValue] = Field({}, description="Extra node labels.")
     taints: list[Taint] = Field([], description="Extra node taints.")
 
     @field_validator("labels")
@@ -282,6 +268,14 @@ class GpuNodeGroup(Section):
         taken = sorted(OWNED_LABEL_KEYS & labels.keys())
         if taken:
             raise ValueError(f"{taken} are set by this app; choose other label keys")
+        for key in labels:
+            domain = reserved_domain(key, allowed=KUBELET_LABEL_DOMAINS)
+            if domain:
+                raise ValueError(
+                    f"{key!r} is in the {domain} domain, which belongs to Kubernetes or EKS: the "
+                    "kubelet refuses to set such labels (except under node.kubernetes.io/ and "
+                    "kubelet.kubernetes.io/); use a prefix of your own such as example.com/"
+                )
         return labels
 
     @field_validator("taints")
@@ -290,6 +284,19 @@ class GpuNodeGroup(Section):
         taken = sorted(OWNED_TAINT_KEYS & {taint.key for taint in taints})
         if taken:
             raise ValueError(f"{taken} are set by this app; choose other taint keys")
+        room = EKS_TAINTS_PER_NODE_GROUP - len(OWNED_TAINT_KEYS)
+        if len(taints) > room:
+            raise ValueError(
+                f"{len(taints)} taints; EKS takes {EKS_TAINTS_PER_NODE_GROUP} per node group and "
+                f"this app sets {len(OWNED_TAINT_KEYS)}: at most {room}"
+            )
+        reserved = next((t.key for t in taints if reserved_domain(t.key)), None)
+        if reserved:
+            raise ValueError(
+                f"{reserved!r} is in the {reserved_domain(reserved)} domain, whose taints belong "
+                "to Kubernetes (the node lifecycle controller) or EKS; use a prefix of your own "
+                "such as example.com/"
+            )
         valueless = [taint.key for taint in taints if not taint.value]
         if valueless:
             raise ValueError(
@@ -379,6 +386,37 @@ class GpuNodes(Section):
             )
         return self
 
+    @model_validator(mode="after")
+    def _shared_reservations(self) -> GpuNodes:
+        """Two groups naming one reservation draw on the same instances: one instance type,
+        one kind of capacity, one count, and room for both groups at their largest."""
+        first, second = (group.capacity for group in self.groups().values())
+        if first.reservation_id is None or first.reservation_id != second.reservation_id:
+            return self
+        reservation = first.reservation_id
+        if self.prefill.instance_type != self.decode.instance_type:
+            raise ValueError(
+                f"prefill and decode both use {reservation} but with different instance types "
+                f"({self.prefill.instance_type}, {self.decode.instance_type}); a reservation "
+                "holds one instance type: use the same type, or a reservation per group"
+            )
+        if (first.type, first.reserved_instances) != (second.type, second.reserved_instances):
+            raise ValueError(
+                f"prefill and decode both use {reservation} but describe it differently "
+                f"(type {first.type} / {second.type}, reserved_instances "
+                f"{first.reserved_instances} / {second.reserved_instances}); give both the same"
+            )
+        together = self.prefill.scaling.max_size + self.decode.scaling.max_size
+        if first.reserved_instances is not None and together > first.reserved_instances:
+            raise ValueError(
+                f"prefill and decode share {reservation} ({first.reserved_instances} instances) "
+                f"but can grow to {together} together (max_size {self.prefill.scaling.max_size} "
+                f"+ {self.decode.scaling.max_size}); launches beyond the reservation fail: lower "
+                "the max_size values so that they add up to at most "
+                f"{first.reserved_instances}"
+            )
+        return self
+
     def groups(self) -> dict[str, GpuNodeGroup]:
         """By role, in GPU_ROLES order."""
         return {role: getattr(self, role) for role in GPU_ROLES}
@@ -397,11 +435,17 @@ class Network(Section):
         max_length=6,
         description="Zones of the VPC, AZ names (us-west-2a) or AZ IDs (usw2-az1), all of one "
         "kind. "
-        "The EKS control plane needs two; GPU nodes use only gpu_availability_zone.",
+        "The EKS control plane needs two; GPU nodes use only gpu_availability_zone. Not given: "
+        "the region's first two AZ IDs (catalog/regions.py), so a change of region needs no "
+        "change here.",
+        json_schema_extra={"default_text": "the region's first two AZ IDs"},
     )
     gpu_availability_zone: str = Field(
         description="The zone where prefill and decode nodes run (EFA cannot cross zones). One of "
-        "availability_zones; must be where your P-instance capacity is."
+        "availability_zones; must be where your P-instance capacity is. Not given: the first "
+        "of availability_zones, unless a GPU group uses a reservation or Capacity Block (then "
+        "required: the reservation's zone).",
+        json_schema_extra={"default_text": "the first of availability_zones"},
     )
     nat_gateways: int = Field(
         1,
@@ -527,9 +571,11 @@ class Cluster(Section):
     @classmethod
     def _principals(cls, values: list[str]) -> list[str]:
         for arn in values:
-            if not _IAM_PRINCIPAL_ARN.fullmatch(arn):
+            match = _IAM_PRINCIPAL_ARN.fullmatch(arn)
+            if not match or len(match["path"]) > IAM_PATH_MAX:
                 raise ValueError(
-                    f"{arn!r} is not an IAM role or user ARN (arn:aws:iam::123456789012:role/Name)"
+                    f"{arn!r} is not an IAM role or user ARN (arn:aws:iam::123456789012:role/Name; "
+                    "a name of 1-64 letters, digits and +=,.@_-, a path of at most 512)"
                 )
         if len(set(values)) != len(values):
             raise ValueError("each principal may appear once (EKS allows one access entry each)")
@@ -592,7 +638,12 @@ class Settings(Section):
     region: Annotated[str, one_of(REGIONS, "an AWS Region with EKS")] = Field(
         description="Target AWS Region."
     )
-    tags: dict[str, str] = Field({}, description="Tags applied to every resource.")
+    tags: Tags = Field(
+        {},
+        **unicode_text(),
+        description="Tags applied to every resource (at most 45: AWS takes 50 per resource and "
+        "the app, the CDK and EKS add up to 5).",
+    )
     retain_data_on_destroy: bool = Field(
         True,
         description="Keep KMS keys and log groups on `cdk destroy`. Set false for throw-away "
@@ -606,30 +657,14 @@ class Settings(Section):
         Observability(), description="Metrics, dashboard, alarms and log retention."
     )
 
-    @field_validator("tags")
-    @classmethod
-    def _tags(cls, tags: dict[str, str]) -> dict[str, str]:
-        for key, value in tags.items():
-            if key.lower().startswith("aws:") or not 1 <= len(key) <= 128:
-                raise ValueError(
-                    f"tag key {key!r} must be 1-128 characters and not start with aws:"
-                )
-            if len(value) > 256:
-                raise ValueError(f"tag {key!r}: a value may have at most 256 characters")
-            for text in (key, value):
-                if not _TAG_TEXT.fullmatch(text):
-                    raise ValueError(
-                        f"tag {key!r}: {text!r} has characters AWS tags do not allow; use "
-                        "letters, digits, spaces and _ . : / = + - @"
-                    )
-        return tags
-
     @model_validator(mode="after")
-    def _cross_section_problems(self) -> Settings:
-        """Checks that span sections. Raises ConfigError directly (see its docstring)."""
-        problems = (
-            _zone_problems(self) + _address_space_problems(self.network) + _serving_problems(self)
-        )
+    def _cross_section_problems(self, info: ValidationInfo) -> Settings:
+        """Checks that span sections (RELATIONS). Raises ConfigError directly (see its
+        docstring). The loader validates one top-level setting at a time with FIELDS_ONLY,
+        then runs the relations whose settings are valid (relation_problems)."""
+        if (info.context or {}).get(FIELDS_ONLY):
+            return self
+        problems = relation_problems(self, set(Settings.model_fields))
         if problems:
             raise ConfigError(problems)
         return self
@@ -670,7 +705,8 @@ def _zone_problems(settings: Settings) -> list[Problem]:
             problems.append(
                 Problem(
                     f"network.availability_zones[{index}]",
-                    f"not a zone of {region}; use {example_zones(region)}",
+                    f"not a zone of {region}; use {example_zones(region)}, or leave "
+                    "network.availability_zones out to use the region's first two zones",
                     zone,
                 )
             )
@@ -780,3 +816,62 @@ def _serving_problems(settings: Settings) -> list[Problem]:
                 engine.max_replicas,
             ))  # fmt: skip
     return problems
+
+
+def _partition_problems(settings: Settings) -> list[Problem]:
+    """Principals of another partition cannot be given access to a cluster in this one."""
+    expected = partition(settings.region)
+    return [
+        Problem(
+            f"cluster.{name}[{index}]",
+            f"is in partition {arn.split(':')[1]}; a cluster in {settings.region} takes "
+            f"principals of {expected} (arn:{expected}:iam::...)",
+            arn,
+        )
+        for name in ("admin_principal_arns", "operator_principal_arns")
+        for index, arn in enumerate(getattr(settings.cluster, name))
+        if arn.split(":")[1] != expected
+    ]
+
+
+def _alarm_timing_problems(settings: Settings) -> list[Problem]:
+    """Alarms about missing nodes wait at least as long as the Cluster Autoscaler waits for a
+    node it asked for: earlier, they page while a normal scale-up is still under way."""
+    provision = settings.cluster.node_autoscaler.max_node_provision_minutes
+    alarms = settings.observability.alarms
+    return [
+        Problem(
+            f"observability.alarms.{name}",
+            f"{minutes} minutes is shorter than cluster.node_autoscaler."
+            f"max_node_provision_minutes ({provision}), how long the Cluster Autoscaler waits "
+            "for a node it asked for: the alarm would page during a normal scale-up; use at "
+            f"least {provision}",
+            minutes,
+        )
+        for name, minutes in (
+            ("node_shortfall_minutes", alarms.node_shortfall_minutes),
+            ("capacity_shortfall_minutes", alarms.capacity_shortfall_minutes),
+        )
+        if minutes < provision
+    ]
+
+
+# Validation context flag: validate settings without the checks across sections.
+FIELDS_ONLY = "fields_only"
+# Checks across sections, each with the top-level settings it reads. A check runs only when all
+# of them are valid (an invalid one has its own problem), so one run reports every problem.
+RELATIONS: tuple[tuple[frozenset[str], Callable[[Settings], list[Problem]]], ...] = (
+    (frozenset({"region", "network"}), lambda settings: _zone_problems(settings)),
+    (frozenset({"network"}), lambda settings: _address_space_problems(settings.network)),
+    (
+        frozenset({"region", "account", "serving", "gpu_nodes"}),
+        lambda settings: _serving_problems(settings),
+    ),
+    (frozenset({"cluster", "observability"}), lambda settings: _alarm_timing_problems(settings)),
+    (frozenset({"region", "cluster"}), lambda settings: _partition_problems(settings)),
+)
+
+
+def relation_problems(settings: Settings, valid: set[str]) -> list[Problem]:
+    """The problems of every relation whose settings are all in ``valid``."""
+    return [problem for needs, check in RELATIONS if needs <= valid for problem in check(settings)]

@@ -2,15 +2,39 @@
 
 from __future__ import annotations
 
-from pydantic import EmailStr, Field, model_validator
+import re
+from typing import Annotated
+
+from pydantic import BeforeValidator, EmailStr, Field, model_validator
 
 from app_config.section import LogRetentionDays, Section
+
+# A bare address, local@domain: what SNS's email protocol takes as a subscription endpoint.
+# EmailStr alone also accepts `Name <local@domain>` and keeps only the address, so a display
+# name would vanish silently.
+_BARE_ADDRESS = re.compile(r"[^\s<>\"(),;:@]+@[^\s<>\"(),;:@]+")
+# RFC 5321: a forward path holds at most 254 characters.
+EMAIL_MAX = 254
+
+
+def _bare_address(value: object) -> object:
+    if isinstance(value, str) and not _BARE_ADDRESS.fullmatch(value):
+        raise ValueError(
+            "not a bare e-mail address; write only the address, name@example.com, without a "
+            "display name, angle brackets or spaces"
+        )
+    if isinstance(value, str) and len(value) > EMAIL_MAX:
+        raise ValueError(f"{len(value)} characters; an e-mail address has at most {EMAIL_MAX}")
+    return value
+
+
+EmailAddress = Annotated[EmailStr, BeforeValidator(_bare_address)]
 
 
 class Alarms(Section):
     """Thresholds of the alarms; every alarm notifies the encrypted SNS topic."""
 
-    emails: list[EmailStr] = Field(
+    emails: list[EmailAddress] = Field(
         [],
         description="Addresses subscribed to the alarm topic (each must confirm the "
         "subscription e-mail AWS sends).",

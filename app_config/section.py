@@ -4,9 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Collection, Hashable
 from ipaddress import IPv4Network, collapse_addresses
-from typing import Annotated, Any
+from types import NoneType, UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict
+from annotated_types import MaxLen
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    ValidationInfo,
+    field_validator,
+)
+from pydantic.fields import FieldInfo
+
+from app_config.text_rules import TEXT_MAX, key_problem, text_problem, texts
 
 ANYWHERE = IPv4Network("0.0.0.0/0")
 # More than this many addresses is "the internet" for consent: a /8 is more than any single
@@ -58,9 +70,12 @@ LOG_RETENTION_DAYS = (
 
 
 def _cidr(value: object) -> object:
-    """Parse strictly, and say which network was probably meant when host bits are set."""
-    if not isinstance(value, str):
+    """Parse strictly, and say which network was probably meant when host bits are set. Only
+    text: pydantic would read a number (or true) as an address."""
+    if isinstance(value, IPv4Network):
         return value
+    if not isinstance(value, str):
+        raise ValueError("not an IPv4 CIDR; expected text a.b.c.d/n such as 10.0.0.0/16")
     try:
         return IPv4Network(value)
     except ValueError:
@@ -82,13 +97,92 @@ def matching(pattern: str, rule: str) -> dict[str, Any]:
 
 def int_from_text(value: object) -> object:
     """`-c key=64` arrives as text; pydantic does not coerce text to a Literal of numbers."""
-    return int(value) if isinstance(value, str) and value.strip().isdigit() else value
+    text = value.strip() if isinstance(value, str) else ""
+    return int(text) if text.isascii() and text.isdigit() else value
+
+
+# The largest integer CloudFormation, JSON and the jsii bridge (JavaScript numbers) carry exactly.
+EXACT_INTEGER_MAX = 2**53 - 1
+
+
+def unicode_text() -> dict[str, Any]:
+    """Field arguments for the few settings whose service takes Unicode letters (AWS tags);
+    every other text setting is ASCII (app_config/text_rules.py)."""
+    return {"json_schema_extra": {"unicode": True}}
 
 
 class Section(BaseModel):
-    """Every section rejects unknown keys: a typo must fail, not silently fall back to a default."""
+    """Every section rejects unknown keys (a typo must fail, not silently fall back to a
+    default), refuses NaN and infinity, and checks every text value it is given by the rules in
+    app_config/text_rules.py, so that each new field is covered by them without a line of its
+    own. Where a field takes a list, a single value is taken as a one-item list."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _plain_text(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields[info.field_name]
+        if _holds_section(field.annotation):
+            return _one_item_list(field.annotation, value)
+        value = _one_item_list(field.annotation, value)
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        limit = _max_length(field)
+        for where, text, is_key in texts(value):
+            problem = text_problem(
+                text, unicode_letters=bool(extra.get("unicode")), max_length=limit
+            ) or (key_problem(text) if is_key else "")
+            if problem:
+                raise ValueError(f"{where}: {problem}" if where else problem)
+        return value
+
+    @field_validator("*", mode="after")
+    @classmethod
+    def _exact_numbers(cls, value: Any) -> Any:
+        if (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and abs(value) > EXACT_INTEGER_MAX
+        ):
+            raise ValueError(
+                f"{value} is beyond {EXACT_INTEGER_MAX:,}, the largest integer CloudFormation "
+                "and the CDK carry exactly"
+            )
+        return value
+
+
+def _holds_section(annotation: Any) -> bool:
+    """Whether a field's type is, or contains, a section (their own fields check their text)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return True
+    return any(_holds_section(arg) for arg in get_args(annotation))
+
+
+def _one_item_list(annotation: Any, value: Any) -> Any:
+    """A scalar where a list is expected becomes a one-item list: `-c
+    cluster.admin_principal_arns=arn:...` means a list of that one ARN."""
+    if value is None or isinstance(value, list | tuple):
+        return value
+    return [value] if _is_list(annotation) else value
+
+
+def _is_list(annotation: Any) -> bool:
+    origin = get_origin(annotation)
+    if origin is list:
+        return True
+    if origin in (Union, UnionType):
+        return any(_is_list(arg) for arg in get_args(annotation) if arg is not NoneType)
+    if origin is Annotated:
+        return _is_list(get_args(annotation)[0])
+    return False
+
+
+def _max_length(field: FieldInfo) -> int:
+    """The field's own length limit, where it has one, else the limit for any text."""
+    if _is_list(field.annotation) or get_origin(field.annotation) is dict:
+        return TEXT_MAX  # a length in metadata is then the number of items
+    limits = [item.max_length for item in field.metadata if isinstance(item, MaxLen)]
+    return min(limits, default=TEXT_MAX)
 
 
 def one_of(valid: Collection[Hashable], what: str, hint: str = "") -> AfterValidator:

@@ -45,14 +45,38 @@ _SECRET_ARN = (
 )
 
 
+# What S3 refuses in general purpose bucket names beyond their characters and length (S3 user
+# guide, "General purpose bucket naming rules").
+_BUCKET_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+_BUCKET_RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
+_IP_ADDRESS = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
+
+
+def _bucket_name_problem(bucket: str) -> str:
+    if ".." in bucket:
+        return f"bucket {bucket!r} has two adjacent periods"
+    if _IP_ADDRESS.fullmatch(bucket):
+        return f"bucket {bucket!r} is formatted as an IP address"
+    reserved = next((p for p in _BUCKET_RESERVED_PREFIXES if bucket.startswith(p)), None)
+    reserved = reserved or next((s for s in _BUCKET_RESERVED_SUFFIXES if bucket.endswith(s)), None)
+    if reserved:
+        return f"bucket {bucket!r} uses {reserved!r}, which S3 reserves"
+    return ""
+
+
 class Model(Section):
     """Where the weights come from: a Hugging Face repository, or an S3 copy read through IRSA."""
 
     id: str = Field(
         "Qwen/Qwen3-32B",
+        # huggingface_hub validate_repo_id: namespace/name of letters, digits, '_', '-', '.',
+        # neither part starting or ending with '-' or '.', the name at most 96 characters, no
+        # '--' or '..' anywhere and no '.git' ending.
         **matching(
-            r"^[\w.-]+/[\w.-]+$",
-            "a Hugging Face model id, org/name (letters, digits, '_', '-', '.')",
+            r"^[A-Za-z0-9_]([\w.-]*[A-Za-z0-9_])?/[A-Za-z0-9_]([\w.-]{0,94}[A-Za-z0-9_])?$",
+            "a Hugging Face model id, org/name: letters, digits, '_', '-', '.', neither part "
+            "starting or ending with '-' or '.', no '--' or '..', the name at most 96 characters "
+            "(huggingface_hub validate_repo_id)",
         ),
         description="Hugging Face model id (org/name); also the name clients send as `model`. "
         "The default is ungated (Apache-2.0), supported by vLLM 0.26 and fits every P-class "
@@ -61,6 +85,8 @@ class Model(Section):
     )
     s3_uri: str | None = Field(
         None,
+        # s3:// + a bucket name (at most 63) + '/' + an object key prefix (at most 1024 bytes).
+        max_length=len("s3://") + 63 + 1 + 1024,
         description="s3://bucket/prefix holding the model files; the Ray pods get read-only "
         "access to exactly that prefix.",
     )
@@ -78,6 +104,16 @@ class Model(Section):
         "by the Secrets Store CSI driver; never in CloudFormation.",
     )
 
+    @field_validator("id")
+    @classmethod
+    def _hub_repo_id(cls, value: str) -> str:
+        if "--" in value or ".." in value or value.endswith(".git"):
+            raise ValueError(
+                "the Hugging Face Hub refuses repository ids with '--' or '..' or ending in "
+                "'.git' (huggingface_hub validate_repo_id)"
+            )
+        return value
+
     @field_validator("s3_uri")
     @classmethod
     def _s3_uri(cls, value: str | None) -> str | None:
@@ -90,6 +126,9 @@ class Model(Section):
             raise ValueError(
                 "not an S3 URI; expected s3://bucket/prefix (bucket 3-63 chars a-z 0-9 . -)"
             )
+        bucket_problem = _bucket_name_problem(_S3_URI.fullmatch(value)["bucket"]) if value else ""
+        if bucket_problem:
+            raise ValueError(f"{bucket_problem} (S3 bucket naming rules)")
         if value is not None and not (_S3_URI.fullmatch(value)["prefix"] or "").strip("/"):
             raise ValueError(
                 "names a whole bucket; the pods are granted exactly this prefix, so name the "
@@ -485,6 +524,20 @@ class Serving(Section):
                 f"endpoint without a healthy target. Use at least {needed}"
             )
         return value
+
+    @model_validator(mode="after")
+    def _prefill_always_up(self) -> Serving:
+        """Ray 2.58's PDDecodeServer pre-warms prefill when it starts and retries for about
+        35 minutes through a broadcast that creates no autoscaling demand (ray
+        llm/_internal/serve/serving_patterns/prefill_decode/pd_server.py): with no prefill
+        replica, decode never becomes ready."""
+        if self.prefill.min_replicas < 1:
+            raise ValueError(
+                "prefill.min_replicas is 0, but decode replicas wait at start for a prefill "
+                "replica that Serve's autoscaler would never add (Ray 2.58 PDDecodeServer "
+                "pre-warm): use prefill.min_replicas >= 1"
+            )
+        return self
 
     def engine(self, role: str) -> Engine:
         return getattr(self, role)

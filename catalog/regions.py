@@ -114,3 +114,17 @@ def example_zones(region: str) -> str:
 def partition(region: str) -> str:
     """The ARN partition of a region (China is out of scope, see REGIONS)."""
     return "aws-us-gov" if region.startswith("us-gov-") else "aws"
+
+
+# Regions whose AZ IDs az1 and az2 are not both zones where EKS runs: us-west-1's usw1-az2 exists
+# only for some older accounts and EKS refuses it (EKS_UNSUPPORTED_ZONE_IDS); its zones are
+# usw1-az1 and usw1-az3 (AWS Regions and Availability Zones, "AWS Availability Zones").
+_DEFAULT_ZONE_IDS = {"us-west-1": ("usw1-az1", "usw1-az3")}
+
+
+def default_zone_ids(region: str) -> list[str]:
+    """The two zones a VPC gets when the configuration names none: the region's first two AZ
+    IDs where EKS places control planes. AZ IDs, not names, so that no account lookup is
+    needed and the zone is the same physical one in every account."""
+    prefix = zone_id_prefix(region)
+    return list(_DEFAULT_ZONE_IDS.get(region, (f"{prefix}-az1", f"{prefix}-az2")))

@@ -51,7 +51,8 @@ def _settings(config: str | None, context: list[str]) -> Settings:
     try:
         return load_settings(cli_context(config, context))
     except (ConfigError, ValueError) as error:
-        console.print(f"[red]{error}[/red]")
+        # markup=False: a problem quotes what the user typed, and "[/x]" in it is not markup.
+        console.print(str(error), style="red", markup=False)
         raise typer.Exit(2) from None
 
 

@@ -58,6 +58,8 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
     # On-Demand Capacity Reservation for decode, extra labels and taints; weights from S3;
     # decode with TP 4 and two replicas per node; the image through the account's scanned cache.
     "reserved-capacity": {
+        # A reservation lives in one zone: the GPU zone is given, not derived.
+        "network.gpu_availability_zone": "usw2-az1",
         "gpu_nodes.prefill.instance_type": "p5en.48xlarge",
         "gpu_nodes.prefill.capacity.type": "capacity_block",
         "gpu_nodes.prefill.capacity.reservation_id": "cr-0a1b2c3d4e5f60718",

@@ -36,7 +36,9 @@ def _rows(
             section_defaults = default if isinstance(default, BaseModel) else None
             yield from _rows(annotation, f"{path}.", section_defaults)
             continue
-        yield path, _type_name(annotation), _default(default), field.description or ""
+        extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+        shown = extra["default_text"] if "default_text" in extra else _default(default)
+        yield path, _type_name(annotation), shown, field.description or ""
 
 
 def _type_name(annotation: Any) -> str:

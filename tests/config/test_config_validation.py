@@ -11,6 +11,8 @@ import pytest
 
 import app
 from app_config import ConfigError, load_settings
+from app_config.aws_tags import TAGS_ADDED_BY_APP, TAGS_PER_RESOURCE
+from catalog.regions import default_zone_ids
 from tests.configurations import PROJECT_ROOT, cdk_json_context
 
 SECRET_ARN = "arn:aws:secretsmanager:us-west-2:123456789012:secret:t-AbCdEf"
@@ -99,7 +101,7 @@ INVALID = [
         "cluster.system_nodes.disk_size_gib",
         "greater than or equal to 20",
     ),
-    ({"tags": '{"aws:owner": "me"}'}, "tags", "not start with aws:"),
+    ({"tags": '{"aws:owner": "me"}'}, "tags", "keys starting with aws: belong to AWS"),
     # GPU node groups
     (
         {"gpu_nodes.prefill.instance_type": "g5.48xlarge"},
@@ -348,6 +350,11 @@ INVALID = [
     (
         {"observability.alarms.emails": '["oncall-at-example.com"]'},
         "observability.alarms.emails[0]",
+        "not a bare e-mail address",
+    ),
+    (
+        {"observability.alarms.emails": '["oncall@example"]'},
+        "observability.alarms.emails[0]",
         "not a valid email address",
     ),
     (
@@ -461,15 +468,16 @@ INVALID = [
     (
         {"cluster.admin_principal_arns": json.dumps(["arn:aws:iam::123456789012:role/Ops\n"])},
         "cluster.admin_principal_arns",
-        "not an IAM role or user ARN",
+        "item 0: contains a control character ('\\n') at the end",
     ),
     (
         {"serving.model.hf_token_secret_arn": SECRET_ARN + "\n"},
         "serving.model.hf_token_secret_arn",
-        "6-character suffix",
+        "control character",
     ),
     ({"tags": json.dumps({"team": "x" * 300})}, "tags", "at most 256 characters"),
-    ({"tags": json.dumps({"team": "a\u0000b"})}, "tags", "characters AWS tags do not allow"),
+    ({"tags": json.dumps({"team": "a\u0000b"})}, "tags", "control character ('\\x00')"),
+    ({"tags": json.dumps({"team": "a;b"})}, "tags", "characters AWS tags do not allow"),
     (
         {
             "gpu_nodes.prefill.taints": json.dumps(
@@ -504,6 +512,167 @@ INVALID = [
         )
     ],
     ({"settings": "x"}, "settings", "must be a mapping"),
+    # Issue 21: limits AWS, EKS and Kubernetes apply only at deploy time, counted with what the
+    # app adds; reserved prefixes; addresses; numbers the template cannot carry.
+    (
+        {"tags": json.dumps({f"t{i}": "v" for i in range(TAGS_PER_RESOURCE)})},
+        "tags",
+        f"at most {TAGS_PER_RESOURCE - TAGS_ADDED_BY_APP}",
+    ),
+    *[
+        ({"tags": json.dumps({key: "x"})}, "tags", "belong to AWS, EKS, Kubernetes or the CDK")
+        for key in ("AWS:team", "k8s.io/cluster-autoscaler/enabled", "kubernetes.io/x", "eks:y")
+    ],
+    (
+        {
+            "gpu_nodes.prefill.taints": json.dumps(
+                [{"key": f"example.com/t{i}", "value": "v"} for i in range(49)]
+            )
+        },
+        "gpu_nodes.prefill.taints",
+        "EKS takes 50 per node group and this app sets 2: at most 48",
+    ),
+    *[
+        ({"gpu_nodes.decode.labels": json.dumps({key: "x"})}, "gpu_nodes.decode.labels", why)
+        for key, why in (
+            ("node-role.kubernetes.io/gpu", "the kubelet refuses to set such labels"),
+            ("eks.amazonaws.com/nodegroup", "belongs to Kubernetes or EKS"),
+            ("k8s.io/x", "belongs to Kubernetes or EKS"),
+        )
+    ],
+    (
+        {"gpu_nodes.decode.labels": json.dumps({"example.com/" + "n" * 60: "x"})},
+        f"gpu_nodes.decode.labels.example.com/{'n' * 60} (key)",
+        "EKS takes node label and taint keys of at most 63",
+    ),
+    (
+        {"gpu_nodes.decode.labels": '{"team": ""}'},
+        "gpu_nodes.decode.labels.team",
+        "EKS takes node label values of 1-63 characters",
+    ),
+    (
+        {"gpu_nodes.decode.taints": '[{"key": "node.kubernetes.io/unschedulable", "value": "x"}]'},
+        "gpu_nodes.decode.taints",
+        "belong to Kubernetes",
+    ),
+    *[
+        (
+            {"observability.alarms.emails": json.dumps([address])},
+            "observability.alarms.emails[0]",
+            "not a bare e-mail address",
+        )
+        for address in ("On Call <oncall@example.com>", "<oncall@example.com>", "a b@example.com")
+    ],
+    (
+        {"observability.alarms.efa_error_events_threshold": str(2**53)},
+        "observability.alarms.efa_error_events_threshold",
+        "the largest integer CloudFormation and the CDK carry exactly",
+    ),
+    *[
+        (
+            {"observability.alarms.ttft_p95_objective_seconds": value},
+            "observability.alarms.ttft_p95_objective_seconds",
+            "finite number",
+        )
+        for value in ("nan", "inf", "-inf")
+    ],
+    ({"serving.model.id": "org/model--v2"}, "serving.model.id", "validate_repo_id"),
+    ({"serving.model.id": "org/" + "m" * 97}, "serving.model.id", "at most 96 characters"),
+    (
+        {"serving.prefill.min_replicas": "0"},
+        "serving",
+        "decode replicas wait at start for a prefill replica",
+    ),
+    (
+        {"observability.alarms.node_shortfall_minutes": "10"},
+        "observability.alarms.node_shortfall_minutes",
+        "shorter than cluster.node_autoscaler.max_node_provision_minutes (20)",
+    ),
+    (
+        {
+            "cluster.node_autoscaler.max_node_provision_minutes": "45",
+            "observability.alarms.node_shortfall_minutes": "45",
+        },
+        "observability.alarms.capacity_shortfall_minutes",
+        "the alarm would page during a normal scale-up; use at least 45",
+    ),
+    *[
+        ({"serving.model.s3_uri": f"s3://{bucket}/qwen"}, "serving.model.s3_uri", why)
+        for bucket, why in (
+            ("my..models", "two adjacent periods"),
+            ("192.168.10.5", "formatted as an IP address"),
+            ("xn--models", "which S3 reserves"),
+            ("models-s3alias", "which S3 reserves"),
+        )
+    ],
+    (
+        {"cluster.admin_principal_arns": "arn:aws:iam::123456789012:role/" + "r" * 65},
+        "cluster.admin_principal_arns",
+        "a name of 1-64 letters",
+    ),
+    (
+        {"cluster.operator_principal_arns": "arn:aws-us-gov:iam::123456789012:role/Ops"},
+        "cluster.operator_principal_arns[0]",
+        "a cluster in us-west-2 takes principals of aws",
+    ),
+    # The configuration's own syntax.
+    (
+        {"network.availability_zones": "[usw2-az1, usw2-az2"},
+        "network.availability_zones",
+        "not valid YAML",
+    ),
+    ({"tags": '{"a": "1", "a": "2"}'}, "tags", "key 'a' appears twice"),
+    ({"network..nat_gateways": "1"}, "network..nat_gateways", "is not a setting name"),
+    ({"region.name": "x"}, "region.name", "region is a single value, not a section"),
+    # Issue 22: two groups on one reservation are checked together.
+    (
+        {
+            "network.gpu_availability_zone": "usw2-az1",
+            **{
+                f"gpu_nodes.{side}.capacity": json.dumps(
+                    {
+                        "type": "capacity_reservation",
+                        "reservation_id": "cr-0123456789abcdef0",
+                        "reserved_instances": 3,
+                    }
+                )
+                for side in ("prefill", "decode")
+            },
+        },
+        "gpu_nodes",
+        "can grow to 4 together",
+    ),
+    (
+        {
+            "network.gpu_availability_zone": "usw2-az1",
+            "gpu_nodes.decode.instance_type": "p5e.48xlarge",
+            **{
+                f"gpu_nodes.{side}.capacity": json.dumps(
+                    {
+                        "type": "capacity_block",
+                        "reservation_id": "cr-0123456789abcdef0",
+                        "reserved_instances": 4,
+                    }
+                )
+                for side in ("prefill", "decode")
+            },
+        },
+        "gpu_nodes",
+        "a reservation holds one instance type",
+    ),
+    (
+        {
+            "gpu_nodes.decode.capacity": json.dumps(
+                {
+                    "type": "capacity_block",
+                    "reservation_id": "cr-0123456789abcdef0",
+                    "reserved_instances": 2,
+                }
+            )
+        },
+        "network.gpu_availability_zone",
+        "required with reserved capacity",
+    ),
     # Mistakes that would silently do something else: a top-level typo.
     ({"regoin": "eu-west-1"}, "regoin", "did you mean 'region'"),
     ({"prefx": "team-a"}, "prefx", "did you mean 'prefix'"),
@@ -523,19 +692,118 @@ def test_invalid_setting_is_named_and_nothing_is_synthesized(
 
 
 def test_every_problem_is_reported_at_once() -> None:
+    """Unknown keys, section errors, missing fields and checks across valid sections, together."""
     context = {
         **cdk_json_context(),
-        "region": "mars-1",
-        "network.nat_gateways": "x",
+        "regoin": "eu-west-1",
         "cluster.bogus": "1",
+        "cluster.system_nodes.disk_size_gib": "8",
+        "gpu_nodes.decode.taints": '[{"value": "x"}]',
+        "network.vpc_cidr": "10.0.0.0/24",
+        "observability.alarms.emails": "On Call <oncall@example.com>",
     }
     with pytest.raises(ConfigError) as raised:
         load_settings(context)
     assert {p.path for p in raised.value.problems} == {
-        "region",
-        "network.nat_gateways",
+        "regoin",
         "cluster.bogus",
+        "cluster.system_nodes.disk_size_gib",
+        "gpu_nodes.decode.taints[0].key",  # a missing field
+        "network.vpc_cidr",  # a relation whose settings are valid still runs
+        "observability.alarms.emails[0]",
     }
+    assert len(str(raised.value).splitlines()) == 1 + len(raised.value.problems)
+
+
+def test_a_relation_is_skipped_while_one_of_its_settings_is_invalid() -> None:
+    """The zones are not judged against a region that is itself wrong: one problem, not a
+    cascade."""
+    with pytest.raises(ConfigError) as raised:
+        load_settings({**cdk_json_context(), "region": "mars-1"})
+    assert [p.path for p in raised.value.problems] == ["region"]
+
+
+def test_a_single_problem_is_one_line() -> None:
+    with pytest.raises(ConfigError) as raised:
+        load_settings({**cdk_json_context(), "serving.model.id": "Qwen/Qwen3-32B\n"})
+    assert str(raised.value).count("\n") == 0
+    assert str(raised.value).startswith("Invalid configuration: serving.model.id = ")
+
+
+@pytest.mark.parametrize("region", ["eu-west-1", "us-east-1", "us-west-1", "ap-northeast-1"])
+def test_switching_region_needs_no_zones(region: str) -> None:
+    settings = load_settings({**cdk_json_context(), "region": region}, {})
+    assert settings.network.availability_zones == default_zone_ids(region)
+    assert settings.network.gpu_availability_zone == default_zone_ids(region)[0]
+
+
+def test_derived_zones_are_zones_eks_accepts() -> None:
+    from catalog.regions import EKS_UNSUPPORTED_ZONE_IDS, REGIONS, zone_belongs_to_region
+
+    for region in REGIONS:
+        zones = default_zone_ids(region)
+        assert len(set(zones)) == 2
+        assert all(zone_belongs_to_region(zone, region) for zone in zones), region
+        assert not set(zones) & EKS_UNSUPPORTED_ZONE_IDS, region
+
+
+def test_given_zones_of_another_region_say_they_can_be_left_out() -> None:
+    context = {
+        **cdk_json_context(),
+        "region": "eu-west-1",
+        "network.availability_zones": '["usw2-az1", "usw2-az2"]',
+    }
+    with pytest.raises(ConfigError, match=r"leave network\.availability_zones out"):
+        load_settings(context, {})
+
+
+def test_the_gpu_zone_defaults_to_the_first_given_zone() -> None:
+    context = {**cdk_json_context(), "network.availability_zones": '["usw2-az3", "usw2-az1"]'}
+    assert load_settings(context, {}).network.gpu_availability_zone == "usw2-az3"
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "read"),
+    [
+        (
+            "cluster.admin_principal_arns",
+            "arn:aws:iam::123456789012:role/Admins",
+            lambda s: s.cluster.admin_principal_arns,
+        ),
+        (
+            "observability.alarms.emails",
+            "oncall@example.com",
+            lambda s: s.observability.alarms.emails,
+        ),
+        (
+            "gpu_nodes.decode.taints",
+            '{"key": "example.com/dedicated", "value": "llm"}',
+            lambda s: [t.key for t in s.gpu_nodes.decode.taints],
+        ),
+    ],
+)
+def test_a_single_value_where_a_list_is_expected_is_a_one_item_list(
+    key: str, value: str, read: object
+) -> None:
+    settings = load_settings({**cdk_json_context(), key: value}, {})
+    (item,) = read(settings)
+    assert item in value
+
+
+def test_two_groups_on_one_reservation_that_fit_it_together_are_accepted() -> None:
+    capacity = json.dumps(
+        {"type": "capacity_reservation", "reservation_id": "cr-0123456789abcdef0",
+         "reserved_instances": 4}
+    )  # fmt: skip
+    context = {
+        **cdk_json_context(),
+        "network.gpu_availability_zone": "usw2-az2",
+        "gpu_nodes.prefill.capacity": capacity,
+        "gpu_nodes.decode.capacity": capacity,
+    }
+    settings = load_settings(context, {})
+    groups = settings.gpu_nodes.groups().values()
+    assert sum(group.scaling.max_size for group in groups) <= 4
 
 
 def test_yaml_file_overrides_cdk_json_and_flags_override_the_file(tmp_path: Path) -> None:
@@ -566,11 +834,21 @@ def test_cdk_internal_context_keys_are_not_mistaken_for_settings() -> None:
     assert load_settings(context).region == "us-west-2"
 
 
-def test_cli_reports_bad_input_without_a_traceback(tmp_path: Path) -> None:
-    """The user-facing path: `cdk synth -c ...` runs app.py with CDK_CONTEXT_JSON."""
-    import json
+HOSTILE_CLI_INPUTS = [
+    ({"network.gpu_availability_zone": "usw2-az9"}, "network.gpu_availability_zone = 'usw2-az9'"),
+    ({"serving.model.id": "Qwen/Qwen3-32B\n"}, "serving.model.id = 'Qwen/Qwen3-32B\\n'"),
+    ({"tags": '{"team": "${AWS::AccountId}"}'}, "tags = "),
+    ({"serving.model.id": "Qwen/Qw\u0435n3-32B"}, "'\\u0435' (cyrillic small letter ie)"),
+    ({"config": "no-such.yaml"}, "config = 'no-such.yaml': no such file"),
+]
 
-    context = {**cdk_json_context(), "network.gpu_availability_zone": "usw2-az9"}
+
+@pytest.mark.parametrize(("overrides", "shown"), HOSTILE_CLI_INPUTS)
+def test_cli_reports_bad_input_in_one_line_without_a_traceback(
+    overrides: dict[str, str], shown: str, tmp_path: Path
+) -> None:
+    """The user-facing path: `cdk synth -c ...` runs app.py with CDK_CONTEXT_JSON."""
+    context = {**cdk_json_context(), **overrides}
     result = subprocess.run(
         [sys.executable, "app.py"],
         cwd=PROJECT_ROOT,
@@ -585,7 +863,8 @@ def test_cli_reports_bad_input_without_a_traceback(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 1
-    assert "network.gpu_availability_zone = 'usw2-az9'" in result.stderr
+    assert shown in result.stderr
+    assert result.stderr.strip().count("\n") == 0, result.stderr
     assert "Traceback" not in result.stderr
     assert not list(tmp_path.glob("*.template.json"))
 
@@ -620,3 +899,33 @@ def test_no_message_only_quotes_a_regular_expression() -> None:
         return found
 
     assert len(pattern_fields(Settings)) >= 8
+
+
+@pytest.mark.parametrize("configuration", ["default", "public-endpoint", "reserved-capacity"])
+def test_every_relation_reads_only_the_settings_it_declares(configuration: str) -> None:
+    """The loader runs a relation when its declared settings are valid, whatever the others
+    hold: one that reads an undeclared setting would see a default, or crash."""
+    from app_config.model import RELATIONS, Settings
+    from tests.configurations import settings_for
+
+    settings = settings_for(configuration)
+    for needs, check in RELATIONS:
+        partial = Settings.model_construct()
+        for name in needs:
+            object.__setattr__(partial, name, getattr(settings, name))
+        for name in set(Settings.model_fields) - needs:
+            partial.__dict__.pop(name, None)
+        assert check(partial) == check(settings)
+
+
+def test_pdctl_prints_a_configuration_problem_as_typed() -> None:
+    """pdctl shares the loader; what a problem quotes from the user ("[/x]") is text, not
+    terminal markup that would crash the printer."""
+    from typer.testing import CliRunner
+
+    from pdctl.cli import app as pdctl
+
+    result = CliRunner().invoke(pdctl, ["cost", "-c", 'tags={"team": "[/x]"}'])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "[/x]" in result.output

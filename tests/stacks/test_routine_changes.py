@@ -64,6 +64,7 @@ ROUTINE: dict[str, tuple[dict[str, str], frozenset[str]]] = {
     # and a reservation replaces the placement group.
     "on demand to Capacity Block": (
         {
+            "network.gpu_availability_zone": "usw2-az1",  # the reservation's zone, as before
             "gpu_nodes.decode.capacity.type": "capacity_block",
             "gpu_nodes.decode.capacity.reservation_id": "cr-0123456789abcdef0",
             "gpu_nodes.decode.capacity.reserved_instances": "2",
