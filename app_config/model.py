@@ -22,6 +22,7 @@ from pydantic import (
 from app_config.efa_check import EfaCheck
 from app_config.errors import ConfigError, Problem
 from app_config.node_labels import (
+    ACCELERATOR_LABEL,
     EFA_LABEL,
     GPU_PRESENT_LABEL,
     GPU_ROLES,
@@ -297,6 +298,15 @@ class GpuNodeGroup(Section):
                 "without a value (cluster-autoscaler 1.35, cloudprovider/aws/aws_wrapper.go), so "
                 "it would place pods that do not tolerate it on this group; give it a value"
             )
+        evicting = [taint.key for taint in taints if taint.effect == "NoExecute"]
+        if evicting:
+            raise ValueError(
+                f"taint {evicting[0]!r} has effect NoExecute: EKS puts a node group's new taints "
+                "on its running nodes, where a NoExecute taint evicts the Ray workers at once, "
+                "before the serving stack's new Ray cluster (whose workers tolerate it) exists, "
+                "and KubeRay 1.7 never adds tolerations to running pods: an outage that does not "
+                "heal. Use NoSchedule (or PreferNoSchedule)"
+            )
         pairs = [(taint.key, taint.effect) for taint in taints]
         repeated = sorted({pair for pair in pairs if pairs.count(pair) > 1})
         if repeated:
@@ -327,6 +337,7 @@ class GpuNodeGroup(Section):
             INSTANCE_TYPE_LABEL: self.instance_type,
             EFA_LABEL: "true",
             GPU_PRESENT_LABEL: "true",
+            ACCELERATOR_LABEL: self.instance.accelerator_label_value,
             **self.labels,
         }
         taints = (

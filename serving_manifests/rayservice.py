@@ -35,6 +35,7 @@ from serving_manifests.names import (
     RAYSERVICE_LABEL,
     SERVE_PORT,
     SYSTEM_CA_BUNDLE,
+    TOLERATED_TAINTS_ANNOTATION,
     WORKER_SERVICE_ACCOUNT,
     GcsStoreBinding,
 )
@@ -144,7 +145,14 @@ def _worker_group(
     pod = group["template"]
     pod["metadata"]["labels"].update({RAYSERVICE_LABEL: settings.serving.name, ROLE_LABEL: role})
     # The Cluster Autoscaler never drains a node for a Ray worker; Ray removes idle ones itself.
-    pod["metadata"]["annotations"] = {**annotations, SAFE_TO_EVICT: "false"}
+    pod["metadata"]["annotations"] = {
+        **annotations,
+        SAFE_TO_EVICT: "false",
+        # KubeRay 1.7's new-cluster hash leaves tolerations out (ray-operator utils.
+        # GenerateHashWithoutReplicasAndWorkersToDelete) and KubeRay never patches running
+        # pods: written here, a taint change starts a Ray cluster whose workers tolerate it.
+        TOLERATED_TAINTS_ANNOTATION: tolerated_taints(placement.tolerations()),
+    }
     spec = pod["spec"]
     spec["serviceAccountName"] = WORKER_SERVICE_ACCOUNT
     drain_timeout = settings.serving.drain_timeout_seconds
@@ -179,6 +187,12 @@ def _worker_group(
             "LLM_SERVING_DRAIN_SETTLE_SECONDS": drain.SETTLE_SECONDS,
             "LLM_SERVING_DRAIN_POLL_SECONDS": drain.POLL_SECONDS,
             "LLM_SERVING_DRAIN_METRICS_URL": f"http://localhost:{METRICS_PORT}/metrics",
+            # How long this worker's raylet keeps running once the head's GCS is gone: when
+            # KubeRay deletes an old Ray cluster, head and workers go together, and the
+            # workers' streams need their whole drain (drain.py).
+            drain.GCS_RECONNECT_ENV: drain.gcs_reconnect_timeout_seconds(
+                drain_timeout, gcs_fault_tolerance=settings.serving.gcs_fault_tolerance.enabled
+            ),
         }.items()
     )
     memory_gib = int(instance.memory_gib * MEMORY_REQUEST_SHARE)
@@ -264,6 +278,11 @@ def checkov_skip_annotations(skips: dict[str, str] | None = None) -> dict[str, s
         f"checkov.io/skip{index}": f"{check}={reason}"
         for index, (check, reason) in enumerate(every.items(), start=1)
     }
+
+
+def tolerated_taints(tolerations: list[dict[str, str]]) -> str:
+    """key=value:effect, comma-separated, in the order the node group sets them."""
+    return ",".join(f"{t['key']}={t['value']}:{t['effect']}" for t in tolerations)
 
 
 def _other_roles(role: str) -> list[str]:

@@ -73,7 +73,7 @@ CHANGES = [
     ({"serving.image_digest": "sha256:" + "ab" * 32}, True),
     # Replica bounds are builder args too: Serve would replace every engine (make e2e measures it)
     ({"serving.decode.max_replicas": "2"}, True),
-    ({"serving.decode.min_replicas": "0"}, True),
+    ({"serving.prefill.min_replicas": "0"}, True),
     # Worker counts are not hashed: KubeRay neither starts a cluster nor resizes the running one
     # (README, "Capacity"); the new count takes effect with the next Ray cluster.
     ({"gpu_nodes.decode.scaling": '{"min_size": 2, "desired_size": 3, "max_size": 3}'}, False),
