@@ -6,7 +6,7 @@ minutes instead of a new cluster."""
 
 from __future__ import annotations
 
-from aws_cdk import Stack
+from aws_cdk import Annotations, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -84,7 +84,32 @@ class GpuNodesStack(Stack):
             ).alarm
             for role, group in self.node_groups.items()
         }
+        self._warn_about_updates(settings)
         self._harden_lookups(settings)
+
+    def _warn_about_updates(self, settings: Settings) -> None:
+        """Node group updates (AMI release, Kubernetes version, launch template) that this
+        stack cannot make safe by itself, said at synth."""
+        for role, group in settings.gpu_nodes.groups().items():
+            node_group = self.node_groups[role]
+            if group.scaling.min_size < 2:
+                Annotations.of(node_group).add_warning_v2(
+                    f"pd-llm:one-node-{role}",
+                    f"gpu_nodes.{role}.scaling.min_size is {group.scaling.min_size}: the side "
+                    "may run on one node, and a node group update replaces it; the endpoint "
+                    "then answers nothing (P/D needs both sides) until the new node has loaded "
+                    "the model. Use min_size >= 2 (and max_size to match) to keep the side "
+                    "serving through updates (README, 'What a node group update costs').",
+                )
+            if group.capacity.type == "capacity_block":
+                Annotations.of(node_group).add_warning_v2(
+                    f"pd-llm:capacity-block-update-{role}",
+                    f"gpu_nodes.{role} is on a Capacity Block: EKS updates such a node group "
+                    "only at desired size 0 (EKS user guide, 'Create a managed node group with "
+                    "Capacity Blocks for ML'). Before a deploy whose `cdk diff` changes this "
+                    "node group's Version, ReleaseVersion or launch template, scale it to zero "
+                    "and back afterwards (README, 'Capacity Blocks: updating the node group').",
+                )
 
     def _harden_lookups(self, settings: Settings) -> None:
         """The capacity alarms read each group's Auto Scaling group name through aws-cdk-lib's
