@@ -134,6 +134,20 @@ def test_without_the_annotation_a_taint_change_would_never_reach_the_workers() -
     assert kuberay_cluster_hash(before) == kuberay_cluster_hash(after)
 
 
+def test_rewording_a_checkov_skip_reason_starts_no_ray_cluster(monkeypatch) -> None:
+    """The reasons live on the RayService's metadata, outside rayClusterConfig."""
+    from serving_manifests import rayservice
+
+    before = _rayservice(**BASE)
+    reworded = {
+        check: f"{reason} (reworded)" for check, reason in rayservice.POD_CHECKOV_SKIPS.items()
+    }
+    monkeypatch.setattr(rayservice, "POD_CHECKOV_SKIPS", reworded)
+    after = _rayservice(**BASE)
+    assert before["metadata"]["annotations"] != after["metadata"]["annotations"]
+    assert kuberay_cluster_hash(before) == kuberay_cluster_hash(after)
+
+
 # --- Deleting an old Ray cluster: head and workers go together ---
 
 
