@@ -119,8 +119,9 @@ class Scaling(Section):
         le=450,
         description="Nodes when the group is created (for a GPU group also its Ray worker "
         "group's first pod count). Afterwards the Cluster Autoscaler sets the count between "
-        "min_size and max_size; changing this value later makes CloudFormation set the count "
-        "to it, over the autoscaler: change min_size or max_size instead.",
+        "min_size and max_size; any later change of min_size, max_size or this value makes "
+        "CloudFormation set the count back to this value, over the autoscaler: set it to the "
+        "group's current count when you change the bounds.",
     )
     max_size: int = Field(ge=1, le=450, description="Most nodes the group scales up to.")
 

@@ -99,7 +99,8 @@ class GpuNodesStack(Stack):
                     "may run on one node, and a node group update replaces it; the endpoint "
                     "then answers nothing (P/D needs both sides) until the new node has loaded "
                     "the model. Use min_size >= 2 (and max_size to match) to keep the side "
-                    "serving through updates (README, 'What a node group update costs').",
+                    "serving through updates (docs/operating.md, 'What a node group update "
+                    "costs').",
                 )
             if group.capacity.type == "capacity_block":
                 Annotations.of(node_group).add_warning_v2(
@@ -108,7 +109,8 @@ class GpuNodesStack(Stack):
                     "only at desired size 0 (EKS user guide, 'Create a managed node group with "
                     "Capacity Blocks for ML'). Before a deploy whose `cdk diff` changes this "
                     "node group's Version, ReleaseVersion or launch template, scale it to zero "
-                    "and back afterwards (README, 'Capacity Blocks: updating the node group').",
+                    "and back afterwards (docs/operating.md, 'Capacity Blocks: updating the "
+                    "node group').",
                 )
 
     def _harden_lookups(self, settings: Settings) -> None:

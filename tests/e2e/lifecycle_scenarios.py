@@ -191,7 +191,11 @@ def capacity_then_head_loss(
         cluster.put(cluster.config)
         start = time.monotonic()
         seen: set[tuple[str | None, str | None, str | None]] = set()
-        while time.monotonic() - start < options.wait_s:
+        # At least --wait-s, and until decode's engine has started (a busy machine builds the
+        # application slowly), within the deploy bound.
+        while time.monotonic() - start < DEPLOY_TIMEOUT_S and (
+            time.monotonic() - start < options.wait_s or not engine_starts(cluster, "decode")
+        ):
             status = cluster.applications().get(cluster.app_name, {}).get("status")
             statuses = deployment_statuses(cluster)
             seen.add((status, side_status(statuses, "decode"), side_status(statuses, "prefill")))
