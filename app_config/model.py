@@ -35,6 +35,7 @@ from app_config.kubernetes_names import (
     reserved_domain,
 )
 from app_config.node_labels import (
+    ACCELERATOR_LABEL,
     EFA_LABEL,
     GPU_PRESENT_LABEL,
     GPU_ROLES,
@@ -136,8 +137,9 @@ class Scaling(Section):
         le=450,
         description="Nodes when the group is created (for a GPU group also its Ray worker "
         "group's first pod count). Afterwards the Cluster Autoscaler sets the count between "
-        "min_size and max_size; changing this value later makes CloudFormation set the count "
-        "to it, over the autoscaler: change min_size or max_size instead.",
+        "min_size and max_size; any later change of min_size, max_size or this value makes "
+        "CloudFormation set the count back to this value, over the autoscaler: set it to the "
+        "group's current count when you change the bounds.",
     )
     max_size: int = Field(ge=1, le=450, description="Most nodes the group scales up to.")
 
@@ -305,6 +307,15 @@ class GpuNodeGroup(Section):
                 "without a value (cluster-autoscaler 1.35, cloudprovider/aws/aws_wrapper.go), so "
                 "it would place pods that do not tolerate it on this group; give it a value"
             )
+        evicting = [taint.key for taint in taints if taint.effect == "NoExecute"]
+        if evicting:
+            raise ValueError(
+                f"taint {evicting[0]!r} has effect NoExecute: EKS puts a node group's new taints "
+                "on its running nodes, where a NoExecute taint evicts the Ray workers at once, "
+                "before the serving stack's new Ray cluster (whose workers tolerate it) exists, "
+                "and KubeRay 1.7 never adds tolerations to running pods: an outage that does not "
+                "heal. Use NoSchedule (or PreferNoSchedule)"
+            )
         pairs = [(taint.key, taint.effect) for taint in taints]
         repeated = sorted({pair for pair in pairs if pairs.count(pair) > 1})
         if repeated:
@@ -335,6 +346,7 @@ class GpuNodeGroup(Section):
             INSTANCE_TYPE_LABEL: self.instance_type,
             EFA_LABEL: "true",
             GPU_PRESENT_LABEL: "true",
+            ACCELERATOR_LABEL: self.instance.accelerator_label_value,
             **self.labels,
         }
         taints = (

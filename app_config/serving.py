@@ -184,7 +184,13 @@ class Engine(Section):
     gpu_memory_utilization: float = Field(
         0.90, gt=0.1, le=0.98, description="Share of each GPU's memory vLLM may use."
     )
-    min_replicas: int = Field(1, ge=0, le=64, description="Serve autoscaling lower bound.")
+    min_replicas: int = Field(
+        1,
+        ge=0,
+        le=64,
+        description="Serve autoscaling lower bound. Prefill may be 0 (the first request after "
+        "idle waits for a node and an engine load); decode at least 1: it receives requests.",
+    )
     max_replicas: int = Field(1, ge=1, le=64, description="Serve autoscaling upper bound.")
     autoscaling: ReplicaAutoscaling = Field(
         ReplicaAutoscaling(),
@@ -511,6 +517,19 @@ class Serving(Section):
                 "or 'decode'), and the dashboard tells the sides apart by it"
             )
         return value
+
+    @field_validator("decode")
+    @classmethod
+    def _decode_receives_requests(cls, decode: Engine) -> Engine:
+        if decode.min_replicas < 1:
+            raise ValueError(
+                "decode.min_replicas 0: decode is where requests enter (Ray 2.58's P/D ingress "
+                "calls decode, which calls prefill), and with decode at zero the ingress scales "
+                "to zero too (OpenAiIngress.get_deployment_options); Ray then removes the idle "
+                "workers and no Serve proxy is left behind the endpoint to receive the request "
+                "that would wake them. Use decode.min_replicas >= 1; prefill may be 0"
+            )
+        return decode
 
     @field_validator("old_cluster_deletion_delay_seconds")
     @classmethod

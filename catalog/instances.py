@@ -66,6 +66,13 @@ class GpuInstance:
     def has_local_nvme(self) -> bool:
         return self.nvme_disks > 0
 
+    @property
+    def accelerator_label_value(self) -> str:
+        """The Cluster Autoscaler's GPU type label value, in its AWS spelling (nvidia-<model>,
+        lower case). Only the label's presence decides GPU readiness; the value names the type
+        in CA's --gpu-total limits."""
+        return f"nvidia-{self.gpu_model.lower()}"
+
 
 # "P4d and P4de instances can communicate over EFA only with other P4d/P4de instances of the same
 # type" is how the EFA user guide's limitations put it: each p4 type is its own peer group.

@@ -19,6 +19,7 @@ from catalog.metrics import (
     TTFT,
 )
 from monitoring import promql
+from monitoring.scrape_config import AUTOSCALER_JOB_NAME
 
 GROUP_NAME = "llm-serving"
 EVALUATION_INTERVAL = "1m"
@@ -122,4 +123,18 @@ def render_alert_rules(settings: Settings) -> dict[str, Any]:
                 },
             }
         )
+    rules.append(
+        {
+            "alert": "RayAutoscalerDown",
+            "expr": f"absent({SCRAPE_UP.selector(job=AUTOSCALER_JOB_NAME)} == 1)",
+            "for": METRICS_MISSING_FOR,
+            "labels": labels(),
+            "annotations": {
+                "summary": f"{service}: Ray's autoscaler (the head pod's sidecar) has not "
+                f"answered for {METRICS_MISSING_FOR}; no worker pod is added or removed "
+                "meanwhile",
+                "runbook": "README, Operating: 'RayAutoscalerDown'",
+            },
+        }
+    )
     return {"groups": [{"name": GROUP_NAME, "interval": EVALUATION_INTERVAL, "rules": rules}]}

@@ -127,8 +127,10 @@ class TransferEvidence:
     transfers: float
     failed_transfers: float
     sources: int
-    # Whether the transfer-time histogram was there at all: a decode worker exports it from its
-    # start-up prewarm on, so its absence means the URL is not a decode worker's metrics.
+    # Whether the transfer-time histogram was there at all. Ray exports a series only after its
+    # first increment, so a decode worker shows it from its first hand-off on (there is no
+    # start-up pre-warm: serve-pd-app.yaml); absent after the check's own request, the URL is
+    # not a decode worker's metrics.
     seen: bool = True
     reset: bool = False  # a counter went down: a decode worker restarted during the check
     transfer_seconds: float = 0.0  # the transfer-time histogram's sum
@@ -170,8 +172,9 @@ def transfer_evidence(metrics_texts: list[str]) -> TransferEvidence:
 
 
 def transfers_during(before: TransferEvidence, after: TransferEvidence) -> TransferEvidence:
-    """What the check's own request caused. The counters are cumulative: decode's start-up
-    prewarm already transferred once, and an old failure would otherwise fail every check."""
+    """What the check's own request caused. The counters are cumulative: earlier requests'
+    transfers and an old failure would otherwise decide every check. A series absent before
+    the request (never incremented yet) counts from zero."""
     reset = (
         after.transfers < before.transfers
         or after.failed_transfers < before.failed_transfers
@@ -181,7 +184,7 @@ def transfers_during(before: TransferEvidence, after: TransferEvidence) -> Trans
         transfers=after.transfers - before.transfers,
         failed_transfers=after.failed_transfers - before.failed_transfers,
         sources=after.sources,
-        seen=before.seen and after.seen,
+        seen=after.seen,
         reset=reset,
         transfer_seconds=after.transfer_seconds - before.transfer_seconds,
     )
@@ -230,7 +233,7 @@ def kv_verdict(
             f"{name}: cannot tell",
             f"no NIXL metrics on {evidence.sources} endpoint(s)",
             "point --metrics-url at the decode workers' metrics port (8080); a decode worker "
-            "exports NIXL transfer times from its start-up prewarm on",
+            "exports NIXL transfer times from its first hand-off on",
         )
     if evidence.reset:
         return failed(

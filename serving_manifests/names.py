@@ -26,6 +26,9 @@ KUBERAY_CLUSTER_LABEL = "ray.io/cluster"
 KUBERAY_NODE_TYPE_LABEL = "ray.io/node-type"
 # Written on every Ray pod template: what KubeRay hashes to decide on a new Ray cluster.
 ENGINE_FINGERPRINT_ANNOTATION = "llm-serving/engine-config"
+# On each worker template: the taints its tolerations answer. KubeRay 1.7 leaves tolerations out
+# of that hash, so without it a new taint would never reach a running Ray cluster's workers.
+TOLERATED_TAINTS_ANNOTATION = "llm-serving/tolerated-taints"
 MODEL_CACHE_CLAIM = "model-cache"
 MODEL_CACHE_HOST_PATH = "/mnt/k8s-disks/0/llm-serving/model-cache"
 BENCH_LABELS = {"app.kubernetes.io/name": "pdctl-bench"}

@@ -35,6 +35,7 @@ from serving_manifests.names import (
     RAYSERVICE_LABEL,
     SERVE_PORT,
     SYSTEM_CA_BUNDLE,
+    TOLERATED_TAINTS_ANNOTATION,
     WORKER_SERVICE_ACCOUNT,
     GcsStoreBinding,
 )
@@ -47,7 +48,9 @@ MEMORY_REQUEST_SHARE = 0.85
 SHM_SHARE = 0.10  # /dev/shm for NCCL and Ray's object store spill, memory-backed
 
 # checkov's pod checks that these pods cannot meet, with why; written as checkov.io/skip
-# annotations on the pod templates, so the reasons travel with the pods.
+# annotations on the RayService itself, where `kubectl describe` shows them. Not on the pod
+# templates: KubeRay 1.7 hashes those into its new-cluster decision, so rewording a reason would
+# start a second Ray cluster (and a second set of GPU nodes).
 POD_CHECKOV_SKIPS = {
     "CKV_K8S_8": "KubeRay injects its own liveness probe (the dashboard agent's /api/healthz) "
     "into Ray containers",
@@ -66,6 +69,8 @@ POD_CHECKOV_SKIPS = {
 
 
 # The head alone runs Ray's autoscaler, which calls the Kubernetes API with the pod's token.
+# Written as checkov.io/head-skip<N> (a name checkov does not read on the RayService).
+HEAD_SKIP_PREFIX = "checkov.io/head-skip"
 HEAD_CHECKOV_SKIPS = {
     "CKV_K8S_38": "Ray's autoscaler sidecar patches the RayCluster through the Kubernetes API "
     "with this token; KubeRay's Role limits it to the namespace's pods and RayClusters",
@@ -83,7 +88,14 @@ def render_rayservice(
     serving = settings.serving
     image = pod_image(settings, account)
     service = load("rayservice.yaml")
-    service["metadata"].update(name=serving.name, namespace=serving.namespace)
+    service["metadata"].update(
+        name=serving.name,
+        namespace=serving.namespace,
+        annotations={
+            **checkov_skip_annotations(POD_CHECKOV_SKIPS),
+            **checkov_skip_annotations(HEAD_CHECKOV_SKIPS, HEAD_SKIP_PREFIX),
+        },
+    )
     spec = service["spec"]
     spec["serveConfigV2"] = yaml.safe_dump(serve_config, sort_keys=False)
     spec["upgradeStrategy"] = {"type": serving.upgrade_strategy}
@@ -91,20 +103,13 @@ def render_rayservice(
     cluster = spec["rayClusterConfig"]
     cluster["rayVersion"] = IMAGES[serving.image_tag].ray_version
     cluster["autoscalerOptions"]["idleTimeoutSeconds"] = serving.ray_autoscaler.idle_timeout_seconds
-    annotations = {
-        ENGINE_FINGERPRINT_ANNOTATION: engine_reload_fingerprint(serve_config),
-        **checkov_skip_annotations(),
-    }
+    annotations = {ENGINE_FINGERPRINT_ANNOTATION: engine_reload_fingerprint(serve_config)}
 
     head = cluster["headGroupSpec"]["template"]
     head["metadata"]["labels"][RAYSERVICE_LABEL] = serving.name
     # The Cluster Autoscaler may empty an underused system node; moving the head would restart
     # the whole Ray cluster (every engine), so its node is never picked for scale-down.
-    head["metadata"]["annotations"] = {
-        **annotations,
-        **checkov_skip_annotations(HEAD_CHECKOV_SKIPS),
-        SAFE_TO_EVICT: "false",
-    }
+    head["metadata"]["annotations"] = {**annotations, SAFE_TO_EVICT: "false"}
     head["spec"]["serviceAccountName"] = HEAD_SERVICE_ACCOUNT
     head["spec"]["nodeSelector"] = {ROLE_LABEL: SYSTEM_ROLE}
     (head_container,) = head["spec"]["containers"]
@@ -144,7 +149,14 @@ def _worker_group(
     pod = group["template"]
     pod["metadata"]["labels"].update({RAYSERVICE_LABEL: settings.serving.name, ROLE_LABEL: role})
     # The Cluster Autoscaler never drains a node for a Ray worker; Ray removes idle ones itself.
-    pod["metadata"]["annotations"] = {**annotations, SAFE_TO_EVICT: "false"}
+    pod["metadata"]["annotations"] = {
+        **annotations,
+        SAFE_TO_EVICT: "false",
+        # KubeRay 1.7's new-cluster hash leaves tolerations out (ray-operator utils.
+        # GenerateHashWithoutReplicasAndWorkersToDelete) and KubeRay never patches running
+        # pods: written here, a taint change starts a Ray cluster whose workers tolerate it.
+        TOLERATED_TAINTS_ANNOTATION: tolerated_taints(placement.tolerations()),
+    }
     spec = pod["spec"]
     spec["serviceAccountName"] = WORKER_SERVICE_ACCOUNT
     drain_timeout = settings.serving.drain_timeout_seconds
@@ -179,6 +191,12 @@ def _worker_group(
             "LLM_SERVING_DRAIN_SETTLE_SECONDS": drain.SETTLE_SECONDS,
             "LLM_SERVING_DRAIN_POLL_SECONDS": drain.POLL_SECONDS,
             "LLM_SERVING_DRAIN_METRICS_URL": f"http://localhost:{METRICS_PORT}/metrics",
+            # How long this worker's raylet keeps running once the head's GCS is gone: when
+            # KubeRay deletes an old Ray cluster, head and workers go together, and the
+            # workers' streams need their whole drain (drain.py).
+            drain.GCS_RECONNECT_ENV: drain.gcs_reconnect_timeout_seconds(
+                drain_timeout, gcs_fault_tolerance=settings.serving.gcs_fault_tolerance.enabled
+            ),
         }.items()
     )
     memory_gib = int(instance.memory_gib * MEMORY_REQUEST_SHARE)
@@ -257,13 +275,19 @@ def _set_ports(container: dict[str, Any]) -> None:
             port["containerPort"] = numbers[port["name"]]
 
 
-def checkov_skip_annotations(skips: dict[str, str] | None = None) -> dict[str, str]:
-    """checkov.io/skip<N> annotations: the shared skips, then ``skips`` numbered after them."""
-    every = {**POD_CHECKOV_SKIPS, **(skips or {})}
+def checkov_skip_annotations(
+    skips: dict[str, str], prefix: str = "checkov.io/skip"
+) -> dict[str, str]:
+    """<prefix><N>: CHECK=reason, numbered from 1 (checkov's own annotation format)."""
     return {
-        f"checkov.io/skip{index}": f"{check}={reason}"
-        for index, (check, reason) in enumerate(every.items(), start=1)
+        f"{prefix}{index}": f"{check}={reason}"
+        for index, (check, reason) in enumerate(skips.items(), start=1)
     }
+
+
+def tolerated_taints(tolerations: list[dict[str, str]]) -> str:
+    """key=value:effect, comma-separated, in the order the node group sets them."""
+    return ",".join(f"{t['key']}={t['value']}:{t['effect']}" for t in tolerations)
 
 
 def _other_roles(role: str) -> list[str]:

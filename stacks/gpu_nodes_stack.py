@@ -87,6 +87,7 @@ class GpuNodesStack(Stack):
             ).alarm
             for role, group in self.node_groups.items()
         }
+        self._warn_about_updates(settings)
         self._harden_lookups(settings)
 
     def _warn_on_demand_p_class(self, settings: Settings) -> None:
@@ -101,6 +102,32 @@ class GpuNodesStack(Stack):
                     "InsufficientInstanceCapacity. Use a Capacity Block or an On-Demand "
                     "Capacity Reservation (examples/capacity-block.yaml), or try the smaller "
                     "EFA shape first (examples/trial-g6e.yaml).",
+                )
+
+    def _warn_about_updates(self, settings: Settings) -> None:
+        """Node group updates (AMI release, Kubernetes version, launch template) that this
+        stack cannot make safe by itself, said at synth."""
+        for role, group in settings.gpu_nodes.groups().items():
+            node_group = self.node_groups[role]
+            if group.scaling.min_size < 2:
+                Annotations.of(node_group).add_warning_v2(
+                    f"pd-llm:one-node-{role}",
+                    f"gpu_nodes.{role}.scaling.min_size is {group.scaling.min_size}: the side "
+                    "may run on one node, and a node group update replaces it; the endpoint "
+                    "then answers nothing (P/D needs both sides) until the new node has loaded "
+                    "the model. Use min_size >= 2 (and max_size to match) to keep the side "
+                    "serving through updates (docs/operating.md, 'What a node group update "
+                    "costs').",
+                )
+            if group.capacity.type == "capacity_block":
+                Annotations.of(node_group).add_warning_v2(
+                    f"pd-llm:capacity-block-update-{role}",
+                    f"gpu_nodes.{role} is on a Capacity Block: EKS updates such a node group "
+                    "only at desired size 0 (EKS user guide, 'Create a managed node group with "
+                    "Capacity Blocks for ML'). Before a deploy whose `cdk diff` changes this "
+                    "node group's Version, ReleaseVersion or launch template, scale it to zero "
+                    "and back afterwards (docs/operating.md, 'Capacity Blocks: updating the "
+                    "node group').",
                 )
 
     def _harden_lookups(self, settings: Settings) -> None:

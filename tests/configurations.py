@@ -71,7 +71,7 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
         "gpu_nodes.decode.capacity.reserved_instances": "2",
         "gpu_nodes.decode.labels": '{"team.example.com/cost-center": "llm"}',
         "gpu_nodes.decode.taints": '[{"key": "example.com/dedicated", "value": "llm", '
-        '"effect": "NoExecute"}]',
+        '"effect": "PreferNoSchedule"}]',
         "serving.model.s3_uri": "s3://example-models/qwen/Qwen3-32B",
         "serving.decode.tensor_parallel_size": "4",
         "serving.decode.max_replicas": "2",

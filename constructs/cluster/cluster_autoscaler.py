@@ -42,6 +42,7 @@ READS = (
 )
 WRITES = ("autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup")
 CLUSTER_TAG = "eks:cluster-name"  # EKS's own tag on a managed node group's Auto Scaling group
+NODE_INFO_CACHE_MINUTES = 10
 
 
 def autoscaler_arguments(settings: Settings) -> dict[str, str | bool]:
@@ -53,9 +54,19 @@ def autoscaler_arguments(settings: Settings) -> dict[str, str | bool]:
         "expander": "least-waste",
         # Prefill and decode groups may look alike (same type); they must never be balanced.
         "balance-similar-node-groups": False,
-        # The default, written down: a node with a pod using local storage (the Ray workers'
-        # /dev/shm emptyDir) is not drained by the autoscaler; Ray removes the pod first.
+        # The default, written down. It does not keep a Ray worker's node: CA counts neither
+        # a memory-backed emptyDir (the workers' /dev/shm) nor a persistent volume claim (the
+        # model cache) as local storage (utils/drain/drain.go isLocalVolume, 1.35); the
+        # workers' safe-to-evict=false annotation is what keeps their nodes until Ray removes
+        # the pod.
         "skip-nodes-with-local-storage": True,
+        # A node's snapshot becomes its group's template once it has been Ready for a minute,
+        # and stays in CA's cache after the group empties; by default for ten years
+        # (processors/nodeinfosprovider/mixed_nodeinfos_processor.go, 1.35). A GPU node seen
+        # before its EFA device plugin advertised the devices would then leave an empty group
+        # with a template no worker fits, until CA restarts. Expired, the template is built
+        # again from the node group's tags (app_config/node_template.py), which always fit.
+        "node-info-cache-expire-time": f"{NODE_INFO_CACHE_MINUTES}m",
         "scale-down-unneeded-time": f"{timing.scale_down_unneeded_minutes}m",
         "max-node-provision-time": f"{timing.max_node_provision_minutes}m",
     }

@@ -68,7 +68,11 @@ class SystemNodeGroup(Construct):
             desired_size=scaling.desired_size,
             max_size=scaling.max_size,
             max_unavailable=1,
-            force_update=False,  # respect CoreDNS's and the Ray head's disruption budgets
+            # Respect CoreDNS's disruption budget. The Ray head has none (a single head's budget
+            # could only block the drain): an update moves it, which without GCS fault
+            # tolerance restarts every engine (docs/operating.md, "What a Kubernetes version
+            # upgrade costs").
+            force_update=False,
             enable_node_auto_repair=True,
             labels=self.labels,
             subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS),

@@ -28,6 +28,7 @@ from catalog.metrics import (
 )
 from monitoring import promql
 from monitoring.alert_rules import EVALUATION_INTERVAL, render_alert_rules
+from monitoring.scrape_config import AUTOSCALER_JOB_NAME
 from tests.configurations import settings_for
 
 BUCKETS = (0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0)
@@ -132,7 +133,32 @@ def healthy_scrapes(settings: Settings) -> list[dict[str, str]]:
     return [
         {"series": f'{SCRAPE_UP.name}{{role="{role}",pod="{role}-0"}}', "values": "1x60"}
         for role in settings.gpu_nodes.groups()
-    ]
+    ] + [autoscaler_up("1x60")]
+
+
+def autoscaler_up(values: str, cluster: str = "c1") -> dict[str, str]:
+    """The scraper's up series for a head pod's autoscaler target (scrape_config.py's job)."""
+    labels = f'job="{AUTOSCALER_JOB_NAME}",role="head",ray_cluster="{cluster}"'
+    return {"series": f"{SCRAPE_UP.name}{{{labels}}}", "values": values}
+
+
+def test_an_autoscaler_that_stops_answering_pages_after_ten_minutes(promtool, tmp_path, settings):
+    """Its sidecar died (or hangs with its port closed): every worker count is frozen."""
+    workers = healthy_scrapes(settings)[:-1]
+    expect_alerts(
+        promtool,
+        tmp_path,
+        settings,
+        [*workers, autoscaler_up("1x5 0x60")],
+        [("RayAutoscalerDown", "14m", []), ("RayAutoscalerDown", "17m", [{}])],
+    )
+
+
+def test_a_second_ray_clusters_autoscaler_keeps_the_alert_quiet(promtool, tmp_path, settings):
+    """During a NewCluster upgrade the old head goes away while the new one answers."""
+    workers = healthy_scrapes(settings)[:-1]
+    series = [*workers, autoscaler_up("1x20", "old"), autoscaler_up("_x5 1x55", "new")]
+    expect_alerts(promtool, tmp_path, settings, series, [("RayAutoscalerDown", "40m", [])])
 
 
 # Ray's two export modes. The OpenTelemetry exporter writes a counter as x_total; the

@@ -24,6 +24,7 @@ from serving_manifests.names import (
     ENGINE_FINGERPRINT_ANNOTATION,
     KUBERAY_CLUSTER_LABEL,
     KUBERAY_NODE_TYPE_LABEL,
+    TOLERATED_TAINTS_ANNOTATION,
 )
 from tests.configurations import render_deployed, settings_for
 from tests.network_policy_model import selector_matches
@@ -73,7 +74,16 @@ CHANGES = [
     ({"serving.image_digest": "sha256:" + "ab" * 32}, True),
     # Replica bounds are builder args too: Serve would replace every engine (make e2e measures it)
     ({"serving.decode.max_replicas": "2"}, True),
-    ({"serving.decode.min_replicas": "0"}, True),
+    ({"serving.prefill.min_replicas": "0"}, True),
+    # Tolerations are not hashed by KubeRay, but the tolerated-taints annotation is: a new taint
+    # reaches the workers through a new Ray cluster (running pods never get new tolerations).
+    (
+        {
+            "gpu_nodes.decode.taints": '[{"key": "example.com/team", "value": "llm", '
+            '"effect": "NoSchedule"}]'
+        },
+        True,
+    ),
     # Worker counts are not hashed: KubeRay neither starts a cluster nor resizes the running one
     # (docs/operating.md, "desired_size is for creation"); the new count takes effect with the
     # next Ray cluster.
@@ -107,6 +117,76 @@ def test_without_the_fingerprint_a_model_change_would_reload_in_place() -> None:
     before = without_fingerprint(_rayservice())
     after = without_fingerprint(_rayservice(**{"serving.model.id": "Qwen/Qwen3-14B"}))
     assert kuberay_cluster_hash(before) == kuberay_cluster_hash(after)
+
+
+def test_without_the_annotation_a_taint_change_would_never_reach_the_workers() -> None:
+    """KubeRay 1.7 mutes tolerations in its hash: only the annotation makes the change seen."""
+
+    def without_annotation(service: dict[str, Any]) -> dict[str, Any]:
+        service = copy.deepcopy(service)
+        for group in service["spec"]["rayClusterConfig"]["workerGroupSpecs"]:
+            group["template"]["metadata"]["annotations"].pop(TOLERATED_TAINTS_ANNOTATION)
+        return service
+
+    taint = '[{"key": "example.com/team", "value": "llm", "effect": "NoSchedule"}]'
+    before = without_annotation(_rayservice(**BASE))
+    after = without_annotation(_rayservice(**{**BASE, "gpu_nodes.decode.taints": taint}))
+    assert before != after  # the tolerations did change
+    assert kuberay_cluster_hash(before) == kuberay_cluster_hash(after)
+
+
+def test_rewording_a_checkov_skip_reason_starts_no_ray_cluster(monkeypatch) -> None:
+    """The reasons live on the RayService's metadata, outside rayClusterConfig."""
+    from serving_manifests import rayservice
+
+    before = _rayservice(**BASE)
+    reworded = {
+        check: f"{reason} (reworded)" for check, reason in rayservice.POD_CHECKOV_SKIPS.items()
+    }
+    monkeypatch.setattr(rayservice, "POD_CHECKOV_SKIPS", reworded)
+    after = _rayservice(**BASE)
+    assert before["metadata"]["annotations"] != after["metadata"]["annotations"]
+    assert kuberay_cluster_hash(before) == kuberay_cluster_hash(after)
+
+
+# --- Deleting an old Ray cluster: head and workers go together ---
+
+
+def kuberay_worker_env(container: dict[str, Any], gcs_fault_tolerance: bool) -> dict[str, str]:
+    """ray-operator common/pod.go configureGCSFaultTolerance (v1.7.0): with GCS fault tolerance
+    a worker gets RAY_gcs_rpc_server_reconnect_timeout_s=600 unless the pod sets it; without,
+    nothing. Ray's own default (60 s) applies when the variable is absent."""
+    env = {e["name"]: e["value"] for e in container.get("env", []) if "value" in e}
+    if gcs_fault_tolerance and drain.GCS_RECONNECT_ENV not in env:
+        env[drain.GCS_RECONNECT_ENV] = str(drain.KUBERAY_GCS_FT_RECONNECT_SECONDS)
+    return env
+
+
+def seconds_a_worker_outlives_its_head(container: dict[str, Any], gcs_ft: bool) -> int:
+    env = kuberay_worker_env(container, gcs_ft)
+    return int(env.get(drain.GCS_RECONNECT_ENV, drain.RAY_GCS_RECONNECT_DEFAULT_SECONDS))
+
+
+@pytest.mark.parametrize("gcs_ft", [False, True], ids=["gcs-ft-off", "gcs-ft-on"])
+def test_an_old_clusters_workers_outlive_the_head_for_their_whole_drain(gcs_ft: bool) -> None:
+    """KubeRay deletes the old RayCluster's head with its workers; the head has no preStop and
+    goes within its default grace. A worker's raylet then exits once the GCS has been gone for
+    RAY_gcs_rpc_server_reconnect_timeout_s, taking its streams with it: that must cover the
+    worker's preStop drain and Ray's SIGTERM drain (its termination grace period)."""
+    overrides = {"serving.gcs_fault_tolerance.enabled": "true"} if gcs_ft else {}
+    service = _rayservice(**overrides)
+    for group in service["spec"]["rayClusterConfig"]["workerGroupSpecs"]:
+        spec = group["template"]["spec"]
+        (container,) = spec["containers"]
+        outlives = seconds_a_worker_outlives_its_head(container, gcs_ft)
+        assert outlives >= spec["terminationGracePeriodSeconds"]
+        if gcs_ft:  # never shorter than what KubeRay would have given a restarted head
+            assert outlives >= drain.KUBERAY_GCS_FT_RECONNECT_SECONDS
+    # The model says no to what KubeRay does on its own without GCS fault tolerance.
+    bare = {"env": []}
+    assert seconds_a_worker_outlives_its_head(bare, False) < drain.termination_grace_seconds(
+        settings_for("default").serving.drain_timeout_seconds
+    )
 
 
 # --- The traffic switch of a NewCluster upgrade, second by second ---

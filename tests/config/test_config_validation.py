@@ -198,6 +198,16 @@ INVALID = [
         "set by this app",
     ),
     (
+        {"gpu_nodes.prefill.taints": '[{"key": "a/b", "value": "x", "effect": "NoExecute"}]'},
+        "gpu_nodes.prefill.taints",
+        "evicts the Ray workers at once",
+    ),
+    (
+        {"serving.decode.min_replicas": "0"},
+        "serving.decode",
+        "no Serve proxy is left behind the endpoint",
+    ),
+    (
         {"gpu_nodes.decode.taints": '[{"key": "a/b", "effect": "Sometimes"}]'},
         "gpu_nodes.decode.taints[0].effect",
         "'NoSchedule', 'PreferNoSchedule' or 'NoExecute'",

@@ -295,6 +295,9 @@ class LocalRay:
     synthesized: Synthesized
     run_dir: Path
     extra_nodes: list[NodeShape] = field(default_factory=list)  # beside the RayService's pods
+    # Worker groups whose pods are not there at start (their nodes wait for capacity):
+    # add_worker() brings one later.
+    absent_groups: tuple[str, ...] = ()
     extra_env: dict[str, str] = field(default_factory=dict)
     start_timeout_s: float = 120.0
     timings: dict[str, float] = field(default_factory=dict)
@@ -371,20 +374,39 @@ class LocalRay:
                 f"{POD_NETWORK}1",
             )
         )
-        shapes = self.synthesized.worker_pods() + self.extra_nodes
-        for index, shape in enumerate(shapes, start=2):
-            args = worker_node_args(shape)
-            node = self._cluster.add_node(**args)
-            self.nodes.append(
-                RayNode(
-                    shape.group,
-                    node.node_id,
-                    args["metrics_export_port"],
-                    f"{self.ray_cluster_name}-{shape.group}-worker-{index}",
-                    f"{POD_NETWORK}{index}",
-                )
-            )
+        pods = [p for p in self.synthesized.worker_pods() if p.group not in self.absent_groups]
+        for shape in pods + self.extra_nodes:
+            self._add_node(shape)
         self._cluster.connect()
+
+    def _add_node(self, shape: NodeShape) -> None:
+        index = len(self.nodes) + 1
+        args = worker_node_args(shape)
+        node = self._cluster.add_node(**args)
+        self.nodes.append(
+            RayNode(
+                shape.group,
+                node.node_id,
+                args["metrics_export_port"],
+                f"{self.ray_cluster_name}-{shape.group}-worker-{index}",
+                f"{POD_NETWORK}{index}",
+            )
+        )
+
+    def add_worker(self, group: str) -> None:
+        """One more pod of ``group``, as when its node group finally gets capacity."""
+        (shape, *_) = [p for p in self.synthesized.worker_pods() if p.group == group]
+        self._add_node(shape)
+
+    def kill_head(self) -> None:
+        """The head pod's processes (GCS, dashboard, Serve controller, head raylet) die at once,
+        as when KubeRay deletes a Ray cluster; the workers' processes are left alone. The
+        driver disconnects first: Ray refuses to remove the node it is attached to."""
+        import ray
+
+        if ray.is_initialized():
+            ray.shutdown()
+        self._cluster.remove_node(self._cluster.head_node, allow_graceful=False)
 
     def _abandon(self, before: set[int]) -> None:
         """After a failed start: shut down the nodes that registered, then end the processes

@@ -120,16 +120,13 @@ def test_healthz_and_routes(pd: LocalRay) -> None:
     }
 
 
-def test_each_decode_engine_prewarms_one_hand_off(pd: LocalRay) -> None:
-    """Ray's `_prewarm_prefill_decode` (the synthesized decode config asks for it): one
-    prefill/decode pair per decode engine start, before any client request."""
+def test_decode_starts_without_a_prewarm_hand_off(pd: LocalRay) -> None:
+    """The synthesized decode config leaves Ray's `_prewarm_prefill_decode` off (it would hold
+    decode's start until a prefill replica answers: serve-pd-app.yaml, test_lifecycle.py): no
+    pre-warm request reaches either engine; the first client request makes the hand-off."""
     requests = [r for r in pd.records() if r["event"] == "request"]
-    prewarm = [r for r in requests if str(r.get("request_id", "")).startswith("prewarm-")]
-    decodes = [r for r in prewarm if r["phase"] == "decode"]
-    handed = [r["kv_transfer_params_out"] for r in prewarm if r["phase"] == "prefill"]
+    assert not [r for r in requests if str(r.get("request_id", "")).startswith("prewarm-")]
     starts = [r for r in pd.records() if r["event"] == "start"]
-    assert len(decodes) == len([s for s in starts if s["role"] == "decode"])
-    assert all(decode["kv_transfer_params"] in handed for decode in decodes)
     # Each engine advertises its NIXL side channel on its node's own address.
     assert {start["side_channel"][0] for start in starts} == {LOOPBACK}
 

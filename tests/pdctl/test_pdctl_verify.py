@@ -36,6 +36,7 @@ class FakeServe(BaseHTTPRequestHandler):
     old failure) and grow by what each completion does."""
 
     transfers_at_start, failed_at_start = 8, 1
+    absent_until_first_transfer = False
     transfers_per_request, failed_per_request = 0, 0
     requests = 0
     seconds_per_transfer = 0.002
@@ -68,7 +69,10 @@ class FakeServe(BaseHTTPRequestHandler):
             exported = cls.requests - pending
             transfers = cls.transfers_at_start + exported * cls.transfers_per_request
             failed = cls.failed_at_start + exported * cls.failed_per_request
-            text = _metrics(transfers, failed, cls.seconds_per_transfer)
+            # Ray exports a series only after its first increment: a decode worker that has
+            # handed off nothing yet (no pre-warm, no request) shows no NIXL metric at all.
+            born = transfers or failed or not cls.absent_until_first_transfer
+            text = _metrics(transfers, failed, cls.seconds_per_transfer) if born else ""
             self._send(text.encode(), "text/plain; version=0.0.4")
 
     def do_POST(self) -> None:
@@ -125,6 +129,18 @@ def test_kv_moved_over_nixl(serve) -> None:
     assert verdict["name"] == "KV moved from prefill to decode over NIXL/LIBFABRIC: yes"
     assert "42 NIXL transfers, 0 failed during the streamed completion" in verdict["detail"]
     assert "TTFT" in checks[1]["detail"]
+
+
+def test_the_first_transfer_of_a_fresh_decode_worker_counts(serve) -> None:
+    """No start-up pre-warm (serve-pd-app.yaml says why): before the check's own request the
+    decode worker has exported no NIXL series; the request's transfers are the evidence."""
+    url, handler = serve
+    handler.transfers_at_start = handler.failed_at_start = 0
+    handler.absent_until_first_transfer = True
+    handler.transfers_per_request = 3
+    code, checks = _verify(url, metrics_wait=2)
+    assert code == 0, checks[-1]
+    assert checks[-1]["name"].endswith(": yes")
 
 
 def test_no_kv_transferred_fails_even_after_startup_prewarm(serve) -> None:

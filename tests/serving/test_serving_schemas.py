@@ -25,7 +25,7 @@ from catalog.eks_versions import KUBERNETES, RELEASES
 from catalog.helm_charts import KUBERAY_OPERATOR
 from catalog.ray_llm_image import IMAGES
 from serving_manifests import ServingManifests
-from serving_manifests.rayservice import HEAD_CHECKOV_SKIPS, POD_CHECKOV_SKIPS
+from serving_manifests.rayservice import HEAD_CHECKOV_SKIPS, HEAD_SKIP_PREFIX, POD_CHECKOV_SKIPS
 from tests.checkov import run_checkov
 from tests.configurations import CONFIGURATIONS, PROJECT_ROOT, context_for, render_deployed
 from tools.write_manifests import write_manifests
@@ -162,20 +162,33 @@ def test_strict_kubernetes_validation_rejects_unknown_fields(manifests: ServingM
 
 
 def _pods(manifests: ServingManifests) -> list[dict[str, Any]]:
-    """The RayService's pod templates as Pods: checkov does not read RayService itself."""
+    """The RayService's pod templates as Pods: checkov does not read RayService itself. The
+    RayService's checkov.io/skip<N> annotations go on every pod, its head-skip<N> ones on the
+    head, numbered after the shared ones."""
+    metadata = manifests.rayservice["metadata"]
     cluster = manifests.rayservice["spec"]["rayClusterConfig"]
     templates = {"head": cluster["headGroupSpec"]["template"]}
     templates |= {group["groupName"]: group["template"] for group in cluster["workerGroupSpecs"]}
-    namespace = manifests.rayservice["metadata"]["namespace"]
-    return [
-        {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": name, "namespace": namespace, **template["metadata"]},
-            "spec": template["spec"],
+    skips = {k: v for k, v in metadata["annotations"].items() if k.startswith("checkov.io/skip")}
+    head_skips = [v for k, v in metadata["annotations"].items() if k.startswith(HEAD_SKIP_PREFIX)]
+    head_only = {f"checkov.io/skip{len(skips) + n}": v for n, v in enumerate(head_skips, 1)}
+    pods = []
+    for name, template in templates.items():
+        annotations = {
+            **template["metadata"].get("annotations", {}),
+            **skips,
+            **(head_only if name == "head" else {}),
         }
-        for name, template in templates.items()
-    ]
+        pod_metadata = {**template["metadata"], "annotations": annotations}
+        pods.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": metadata["namespace"], **pod_metadata},
+                "spec": template["spec"],
+            }
+        )
+    return pods
 
 
 def test_checkov_kubernetes_has_no_unskipped_failures(tmp_path: Path) -> None:

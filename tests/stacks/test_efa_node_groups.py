@@ -266,3 +266,30 @@ def test_a_gpu_capacity_failure_rolls_back_neither_the_control_plane_nor_the_vpc
     assert stacks.cluster in stacks.gpu_nodes.dependencies
     # Serving goes first on destroy: Ray pods drain while their nodes still exist.
     assert stacks.gpu_nodes in stacks.serving.dependencies
+
+
+def _warnings(synthesized: Synthesized) -> list[str]:
+    import aws_cdk as cdk
+
+    annotations = cdk.assertions.Annotations.from_stack(synthesized.built.stacks.gpu_nodes)
+    found = annotations.find_warning("*", cdk.assertions.Match.any_value())
+    return [json.dumps(message.entry.data) for message in found]
+
+
+@pytest.mark.parametrize("app_name", ["default_app", "reserved_app"])
+def test_a_side_that_may_run_on_one_node_synthesizes_with_a_warning(app_name, request) -> None:
+    """With one node a node group update is a P/D outage until the replacement has loaded the
+    model: there is no second worker to serve meanwhile (and no disruption budget)."""
+    synthesized = request.getfixturevalue(app_name)
+    warnings = _warnings(synthesized)
+    for role, group in synthesized.built.settings.gpu_nodes.groups().items():
+        warned = any(f"gpu_nodes.{role}.scaling.min_size" in text for text in warnings)
+        assert warned == (group.scaling.min_size < 2), role
+
+
+def test_a_capacity_block_side_synthesizes_with_the_eks_update_rule(reserved_app) -> None:
+    """EKS user guide: a Capacity Block node group is upgraded at desired size 0."""
+    warnings = _warnings(reserved_app)
+    for role, group in reserved_app.built.settings.gpu_nodes.groups().items():
+        warned = any(f"gpu_nodes.{role} is on a Capacity Block" in text for text in warnings)
+        assert warned == (group.capacity.type == "capacity_block"), role

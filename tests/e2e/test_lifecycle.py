@@ -1,0 +1,121 @@
+"""Lifecycle promises on a local Ray of their own (lifecycle_scenarios.py, one process and one
+Ray cluster per scenario; the session's `pd` cluster is not used):
+
+- scale to zero: prefill at `min_replicas: 0` deploys without a prefill replica, and the first
+  request wakes one (Serve's handle queue is autoscaling demand; Ray 2.58's decode pre-warm is
+  not, which is why the synthesized config leaves it off);
+- a new Ray cluster whose prefill side waits for capacity: decode starts, the application waits
+  without failing, and runs once capacity arrives;
+- deleting a Ray cluster while it streams: with the synthesized workers' GCS reconnect timeout a
+  stream that outlasts Ray's default (60 s) after the head is gone still finishes, within the
+  drain timeout; with a short timeout the same stream is cut: the rule the setting answers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import HERE, Synthesized
+
+RAY_DEFAULT_GCS_RECONNECT_S = 60  # Ray 2.58 ray_config_def.h gcs_rpc_server_reconnect_timeout_s
+SCENARIO_TIMEOUT_S = 900
+
+
+def run_scenario(tmp_path: Path, scenario: str, *options: str) -> dict[str, Any]:
+    out = tmp_path / f"{scenario}.json"
+    completed = subprocess.run(
+        [sys.executable, str(HERE / "lifecycle_scenarios.py"), scenario, str(out), *options],
+        cwd=HERE,
+        env={**os.environ, "PYTHONPATH": str(HERE)},
+        timeout=SCENARIO_TIMEOUT_S,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    return json.loads(out.read_text())
+
+
+def worker_env(synthesized: Synthesized, name: str) -> str:
+    """The decode workers' value (the streams run there)."""
+    env = synthesized.ray_container("decode")["env"]
+    return next(e["value"] for e in env if e["name"] == name)
+
+
+# A stream that runs 25 s past Ray's default after the head is gone, at 0.5 s per token.
+STREAM_TOKENS = 2 * (RAY_DEFAULT_GCS_RECONNECT_S + 25)
+SHORT_RECONNECT_S = 10  # stands for Ray's 60 s in the control run, to keep it short
+
+
+@pytest.fixture(scope="module")
+def with_synthesized_reconnect(
+    tmp_path_factory: pytest.TempPathFactory, synthesized: Synthesized, figures: dict[str, Any]
+) -> dict[str, Any]:
+    reconnect_s = worker_env(synthesized, "RAY_gcs_rpc_server_reconnect_timeout_s")
+    result = run_scenario(
+        tmp_path_factory.mktemp("lifecycle"),
+        "zero-then-head-loss",
+        *("--reconnect-s", reconnect_s, "--tokens", str(STREAM_TOKENS)),
+    )
+    figures["lifecycle_prefill_at_zero_then_head_loss"] = result
+    return result
+
+
+@pytest.fixture(scope="module")
+def with_short_reconnect(
+    tmp_path_factory: pytest.TempPathFactory, figures: dict[str, Any]
+) -> dict[str, Any]:
+    result = run_scenario(
+        tmp_path_factory.mktemp("lifecycle"),
+        "capacity-then-head-loss",
+        *("--reconnect-s", str(SHORT_RECONNECT_S), "--tokens", str(STREAM_TOKENS)),
+        *("--wait-s", "45"),
+    )
+    figures["lifecycle_capacity_wait_then_head_loss_short_reconnect"] = result
+    return result
+
+
+def test_prefill_at_zero_deploys_and_wakes_on_the_first_request(with_synthesized_reconnect):
+    result = with_synthesized_reconnect
+    assert result["prefill_engines_when_running"] == 0
+    assert result["decode_engines_when_running"] >= 1
+    assert result["first_request"]["error"] is None
+    assert result["first_request"]["tokens"] > 0
+    assert result["prefill_engines_after"] == 1
+
+
+def test_a_stream_outlives_the_deleted_head_within_the_drain_timeout(
+    with_synthesized_reconnect, synthesized: Synthesized
+) -> None:
+    drain_s = int(worker_env(synthesized, "LLM_SERVING_DRAIN_SECONDS"))
+    result = with_synthesized_reconnect["head_loss"]
+    assert result["head_killed"]
+    assert result["error"] is None, result
+    assert (result["tokens"], result["finish"]) == (STREAM_TOKENS, "length")
+    assert RAY_DEFAULT_GCS_RECONNECT_S < result["streamed_after_head_killed_s"] < drain_s
+
+
+def test_a_new_cluster_waiting_for_prefill_capacity_runs_once_it_arrives(with_short_reconnect):
+    result = with_short_reconnect
+    app_statuses = {app for app, _, _ in result["seen_while_waiting"]}
+    assert app_statuses <= {"DEPLOYING", None}  # never DEPLOY_FAILED, never RUNNING early
+    assert result["decode_engines_while_waiting"] >= 1  # decode did not wait for prefill
+    assert result["first_request"]["error"] is None
+    assert result["first_request"]["tokens"] > 0
+
+
+def test_with_a_short_reconnect_timeout_the_stream_is_cut_when_the_raylet_gives_up(
+    with_short_reconnect,
+) -> None:
+    """The rule the setting answers, scaled down: the worker raylet exits once the GCS has
+    been gone for its reconnect timeout, and the stream with it."""
+    result = with_short_reconnect["head_loss"]
+    assert result["head_killed"]
+    assert result["tokens"] < STREAM_TOKENS
+    assert result["streamed_after_head_killed_s"] < SHORT_RECONNECT_S + 15
