@@ -10,7 +10,7 @@ from botocore.stub import ANY, Stubber
 
 from app_config import load_settings
 from catalog.vpc_endpoints import INTERFACE_ENDPOINT_SERVICES
-from pdctl.cost import HOURS_PER_DAY, cost_lines
+from pdctl.cost import HOURS_PER_DAY, ApiPrices, PriceListError, cost_lines
 from tests.configurations import context_for
 
 
@@ -50,7 +50,7 @@ def test_cost_adds_nodes_control_plane_nat_and_endpoints(pricing) -> None:
             {"ServiceCode": ANY, "Filters": ANY, "MaxResults": 10},
         )
     with stubber:
-        lines = {line.item.split(" (")[0]: line for line in cost_lines(client, settings)}
+        lines = {line.item.split(" (")[0]: line for line in cost_lines(ApiPrices(client), settings)}
     gpu = settings.gpu_nodes
     assert lines["prefill nodes"].per_hour == pytest.approx(
         55.04 * gpu.prefill.scaling.desired_size
@@ -70,7 +70,7 @@ def test_reserved_capacity_is_marked_as_billed_elsewhere(pricing) -> None:
     for _ in range(6):
         stubber.add_response("get_products", {"PriceList": [_product("1.0")]})
     with stubber:
-        lines = cost_lines(client, settings)
+        lines = cost_lines(ApiPrices(client), settings)
     assert "capacity_block" in lines[0].note
     assert "capacity_reservation" in lines[1].note
 
@@ -78,5 +78,5 @@ def test_reserved_capacity_is_marked_as_billed_elsewhere(pricing) -> None:
 def test_an_ambiguous_price_is_an_error_not_a_guess(pricing) -> None:
     client, stubber = pricing
     stubber.add_response("get_products", {"PriceList": [_product("1.0"), _product("2.0")]})
-    with stubber, pytest.raises(LookupError, match="expected one on-demand price"):
-        cost_lines(client, load_settings(context_for("default")))
+    with stubber, pytest.raises(PriceListError, match="expected one on-demand price"):
+        cost_lines(ApiPrices(client), load_settings(context_for("default")))

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from app_config import load_settings
 from pdctl.cli import app
 from tests.configurations import context_for
+from tests.pdctl.openai_stream import DONE, chunk, sse_event
 
 MODEL = load_settings(context_for("default")).serving.model.id
 
@@ -75,17 +76,9 @@ class FakeServe(BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers["Content-Length"]))
         type(self).requests += 1
         type(self).reads_since_request = 0
-        events = []
-        for word in ("Hello", " there", "!"):
-            chunk = {
-                "id": "c1",
-                "object": "chat.completion.chunk",
-                "created": 0,
-                "model": MODEL,
-                "choices": [{"index": 0, "delta": {"content": word}, "finish_reason": None}],
-            }
-            events.append(f"data: {json.dumps(chunk)}\n\n")
-        events.append("data: [DONE]\n\n")
+        events = [sse_event(chunk(MODEL, role="assistant", content=""))]
+        events += [sse_event(chunk(MODEL, content=word)) for word in ("Hello", " there", "!")]
+        events += [sse_event(chunk(MODEL, content="", finish_reason="stop")), DONE]
         self._send("".join(events).encode(), "text/event-stream")
 
 
