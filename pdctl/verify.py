@@ -26,6 +26,7 @@ from catalog.metrics import NIXL_FAILED_TRANSFERS, NIXL_TRANSFER_TIME
 from pdctl.checks import Check, failed, passed, undecided
 from pdctl.http_call import (
     Deadline,
+    DeadlineExceededError,
     HttpCallError,
     UnreachableError,
     iter_chunks,
@@ -80,6 +81,8 @@ def _call(
             return response.status, response.getheader("Content-Type", ""), data
     except UnreachableError as error:
         raise CannotRunError(str(error), "check --url (a port-forward, or the VPC)") from None
+    except DeadlineExceededError as error:
+        raise VerifyError(str(error)) from None
     except HttpCallError as error:
         raise VerifyError(f"{what} failed: {error}") from None
 
@@ -236,6 +239,8 @@ def stream_one_completion(
                     finish = reason or finish
     except UnreachableError as error:
         raise CannotRunError(str(error), "check --url (a port-forward, or the VPC)") from None
+    except DeadlineExceededError as error:
+        raise VerifyError(str(error)) from None
     except HttpCallError as error:
         raise VerifyError(f"{what} failed: {error}") from None
     if finish is None:
