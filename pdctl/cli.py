@@ -20,7 +20,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-import click
 import typer
 from rich.table import Table
 
@@ -731,26 +730,28 @@ def _stack_output(settings: Settings, key: str) -> str:
 
 
 def main() -> Any:
-    """The installed `pdctl`: click's usage errors follow --json too."""
+    """The installed `pdctl`: usage errors (typer's own) follow --json too."""
     import sys
 
     try:
         code = app(standalone_mode=False)
         sys.exit(code if isinstance(code, int) else 0)
-    except click.exceptions.Exit as done:
+    except typer.Exit as done:
         sys.exit(done.exit_code)
-    except click.ClickException as error:
-        if "--json" in sys.argv[1:]:
-            output.json_mode(True)
-            try:
-                fail(error.format_message(), "pdctl COMMAND --help", code=error.exit_code)
-            except click.exceptions.Exit as done:
-                sys.exit(done.exit_code)
-        error.show()
-        sys.exit(error.exit_code)
-    except click.exceptions.Abort:
+    except typer.Abort:
         output.stderr.print("aborted")
         sys.exit(130)
+    except typer.TyperException as error:  # typer's click: a usage error, a bad parameter
+        code = getattr(error, "exit_code", output.EXIT_CANNOT_RUN)
+        if "--json" in sys.argv[1:]:
+            message = error.format_message() if hasattr(error, "format_message") else str(error)
+            output.json_mode(True)
+            try:
+                fail(message, "pdctl COMMAND --help", code=code)
+            except typer.Exit as done:
+                sys.exit(done.exit_code)
+        error.show() if hasattr(error, "show") else output.stderr.print(plain(error))
+        sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ import pytest
 from prometheus_client.utils import floatToGoString
 from typer.testing import CliRunner
 
+from pdctl import output
 from pdctl.cli import app
 from tests.configurations import settings_for
 from tests.pdctl.hostile_server import Connection, Request, chunked, hostile_server
@@ -290,6 +291,13 @@ SCENARIOS: dict[str, tuple[str, Callable, int, str]] = {
         "1 failed",
     ),
 }
+
+
+@pytest.fixture(autouse=True)
+def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Table cells unwrapped, so that a fragment is found whatever the terminal."""
+    for console in (output.stdout, output.stderr):
+        monkeypatch.setattr(console, "width", 400)
 
 
 def _run(args: list[str]) -> tuple[int, str, float]:
