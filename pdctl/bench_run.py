@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 POLL_SECONDS = 10.0
 CALL_SECONDS = 60.0  # one Kubernetes call, as a whole
 LOG_BYTES_MAX = 20_000_000
+CLOCK = time.monotonic
 
 
 @dataclass(frozen=True)
@@ -50,10 +51,12 @@ def run(
     manifest: dict[str, Any],
     deadline_seconds: float,
     progress: Callable[[str], None] = lambda _: None,
-    clock: Callable[[], float] = time.monotonic,
+    clock: Callable[[], float] | None = None,
     sleep: Callable[[float], None] = time.sleep,
-    poll_seconds: float = POLL_SECONDS,
+    poll_seconds: float | None = None,
 ) -> BenchOutcome:
+    clock = clock or CLOCK
+    poll_seconds = POLL_SECONDS if poll_seconds is None else poll_seconds
     namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
     jobs.create(manifest)
     deadline = clock() + deadline_seconds

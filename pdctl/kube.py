@@ -8,6 +8,7 @@ kubeconfig is there, instead of the client's ConfigException.
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 from pdctl.output import CannotRunError, plain
@@ -34,7 +35,8 @@ def load_kubeconfig(settings: Settings) -> None:
     from kubernetes.config.config_exception import ConfigException
 
     try:
-        config.load_kube_config()
+        # KUBECONFIG read now: the client reads it once, when it is first imported.
+        config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)
     except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as error:
         # the client raises more than ConfigException for a file that is not a kubeconfig
         raise CannotRunError(
@@ -56,6 +58,11 @@ def describe_api_error(error: BaseException, settings: Settings) -> CannotRunErr
     reason = plain(getattr(error, "reason", ""), 200)
     if status is not None:
         return CannotRunError(f"the Kubernetes API answered HTTP {status} ({reason})")
+    if isinstance(error, ValueError | TypeError | KeyError | AttributeError | RecursionError):
+        return CannotRunError(
+            "the Kubernetes API answered something pdctl cannot read "
+            f"({type(error).__name__}: {plain(error, 200)})"
+        )
     return CannotRunError(
         f"the Kubernetes API is out of reach ({type(error).__name__}: {plain(error, 200)})",
         kubeconfig_hint(settings),
