@@ -50,6 +50,13 @@ CREDENTIALS_HINT = (
 )
 
 
+def _aws_config() -> Any:
+    """Every AWS call bounded: botocore's defaults wait 60 s per read and retry."""
+    from botocore.config import Config
+
+    return Config(connect_timeout=10, read_timeout=30, retries={"max_attempts": 3})
+
+
 def _version(value: bool) -> None:
     if value:
         from importlib.metadata import PackageNotFoundError, version
@@ -152,7 +159,7 @@ def preflight_command(
 
     settings = _settings(config, context)
     session = boto3.Session(region_name=settings.region)
-    clients = {name: session.client(name) for name in preflight.CLIENTS}
+    clients = {name: session.client(name, config=_aws_config()) for name in preflight.CLIENTS}
     with output.stderr.status("Checking the account...", spinner="dots"):
         checks = preflight.run_preflight(clients, settings, window=timedelta(hours=window_hours))
     _report(checks, as_json, f"Preflight for {settings.region}")
@@ -696,7 +703,8 @@ def _price_source(choice: Prices) -> Any:
     if choice == Prices.AUTO and session.get_credentials() is None:
         output.warn("no AWS credentials: catalog list prices (--prices api needs credentials)")
         return cost.CatalogPrices()
-    return cost.ApiPrices(session.client("pricing", region_name="us-east-1"))  # its home region
+    # us-east-1: the Price List API's home region
+    return cost.ApiPrices(session.client("pricing", region_name="us-east-1", config=_aws_config()))
 
 
 def _account(settings: Settings) -> str | None:
@@ -705,7 +713,8 @@ def _account(settings: Settings) -> str | None:
         return settings.account
     import boto3
 
-    answer = boto3.client("sts", region_name=settings.region).get_caller_identity()
+    sts = boto3.client("sts", region_name=settings.region, config=_aws_config())
+    answer = sts.get_caller_identity()
     account = answer.get("Account") if isinstance(answer, dict) else None
     if not isinstance(account, str):
         raise CannotRunError("STS answered without an account id", CREDENTIALS_HINT)
@@ -716,9 +725,10 @@ def _stack_output(settings: Settings, key: str) -> str:
     import boto3
 
     stack = settings.stack_name("serving")
-    answer = boto3.client("cloudformation", region_name=settings.region).describe_stacks(
-        StackName=stack
+    cloudformation = boto3.client(
+        "cloudformation", region_name=settings.region, config=_aws_config()
     )
+    answer = cloudformation.describe_stacks(StackName=stack)
     stacks = answer.get("Stacks") if isinstance(answer, dict) else None
     outputs = stacks[0].get("Outputs", []) if stacks and isinstance(stacks[0], dict) else []
     for item in outputs if isinstance(outputs, list) else []:

@@ -413,3 +413,18 @@ def test_urls_that_cannot_be_called_are_one_line(url: str) -> None:
     assert code in (1, 2)
     assert "Traceback" not in output
     assert len(output.strip().splitlines()) <= 2
+
+
+def test_decode_metrics_without_a_kubeconfig_cannot_tell_and_say_how_to_get_one(tmp_path) -> None:
+    routes = {"/v1/models": models_ok, "/v1/chat": stream_ok}
+    with hostile_server(routes) as url:
+        result = CliRunner().invoke(
+            app,
+            ["verify", "--url", url, "--timeout", "1", "--json"],
+            env={"KUBECONFIG": str(tmp_path / "none")},
+        )
+    assert result.exit_code == 2, result.output
+    kv = json.loads(result.stdout)[-1]
+    assert kv["inconclusive"] is True
+    assert "no usable kubeconfig" in kv["detail"]
+    assert "aws eks update-kubeconfig --name" in kv["fix"]
