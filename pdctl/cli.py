@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import time
 from collections.abc import Callable
 from enum import StrEnum
@@ -88,6 +89,8 @@ def guarded(command: F) -> F:
 
         try:
             return command(*args, **kwargs)
+        except typer.Exit:
+            raise
         except CannotRunError as error:
             fail(str(error), error.hint)
         except NoCredentialsError as error:
@@ -104,7 +107,12 @@ def guarded(command: F) -> F:
                     "`aws eks update-kubeconfig --name <cluster> --region <region>` (the cluster "
                     "stack's UpdateKubeconfigCommand output)",
                 )
-            raise
+            if os.environ.get("PDCTL_DEBUG"):
+                raise
+            fail(
+                f"unexpected {type(error).__name__}: {error}",
+                "PDCTL_DEBUG=1 shows the traceback; please report it with the command",
+            )
 
     return run  # type: ignore[return-value]
 
