@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 from rich.table import Table
 
-from pdctl import output
+from pdctl import output, verify
 from pdctl.checks import Check, exit_code
 from pdctl.output import CannotRunError, emit_json, fail, plain, styled
 
@@ -44,7 +44,6 @@ JsonOption = Annotated[
     bool,
     typer.Option("--json", help="machine-readable output (errors too)", callback=output.json_mode),
 ]
-VERIFY_TIMEOUT_SECONDS = 30.0  # verify.DEFAULT_TIMEOUT_SECONDS, without importing it for --help
 CREDENTIALS_HINT = (
     "configure AWS credentials (AWS_PROFILE, `aws sso login`, or `aws configure`) for the "
     "target account"
@@ -287,7 +286,7 @@ def verify_command(
             max=3600,
             help="seconds any one network call may take as a whole, a streamed completion included",
         ),
-    ] = VERIFY_TIMEOUT_SECONDS,
+    ] = verify.DEFAULT_TIMEOUT_SECONDS,
     metrics_wait: Annotated[
         float,
         typer.Option(
@@ -295,17 +294,16 @@ def verify_command(
             max=3600,
             help="seconds to wait for the decode metrics to show the completion's transfer",
         ),
-    ] = 25.0,
+    ] = verify.METRICS_EXPORT_WAIT_SECONDS,
     slow_transfer_ms: Annotated[
         float,
         typer.Option(min=0.1, help="a mean KV transfer slower than this points at the fabric"),
-    ] = 100.0,
+    ] = verify.SLOW_TRANSFER_SECONDS * 1000,
     config: ConfigOption = None,
     context: ContextOption = [],  # noqa: B006
     as_json: JsonOption = False,
 ) -> None:
     """List models, stream one completion (TTFT, ITL), and prove KV moved over NIXL."""
-    from pdctl import verify
     from serving_manifests.names import METRICS_PORT
 
     settings = _settings(config, context)
@@ -336,7 +334,6 @@ def _verify(
     metrics_wait: float,
     slow_transfer_ms: float,
 ) -> list[Check]:
-    from pdctl import verify
     from pdctl.checks import failed, passed, undecided
 
     model = settings.serving.model.id

@@ -163,7 +163,7 @@ def sse_data(chunks: Iterable[bytes]) -> Iterator[str]:
         for raw in lines:
             line = raw.decode(errors="replace")
             if not line:
-                if data:
+                if any(data):  # an event whose data is empty carries nothing to read
                     yield "\n".join(data)
                 data = []
             elif line.startswith(":"):

@@ -158,3 +158,29 @@ def test_slow_transfers_point_at_pdctl_efa_check(serve) -> None:
     assert checks[-1]["name"].endswith("yes, but slowly")
     assert "mean transfer 1500.0 ms" in checks[-1]["detail"]
     assert "pdctl efa-check" in checks[-1]["fix"]
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_server_sent_events_follow_the_whatwg_parsing_rules(newline: str) -> None:
+    """WHATWG HTML, "Parsing an event stream": any of the three line ends; comments skipped;
+    one optional space after the colon; data lines of one event joined by LF; other fields
+    ignored; an event never closed by a blank line before the end is discarded."""
+    from pdctl.verify import sse_data
+
+    stream = newline.join(
+        [
+            ": keep-alive",
+            "event: message",
+            "id: 7",
+            "data: first",
+            "data:second",
+            "",
+            "data",
+            "",
+            "data: [DONE]",
+            "",
+            "data: never closed",
+        ]
+    )
+    pieces = [stream[i : i + 3].encode() for i in range(0, len(stream), 3)]
+    assert list(sse_data(pieces)) == ["first\nsecond", "[DONE]"]
