@@ -439,7 +439,10 @@ def bench_command(
         summary = bench_job.summarize(result)
     except bench_job.BenchResultError as error:
         fail(f"Job {name}: {error}", f"kubectl -n {serving.namespace} logs job/{name}")
-    save.write_text(json.dumps(result, indent=2, default=str))
+    try:
+        save.write_text(json.dumps(result, indent=2, default=str))
+    except OSError as error:
+        fail(f"--save {save}: cannot write the result ({error.strerror or error})")
     verdict = bench_job.verdict(summary)
     _print_bench(summary, verdict, as_json, save)
     if not verdict.ok:

@@ -68,13 +68,16 @@ def styled(text: object, style: str = "") -> Text:
 
 def fail(message: str, hint: str = "", code: int = EXIT_CANNOT_RUN) -> NoReturn:
     """One line on stderr (a JSON object under --json), then the exit code."""
+    # Our own messages may list several problems (a configuration's); foreign text inside them
+    # was cut to ONE_LINE_MAX where it was quoted.
+    message, hint = plain(message, 4 * ONE_LINE_MAX), plain(hint, 4 * ONE_LINE_MAX)
     if is_json():
-        body = {"error": plain(message), "hint": plain(hint), "exit_code": code}
+        body = {"error": message, "hint": hint, "exit_code": code}
         print(json.dumps(body), file=sys.stderr)
     else:
-        stderr.print(Text(f"pdctl: {plain(message)}", style="red"), soft_wrap=True)
+        stderr.print(Text(f"pdctl: {message}", style="red"), soft_wrap=True)
         if hint:
-            stderr.print(Text(f"  fix: {plain(hint)}"), soft_wrap=True)
+            stderr.print(Text(f"  fix: {hint}"), soft_wrap=True)
     raise typer.Exit(code)
 
 
