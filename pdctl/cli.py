@@ -85,6 +85,7 @@ def guarded(command: F) -> F:
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
         from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+        from botocore.parsers import ResponseParserError
 
         try:
             return command(*args, **kwargs)
@@ -99,6 +100,11 @@ def guarded(command: F) -> F:
             fail(f"AWS: {error}", hint)
         except (BotoCoreError, ClientError) as error:
             fail(f"AWS: {error}", CREDENTIALS_HINT)
+        except ResponseParserError as error:
+            fail(
+                f"AWS answered something that is not its API's answer ({error})",
+                "check AWS_ENDPOINT_URL, proxies and the region",
+            )
         except Exception as error:
             if type(error).__module__.startswith(("kubernetes", "urllib3")):
                 fail(
@@ -722,11 +728,23 @@ def _account(settings: Settings) -> str | None:
     import boto3
 
     sts = boto3.client("sts", region_name=settings.region, config=_aws_config())
-    answer = sts.get_caller_identity()
+    answer = _aws_answer("STS GetCallerIdentity", sts.get_caller_identity)
     account = answer.get("Account") if isinstance(answer, dict) else None
     if not isinstance(account, str):
         raise CannotRunError("STS answered without an account id", CREDENTIALS_HINT)
     return account
+
+
+def _aws_answer(what: str, call: Callable[[], Any]) -> Any:
+    """botocore itself can fail to read an answer that is not the API's (an HTML page from a
+    proxy raises KeyError inside its parser): one line naming the call."""
+    try:
+        return call()
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
+        raise CannotRunError(
+            f"{what}: the answer could not be read ({type(error).__name__}: {plain(error, 200)})",
+            "check AWS_ENDPOINT_URL, proxies and the region",
+        ) from None
 
 
 def _stack_output(settings: Settings, key: str) -> str:
@@ -736,7 +754,9 @@ def _stack_output(settings: Settings, key: str) -> str:
     cloudformation = boto3.client(
         "cloudformation", region_name=settings.region, config=_aws_config()
     )
-    answer = cloudformation.describe_stacks(StackName=stack)
+    answer = _aws_answer(
+        "CloudFormation DescribeStacks", lambda: cloudformation.describe_stacks(StackName=stack)
+    )
     stacks = answer.get("Stacks") if isinstance(answer, dict) else None
     outputs = stacks[0].get("Outputs", []) if stacks and isinstance(stacks[0], dict) else []
     for item in outputs if isinstance(outputs, list) else []:

@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from pdctl import kv_plan
 from pdctl.cli import app
 from tests.configurations import PROJECT_ROOT
+from tests.pdctl.hostile_server import Connection, Request, hostile_server
 from tests.pdctl.test_pdctl_plan import QWEN3_32B
 
 
@@ -270,3 +271,44 @@ def test_help_loads_no_sdk_and_no_configuration_model() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ""
+
+
+STACK_WITHOUT_OUTPUTS = (
+    '<DescribeStacksResponse xmlns="http://cloudformation.amazonaws.com/doc/2010-05-15/">'
+    "<DescribeStacksResult><Stacks><member><StackName>pd-llm-serving</StackName>"
+    "<StackStatus>CREATE_COMPLETE</StackStatus><CreationTime>2026-12-01T00:00:00Z</CreationTime>"
+    "</member></Stacks></DescribeStacksResult></DescribeStacksResponse>"
+)
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        (STACK_WITHOUT_OUTPUTS, "has no output EndpointUrl"),
+        ("<DescribeStacksResponse><unclosed", "not its API's answer"),
+        ("<html>captive portal</html>", "the answer could not be read"),
+    ],
+    ids=["no-outputs", "broken-xml", "html"],
+)
+def test_cloudformation_answers_that_hold_no_endpoint_are_one_line(
+    body, fragment, tmp_path
+) -> None:
+    """`verify` without --url reads the serving stack's EndpointUrl output; an endpoint override
+    (AWS_ENDPOINT_URL, as botocore reads it) stands in for CloudFormation."""
+
+    def describe_stacks(conn: Connection, request: Request) -> None:
+        conn.respond(body, "text/xml")
+
+    with hostile_server({"/": describe_stacks}) as url:
+        env = _bare_machine(tmp_path)
+        env.update(
+            AWS_ENDPOINT_URL=url,
+            AWS_ACCESS_KEY_ID="testing",
+            AWS_SECRET_ACCESS_KEY="testing",
+            AWS_MAX_ATTEMPTS="1",
+        )
+        done = _installed(["verify", "--timeout", "1"], env)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert fragment in done.stderr
+    assert len(done.stderr.strip().splitlines()) <= 2
