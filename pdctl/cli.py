@@ -162,8 +162,9 @@ def preflight_command(
     window_hours: Annotated[int, typer.Option(min=0, help="reservations must outlast this")] = 24,
     as_json: JsonOption = False,
 ) -> None:
-    """Read-only checks of the target account: capacity, quota, reservations, bootstrap, image,
-    leftover log groups."""
+    """Read-only checks of the target account before deploy.
+
+    Capacity, quota, reservations, bootstrap, the image, leftover log groups."""
     from datetime import timedelta
 
     import boto3
@@ -197,8 +198,10 @@ def plan_command(
     context: ContextOption = [],  # noqa: B006
     as_json: JsonOption = False,
 ) -> None:
-    """KV bytes per token and per request, EFA vs TCP transfer time, memory (quantized weights
-    sized from the config), and a verdict; exits 1 when the model does not fit."""
+    """KV-cache sizing and a verdict on disaggregation for a model.
+
+    KV bytes per token and per request, EFA vs TCP transfer time, memory (quantized weights
+    sized from the config's quantization_config); exits 1 when the model does not fit."""
     from catalog.instances import CATALOG
     from pdctl import kv_plan
 
@@ -404,8 +407,9 @@ def bench_command(
     context: ContextOption = [],  # noqa: B006
     as_json: JsonOption = False,
 ) -> None:
-    """Run `vllm bench serve` from the Ray LLM image as a Job against the endpoint; exits 1
-    unless every request completed."""
+    """Benchmark the endpoint with `vllm bench serve` in a Job.
+
+    From the Ray LLM image, next to the endpoint; exits 1 unless every request completed."""
     from pdctl import bench_job, bench_run, kube
     from serving_manifests.image import pod_image
     from serving_manifests.names import SERVE_PORT, endpoint_service_name
@@ -594,8 +598,9 @@ def efa_check_command(
     context: ContextOption = [],  # noqa: B006
     as_json: JsonOption = False,
 ) -> None:
-    """EFA devices and a ping-pong over every device pair between a prefill and a decode node,
-    from the Ray LLM image, judged against the catalog's line rate."""
+    """EFA devices and a ping-pong over every device pair between a prefill and a decode node.
+
+    From the Ray LLM image, judged against the catalog's line rate."""
     from pdctl import efa_jobs, efa_results, efa_run, kube
 
     settings = _settings(config, context)
@@ -613,7 +618,7 @@ def efa_check_command(
         ):
             run_output = efa_run.run(efa_run.KubernetesJobs(), plan)
     except efa_run.EfaCheckError as error:
-        fail(f"efa-check: {error}", kube.kubeconfig_hint(settings))
+        fail(f"efa-check: {error}")
     expected = {
         role: efa_results.expectation(group.instance)
         for role, group in settings.gpu_nodes.groups().items()
@@ -658,8 +663,9 @@ def cost_command(
     context: ContextOption = [],  # noqa: B006
     as_json: JsonOption = False,
 ) -> None:
-    """Hourly and daily on-demand cost of the configuration (AWS Price List API, or the
-    catalog's list prices before an account exists)."""
+    """Hourly and daily on-demand cost of the configuration.
+
+    From the AWS Price List API, or the catalog's list prices before an account exists."""
     from pdctl import cost
 
     settings = _settings(config, context)
