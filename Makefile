@@ -65,8 +65,8 @@ format: setup-dev ## Format and auto-fix
 snapshots: setup-dev ## Re-record template snapshots after an intended change
 	$(BIN)/pytest -n 0 tests/stacks/test_snapshots.py --snapshot-update
 
-config-docs: setup-dev ## Regenerate the README's configuration reference from app_config/model.py
-	$(BIN)/python -m tools.config_reference --write README.md
+config-docs: setup-dev ## Regenerate docs/configuration.md's reference from app_config/model.py
+	$(BIN)/python -m tools.config_reference --write docs/configuration.md
 
 manifests: setup ## Write the serving manifests to build/manifests/ (ROLE_ARN=<output> to annotate)
 	$(BIN)/python -m tools.write_manifests $(if $(ROLE_ARN),--role-arn $(ROLE_ARN))

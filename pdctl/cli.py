@@ -532,6 +532,8 @@ def image_command(
     rows = [("tag", result.tag), ("pods pull", result.uri), *result.versions.items()]
     rows.append(("pinned digest", result.pinned_digest or "none (by tag)"))
     rows.append(("registry digest now", result.registry_digest or f"? ({result.registry_error})"))
+    if result.pinned_in_cache is not None:
+        rows.append(("pinned build in cache", "yes" if result.pinned_in_cache else "no"))
     if from_cluster:
         rows.append(("running digests", ", ".join(result.running_digests) or "no Ray pod found"))
     for item, value in rows:

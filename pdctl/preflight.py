@@ -18,6 +18,7 @@ from catalog.container_insights import log_group_kinds, log_group_name
 from catalog.ray_llm_image import REGISTRY_ACCOUNTS, REPOSITORY
 from catalog.regions import is_zone_id
 from pdctl.checks import Check, failed, passed, undecided
+from pdctl.image_cache import cache_repository_checks
 
 T = TypeVar("T")
 
@@ -285,6 +286,7 @@ def run_preflight(
     planned += [
         ("vCPU quota for P instances", lambda: vcpu_quota(clients["service-quotas"], settings)),
         ("Ray LLM image", lambda: dlc_image(clients["ecr"], settings)),
+        ("image cache repository", lambda: cache_repository_checks(clients["ecr"], settings)),
         ("admin principals", lambda: admin_principals(clients["iam"], settings)),
         (
             "Container Insights log groups free",
