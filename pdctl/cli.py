@@ -784,7 +784,7 @@ def main() -> Any:
         sys.exit(code if isinstance(code, int) else 0)
     except typer.Exit as done:
         sys.exit(done.exit_code)
-    except typer.Abort:
+    except (typer.Abort, KeyboardInterrupt):
         output.stderr.print("aborted")
         sys.exit(130)
     except typer.TyperException as error:  # typer's click: a usage error, a bad parameter
