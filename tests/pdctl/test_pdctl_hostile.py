@@ -428,3 +428,59 @@ def test_decode_metrics_without_a_kubeconfig_cannot_tell_and_say_how_to_get_one(
     assert kv["inconclusive"] is True
     assert "no usable kubeconfig" in kv["detail"]
     assert "aws eks update-kubeconfig --name" in kv["fix"]
+
+
+def _kube_routes(metrics: Callable[[Connection, Request], None]) -> dict:
+    """The decode pods and their metrics through the API server's pod proxy, as the real
+    kubernetes client asks for them."""
+    namespace = settings_for("default").serving.namespace
+    pods = f"/api/v1/namespaces/{namespace}/pods"
+
+    def pod_list(conn: Connection, request: Request) -> None:
+        conn.respond_json(
+            {
+                "kind": "PodList",
+                "apiVersion": "v1",
+                "items": [{"metadata": {"name": "decode-0"}, "status": {"phase": "Running"}}],
+            }
+        )
+
+    return {pods: pod_list, f"{pods}/": metrics}
+
+
+@pytest.mark.parametrize(
+    ("metrics", "code", "fragment"),
+    [
+        (HEALTHY_METRICS, 0, ": yes"),
+        (metrics_moving((8, 0.016), (math.inf, 0.022)), 2, "not a count"),
+        (trickled_headers, 2, "no complete answer within 1 s"),
+    ],
+    ids=["healthy", "infinite-count", "trickled-proxy"],
+)
+def test_decode_metrics_through_the_kubernetes_api_follow_the_same_rules(
+    metrics, code, fragment, tmp_path
+) -> None:
+    routes = {"/v1/models": models_ok, "/v1/chat": stream_ok, **_kube_routes(metrics)}
+    with hostile_server(routes) as url:
+        kubeconfig = tmp_path / "kubeconfig"
+        kubeconfig.write_text(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "clusters": [{"name": "c", "cluster": {"server": url}}],
+                    "users": [{"name": "u", "user": {"token": "t"}}],
+                    "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}],
+                    "current-context": "c",
+                }
+            )
+        )
+        started = time.monotonic()
+        result = CliRunner().invoke(
+            app,
+            ["verify", "--url", url, "--timeout", "1", "--metrics-wait", "0"],
+            env={"KUBECONFIG": str(kubeconfig)},
+        )
+    assert result.exit_code == code, result.output
+    assert fragment in " ".join(result.output.split())
+    assert time.monotonic() - started < BOUND
