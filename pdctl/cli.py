@@ -1,100 +1,195 @@
 """`pdctl`: preflight before deploy, proof after deploy that KV crossed EFA, KV sizing, bench, cost.
 
 Every command reads the same configuration as `cdk synth` (cdk.json, `--config`, `-c`), prints a
-table for people or JSON for machines (`--json`), and exits non-zero when a check fails.
+table for people or JSON for machines (`--json`) on stdout, and errors on stderr (JSON under
+`--json`). Exit codes: 0 every check passed; 1 a check failed; 2 the check could not run or
+could not decide (bad options or files, no credentials or kubeconfig, nothing reachable,
+evidence that cannot tell).
+
+The SDKs (boto3, kubernetes) and the configuration model load inside the commands that use them,
+so that `pdctl --help` answers at once.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import os
 import time
-from datetime import timedelta
+from collections.abc import Callable
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-import boto3
 import typer
-from rich.console import Console
 from rich.table import Table
-from rich.text import Text
 
-from app_config import ConfigError, Settings, load_settings
-from app_config.cli_context import cli_context
-from catalog.instances import CATALOG
-from pdctl import (
-    bench_job,
-    cost,
-    efa_jobs,
-    efa_results,
-    efa_run,
-    image,
-    kv_plan,
-    preflight,
-    scan_report,
-    verify,
-)
-from pdctl.checks import Check
-from serving_manifests.image import pod_image
-from serving_manifests.names import METRICS_PORT, SERVE_PORT, endpoint_service_name
+from pdctl import output, verify
+from pdctl.checks import Check, exit_code
+from pdctl.output import CannotRunError, emit_json, fail, plain, styled
+
+if TYPE_CHECKING:
+    from app_config import Settings
+    from pdctl.bench_job import BenchSummary
 
 app = typer.Typer(
     help=__doc__.splitlines()[0], no_args_is_help=True, pretty_exceptions_enable=False
 )
-console = Console()
+console = output.stdout
+F = TypeVar("F", bound=Callable[..., Any])
 
 ConfigOption = Annotated[str | None, typer.Option("--config", help="YAML configuration file")]
 ContextOption = Annotated[list[str], typer.Option("-c", "--context", help="key=value override")]
-JsonOption = Annotated[bool, typer.Option("--json", help="machine-readable output")]
+JsonOption = Annotated[
+    bool,
+    typer.Option("--json", help="machine-readable output (errors too)", callback=output.json_mode),
+]
+CREDENTIALS_HINT = (
+    "configure AWS credentials (AWS_PROFILE, `aws sso login`, or `aws configure`) for the "
+    "target account"
+)
+
+
+def _aws_config() -> Any:
+    """Every AWS call bounded: botocore's defaults wait 60 s per read and retry."""
+    from botocore.config import Config
+
+    return Config(connect_timeout=10, read_timeout=30, retries={"max_attempts": 3})
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            print(f"pdctl {version('pd-llm-serving')}")
+        except PackageNotFoundError:
+            print("pdctl (not installed: `make synth` installs it into the venv)")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _options(
+    show_version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_version, help="print the version"),
+    ] = False,
+) -> None:
+    """The operator's companion to the CDK app; reads the same configuration."""
+
+
+def guarded(command: F) -> F:
+    """Every way a command can end without a verdict, as one line on stderr and exit code 2:
+    no credentials, an AWS or Kubernetes refusal, an answer that cannot be read."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+        from botocore.parsers import ResponseParserError
+
+        try:
+            return command(*args, **kwargs)
+        except typer.Exit:
+            raise
+        except CannotRunError as error:
+            fail(str(error), error.hint)
+        except NoCredentialsError as error:
+            hint = CREDENTIALS_HINT
+            if command.__name__ == "cost_command":
+                hint += "; or `pdctl cost --prices catalog` for list prices without an account"
+            fail(f"AWS: {error}", hint)
+        except (BotoCoreError, ClientError) as error:
+            fail(f"AWS: {error}", CREDENTIALS_HINT)
+        except ResponseParserError as error:
+            fail(
+                f"AWS answered something that is not its API's answer ({error})",
+                "check AWS_ENDPOINT_URL, proxies and the region",
+            )
+        except Exception as error:
+            if type(error).__module__.startswith(("kubernetes", "urllib3")):
+                fail(
+                    f"Kubernetes: {type(error).__name__}: {error}",
+                    "`aws eks update-kubeconfig --name <cluster> --region <region>` (the cluster "
+                    "stack's UpdateKubeconfigCommand output)",
+                )
+            if os.environ.get("PDCTL_DEBUG"):
+                raise
+            fail(
+                f"unexpected {type(error).__name__}: {error}",
+                "PDCTL_DEBUG=1 shows the traceback; please report it with the command",
+            )
+
+    return run  # type: ignore[return-value]
 
 
 def _settings(config: str | None, context: list[str]) -> Settings:
+    from app_config import ConfigError, load_settings
+    from app_config.cli_context import cli_context
+
     try:
         return load_settings(cli_context(config, context))
-    except (ConfigError, ValueError) as error:
-        # markup=False: a problem quotes what the user typed, and "[/x]" in it is not markup.
-        console.print(str(error), style="red", markup=False)
-        raise typer.Exit(2) from None
+    except (ConfigError, ValueError, OSError) as error:
+        fail(f"configuration: {error}", "fix the setting named; `cdk synth` reports the same")
 
 
 def _report(checks: list[Check], as_json: bool, title: str) -> None:
     if as_json:
-        print(json.dumps([check.as_dict() for check in checks], indent=2))
+        emit_json([check.as_dict() for check in checks])
     else:
-        table = Table(title=title)
+        table = Table(title=plain(title))
         for column in ("check", "result", "detail", "fix"):
             table.add_column(column)
         for check in checks:
-            mark = "[green]pass[/green]" if check.ok else "[red]FAIL[/red]"
-            table.add_row(check.name, mark, check.detail, check.fix)
+            mark = (
+                styled("pass", "green")
+                if check.ok
+                else styled("CANNOT TELL", "yellow")
+                if check.inconclusive
+                else styled("FAIL", "red")
+            )
+            table.add_row(styled(check.name), mark, styled(check.detail), styled(check.fix))
         console.print(table)
-    if not all(check.ok for check in checks):
-        raise typer.Exit(1)
+    code = exit_code(checks)
+    if code:
+        raise typer.Exit(code)
 
 
 @app.command("preflight")
+@guarded
 def preflight_command(
     config: ConfigOption = None,
     context: ContextOption = [],  # noqa: B006 (typer reads the default)
-    window_hours: Annotated[int, typer.Option(help="reservations must outlast this")] = 24,
+    window_hours: Annotated[int, typer.Option(min=0, help="reservations must outlast this")] = 24,
     as_json: JsonOption = False,
 ) -> None:
-    """Read-only checks of the target account: capacity, quota, reservations, bootstrap, image,
-    leftover log groups."""
+    """Read-only checks of the target account before deploy.
+
+    Capacity, quota, reservations, bootstrap, the image, leftover log groups."""
+    from datetime import timedelta
+
+    import boto3
+
+    from pdctl import preflight
+
     settings = _settings(config, context)
     session = boto3.Session(region_name=settings.region)
-    clients = {name: session.client(name) for name in preflight.CLIENTS}
-    with console.status("Checking the account...", spinner="dots"):
+    clients = {name: session.client(name, config=_aws_config()) for name in preflight.CLIENTS}
+    with output.stderr.status("Checking the account...", spinner="dots"):
         checks = preflight.run_preflight(clients, settings, window=timedelta(hours=window_hours))
     _report(checks, as_json, f"Preflight for {settings.region}")
 
 
 @app.command("plan")
+@guarded
 def plan_command(
     model_config: Annotated[
-        str, typer.Option(help="the model's config.json, or a Hugging Face model id")
+        str,
+        typer.Option(
+            help="the model's config.json (or its folder), or a Hugging Face model id (owner/name)"
+        ),
     ],
-    input_tokens: Annotated[int, typer.Option(min=1)] = 4096,
-    output_tokens: Annotated[int, typer.Option(min=1)] = 512,
+    input_tokens: Annotated[int, typer.Option(min=1, max=10_000_000)] = 4096,
+    output_tokens: Annotated[int, typer.Option(min=1, max=10_000_000)] = 512,
     instance_type: Annotated[str | None, typer.Option(help="default: the prefill nodes'")] = None,
     tensor_parallel: Annotated[
         int | None, typer.Option(min=1, help="default: the configured TP")
@@ -103,35 +198,37 @@ def plan_command(
     context: ContextOption = [],  # noqa: B006
     as_json: JsonOption = False,
 ) -> None:
-    """KV bytes per token and per request, EFA vs TCP transfer time, memory, and a verdict."""
+    """KV-cache sizing and a verdict on disaggregation for a model.
+
+    KV bytes per token and per request, EFA vs TCP transfer time, memory (quantized weights
+    sized from the config's quantization_config); exits 1 when the model does not fit."""
+    from catalog.instances import CATALOG
+    from pdctl import kv_plan
+
     settings = _settings(config, context)
     chosen = instance_type or settings.gpu_nodes.prefill.instance_type
     if chosen not in CATALOG:
-        console.print(f"[red]--instance-type {chosen}: valid: {', '.join(CATALOG)}[/red]")
-        raise typer.Exit(2)
+        fail(f"--instance-type {chosen}: not in the catalog", f"valid: {', '.join(CATALOG)}")
     instance = CATALOG[chosen]
     configured_tp, pp = settings.replica_gpus("prefill")
     tp = tensor_parallel or configured_tp
     if tp * pp > instance.gpus:
-        console.print(
-            f"[red]TP {tp} x PP {pp} needs {tp * pp} GPUs; one {instance.name} has "
-            f"{instance.gpus}[/red]"
+        fail(
+            f"TP {tp} x PP {pp} needs {tp * pp} GPUs; one {instance.name} has {instance.gpus}",
+            "lower --tensor-parallel",
         )
-        raise typer.Exit(2)
     try:
         shape = kv_plan.model_shape(kv_plan.load_model_config(model_config))
     except OSError as error:
-        console.print(f"[red]{model_config}: cannot read it: {error}[/red]")
-        raise typer.Exit(2) from None
+        fail(f"{model_config}: cannot read it: {error}")
     except kv_plan.UnsupportedModelError as error:
-        console.print(f"[red]{model_config}: cannot size this model: {error}[/red]")
-        raise typer.Exit(2) from None
+        fail(f"{model_config}: cannot size this model: {error}")
     if shape.attention_heads % tp:
-        console.print(
-            f"[red]TP {tp} does not divide the model's {shape.attention_heads} attention heads; "
-            "vLLM refuses such a split[/red]"
+        fail(
+            f"TP {tp} does not divide the model's {shape.attention_heads} attention heads; "
+            "vLLM refuses such a split",
+            "choose a --tensor-parallel that divides them",
         )
-        raise typer.Exit(2)
     result = kv_plan.plan(
         shape,
         instance,
@@ -142,14 +239,17 @@ def plan_command(
         gpu_memory_utilization=settings.serving.prefill.gpu_memory_utilization,
     )
     if as_json:
-        print(
-            json.dumps(
-                {"instance_type": instance.name, "tensor_parallel": tp, **result.as_dict()},
-                indent=2,
-            )
-        )
-        return
-    table = Table(title=f"{model_config} on {instance.name}, TP {tp}")
+        emit_json({"instance_type": instance.name, "tensor_parallel": tp, **result.as_dict()})
+    else:
+        _print_plan(result, model_config, instance, tp, input_tokens)
+    if not result.fits:
+        raise typer.Exit(output.EXIT_CHECK_FAILED)
+
+
+def _print_plan(result: Any, model_config: str, instance: Any, tp: int, input_tokens: int) -> None:
+    from pdctl import kv_plan
+
+    table = Table(title=plain(f"{model_config} on {instance.name}, TP {tp}"))
     table.add_column("figure")
     table.add_column("value", justify="right")
     rows = [
@@ -164,17 +264,20 @@ def plan_command(
             f"{result.transfer_seconds_tcp * 1000:.1f} ms",
         ),
         ("prefill compute (estimate)", f"{result.prefill_seconds * 1000:.1f} ms"),
+        ("weight precision (quantization_config)", result.weight_precision),
         ("weights per GPU", f"{result.weights_bytes_per_gpu / 2**30:.1f} GiB"),
         ("KV budget per GPU", f"{result.kv_budget_bytes_per_gpu / 2**30:.1f} GiB"),
         ("concurrent sequences per replica", f"{result.max_concurrent_sequences:,}"),
     ]
-    for row in rows:
-        table.add_row(*row)
+    for figure, value in rows:
+        table.add_row(styled(figure), styled(value))
     console.print(table)
-    console.print(("[green]" if result.pays_off else "[yellow]") + result.verdict)
+    style = "green" if result.pays_off else "yellow" if result.fits else "red"
+    console.print(styled(result.verdict, style))
 
 
 @app.command("verify")
+@guarded
 def verify_command(
     url: Annotated[
         str | None, typer.Option(help="endpoint; default: the EndpointUrl output")
@@ -182,14 +285,23 @@ def verify_command(
     metrics_url: Annotated[
         list[str], typer.Option(help="decode metrics URLs; default: through the Kubernetes API")
     ] = [],  # noqa: B006
-    metrics_port: int = METRICS_PORT,
+    metrics_port: Annotated[
+        int | None, typer.Option(min=1, max=65535, help="default: the workers' metrics port")
+    ] = None,
     timeout: Annotated[
-        float, typer.Option(min=1, help="seconds any one network call may take")
+        float,
+        typer.Option(
+            min=0.1,
+            max=3600,
+            help="seconds any one network call may take as a whole, a streamed completion included",
+        ),
     ] = verify.DEFAULT_TIMEOUT_SECONDS,
     metrics_wait: Annotated[
         float,
         typer.Option(
-            min=0, help="seconds to wait for the decode metrics to show the completion's transfer"
+            min=0,
+            max=3600,
+            help="seconds to wait for the decode metrics to show the completion's transfer",
         ),
     ] = verify.METRICS_EXPORT_WAIT_SECONDS,
     slow_transfer_ms: Annotated[
@@ -201,18 +313,24 @@ def verify_command(
     as_json: JsonOption = False,
 ) -> None:
     """List models, stream one completion (TTFT, ITL), and prove KV moved over NIXL."""
+    from serving_manifests.names import METRICS_PORT
+
     settings = _settings(config, context)
     base = url or _stack_output(settings, "EndpointUrl")
     try:
         checks = _verify(
-            settings, base, metrics_url, metrics_port, timeout, metrics_wait, slow_transfer_ms
+            settings,
+            base,
+            metrics_url,
+            metrics_port or METRICS_PORT,
+            timeout,
+            metrics_wait,
+            slow_transfer_ms,
         )
     except verify.VerifyError as error:
-        console.print(f"[red]pdctl verify {base}: {error}[/red]")
-        raise typer.Exit(1) from None
-    except Exception as error:  # anything else an endpoint can provoke: still one line
-        console.print(f"[red]pdctl verify {base}: {type(error).__name__}: {error}[/red]")
-        raise typer.Exit(1) from None
+        fail(f"verify {base}: {error}", code=output.EXIT_CHECK_FAILED)
+    except CannotRunError as error:
+        fail(f"verify {base}: {error}", error.hint)
     _report(checks, as_json, f"Verify {base}")
 
 
@@ -225,45 +343,49 @@ def _verify(
     metrics_wait: float,
     slow_transfer_ms: float,
 ) -> list[Check]:
-    client = verify.client_for(base, timeout)
-    checks: list[Check] = []
-    models = verify.list_models(client)
-    served = settings.serving.model.id in models
-    checks.append(
-        Check(
-            f"model {settings.serving.model.id} listed",
-            served,
-            ", ".join(models) or "no model",
-            "" if served else "wait for the RayService to turn healthy",
-        )
-    )
-    if not served:
-        return checks
+    from pdctl.checks import failed, passed, undecided
+
+    model = settings.serving.model.id
+    models = verify.list_models(base, timeout)
+    if model not in models:
+        listed = ", ".join(models) or "no model"
+        return [failed(f"model {model} listed", listed, "wait for the RayService to turn healthy")]
+    checks = [passed(f"model {model} listed", ", ".join(models))]
 
     def read_metrics() -> verify.TransferEvidence:
         texts = (
             [verify.fetch_text(metrics, timeout) for metrics in metrics_url]
             if metrics_url
-            else verify.decode_metrics_from_kubernetes(
-                settings.serving.namespace, settings.serving.name, metrics_port, timeout
-            )
+            else verify.decode_metrics_from_kubernetes(settings, metrics_port, timeout)
         )
         return verify.transfer_evidence(texts)
 
-    before = read_metrics()
-    with console.status("Streaming one chat completion...", spinner="dots"):
-        timing = verify.stream_one_completion(
-            client, settings.serving.model.id, "Say hello.", deadline_seconds=4 * timeout
-        )
+    kv_name = f"KV moved from prefill to decode over NIXL/{settings.serving.kv_transfer.backend}"
+    before, unreadable = None, None
+    try:
+        before = read_metrics()
+    except (verify.EvidenceError, CannotRunError) as error:
+        unreadable = error
+    with output.stderr.status("Streaming one chat completion...", spinner="dots"):
+        timing = verify.stream_one_completion(base, model, "Say hello.", timeout)
     checks.append(
-        Check(
+        passed(
             "one streamed completion",
-            True,
             f"{timing.tokens} chunks, TTFT {timing.time_to_first_token * 1000:.0f} ms, "
-            f"mean ITL {timing.mean_itl * 1000:.1f} ms",
+            f"mean ITL {timing.mean_itl * 1000:.1f} ms, finish_reason {timing.finish_reason}",
         )
     )
-    evidence = verify.await_transfers(read_metrics, before, metrics_wait)
+    if before is not None:
+        try:
+            evidence = verify.await_transfers(read_metrics, before, metrics_wait)
+        except (verify.EvidenceError, CannotRunError) as error:
+            unreadable = error
+    if unreadable is not None:
+        hint = getattr(unreadable, "hint", "") or (
+            "point --metrics-url at the decode workers' metrics port, through a port-forward"
+        )
+        checks.append(undecided(f"{kv_name}: cannot tell", str(unreadable), hint))
+        return checks
     checks.append(
         verify.kv_verdict(evidence, settings.serving.kv_transfer.backend, slow_transfer_ms / 1000)
     )
@@ -271,6 +393,7 @@ def _verify(
 
 
 @app.command("bench")
+@guarded
 def bench_command(
     input_tokens: Annotated[int, typer.Option(min=1)] = 1024,
     output_tokens: Annotated[int, typer.Option(min=1)] = 256,
@@ -284,9 +407,12 @@ def bench_command(
     context: ContextOption = [],  # noqa: B006
     as_json: JsonOption = False,
 ) -> None:
-    """Run `vllm bench serve` from the Ray LLM image as a Job against the endpoint."""
-    from kubernetes import client, utils
-    from kubernetes import config as kube_config
+    """Benchmark the endpoint with `vllm bench serve` in a Job.
+
+    From the Ray LLM image, next to the endpoint; exits 1 unless every request completed."""
+    from pdctl import bench_job, bench_run, kube
+    from serving_manifests.image import pod_image
+    from serving_manifests.names import SERVE_PORT, endpoint_service_name
 
     settings = _settings(config, context)
     serving = settings.serving
@@ -300,57 +426,67 @@ def bench_command(
         prompts=prompts,
     )
     name = f"pdctl-bench-{int(time.time())}"
+    kube.load_kubeconfig(settings)
     manifest = bench_job.job_manifest(
         name, serving.namespace, pod_image(settings, _account(settings)), parameters
     )
-    kube_config.load_kube_config()
-    utils.create_from_dict(client.ApiClient(), manifest)
-    batch, core = client.BatchV1Api(), client.CoreV1Api()
-    deadline = time.monotonic() + timeout_minutes * 60
-    with console.status(f"Job {name}: running vllm bench serve...", spinner="dots") as status:
-        while True:
-            job = batch.read_namespaced_job_status(name, serving.namespace).status
-            if job.succeeded or job.failed:
-                break
-            if time.monotonic() > deadline:
-                console.print(f"[red]Job {name} still running after {timeout_minutes} min[/red]")
-                raise typer.Exit(1)
-            status.update(f"Job {name}: {job.active or 0} pod(s) active")
-            time.sleep(10)
-    (pod,) = core.list_namespaced_pod(serving.namespace, label_selector=f"job-name={name}").items
-    logs = core.read_namespaced_pod_log(pod.metadata.name, serving.namespace)
-    if job.failed:
-        console.print(f"[red]Job {name} failed; the end of its log:[/red]\n{logs[-3000:]}")
-        raise typer.Exit(1)
-    result = bench_job.result_from_logs(logs)
-    save.write_text(json.dumps(result, indent=2))
-    _print_bench(bench_job.summarize(result), as_json, save)
+    with output.stderr.status(f"Job {name}: running vllm bench serve...", spinner="dots") as shown:
+        outcome = bench_run.run(
+            bench_run.KubernetesBenchJobs(settings),
+            manifest,
+            deadline_seconds=timeout_minutes * 60,
+            progress=lambda text: shown.update(plain(text)),
+        )
+    if not outcome.succeeded:
+        fail(
+            f"Job {name} failed; the end of its log: {outcome.logs[-1500:]}",
+            "read the whole log with `kubectl -n "
+            f"{serving.namespace} logs job/{name}`; run pdctl verify",
+            code=output.EXIT_CHECK_FAILED,
+        )
+    try:
+        result = bench_job.result_from_logs(outcome.logs)
+        summary = bench_job.summarize(result)
+    except bench_job.BenchResultError as error:
+        fail(f"Job {name}: {error}", f"kubectl -n {serving.namespace} logs job/{name}")
+    try:
+        save.write_text(json.dumps(result, indent=2, default=str))
+    except OSError as error:
+        fail(f"--save {save}: cannot write the result ({error.strerror or error})")
+    verdict = bench_job.verdict(summary)
+    _print_bench(summary, verdict, as_json, save)
+    if not verdict.ok:
+        raise typer.Exit(output.EXIT_CHECK_FAILED)
 
 
-def _print_bench(summary: bench_job.BenchSummary, as_json: bool, saved: Path) -> None:
+def _print_bench(summary: BenchSummary, verdict: Check, as_json: bool, saved: Path) -> None:
     if as_json:
-        print(json.dumps(summary.as_dict(), indent=2))
+        emit_json({**summary.as_dict(), "check": verdict.as_dict(), "saved": str(saved)})
         return
-    table = Table(
-        title=f"vllm bench serve ({summary.completed} completed, {summary.failed} failed)"
-    )
-    table.add_column("metric")
-    for column in ("mean", "median", "p50", "p90", "p99"):
-        table.add_column(f"{column} (ms)", justify="right")
-    for metric, figures in summary.latencies_ms.items():
-        cells = [
-            f"{figures[c]:.1f}" if c in figures else ""
-            for c in ("mean", "median", "p50", "p90", "p99")
-        ]
-        table.add_row(metric.upper(), *cells)
-    console.print(table)
-    console.print(
-        f"{summary.request_throughput:.2f} requests/s, {summary.output_throughput:.0f} output "
-        f"tokens/s over {summary.duration_s:.0f} s; result saved to {saved}"
-    )
+    if summary.latencies_ms:
+        table = Table(
+            title=f"vllm bench serve ({summary.completed} completed, {summary.failed} failed)"
+        )
+        table.add_column("metric")
+        for column in ("mean", "median", "p50", "p90", "p99"):
+            table.add_column(f"{column} (ms)", justify="right")
+        for metric, figures in summary.latencies_ms.items():
+            cells = [
+                f"{figures[c]:.1f}" if c in figures else ""
+                for c in ("mean", "median", "p50", "p90", "p99")
+            ]
+            table.add_row(metric.upper(), *cells)
+        console.print(table)
+        console.print(
+            f"{summary.request_throughput:.2f} requests/s, {summary.output_throughput:.0f} output "
+            f"tokens/s over {summary.duration_s:.0f} s; result saved to {plain(saved)}"
+        )
+    if not verdict.ok:
+        output.stderr.print(styled(f"FAIL: {verdict.detail}. {verdict.fix}", "red"))
 
 
 @app.command("image")
+@guarded
 def image_command(
     registry: Annotated[
         bool, typer.Option(help="ask the region's DLC registry for the tag's digest now")
@@ -367,7 +503,11 @@ def image_command(
     as_json: JsonOption = False,
 ) -> None:
     """The pinned image, its versions, the digest the registry holds and the pods run."""
+    import boto3
     from botocore.config import Config
+
+    from pdctl import image
+    from serving_manifests.image import pod_image
 
     settings = _settings(config, context)
     ecr = (
@@ -384,67 +524,64 @@ def image_command(
     result = image.report(settings, ecr, pod_images, pod_image(settings, account), account=account)
     scan = _scan_report(settings, ecr, account) if scan_report else None
     if as_json:
-        print(json.dumps({**result.as_dict(), "scan": scan.as_dict() if scan else None}, indent=2))
+        emit_json({**result.as_dict(), "scan": scan.as_dict() if scan else None})
         return
     table = Table(title=f"Ray LLM image in {settings.region}")
     table.add_column("item")
     table.add_column("value")
-    table.add_row("tag", result.tag)
-    table.add_row("pods pull", result.uri)
-    for name, version in result.versions.items():
-        table.add_row(name, version)
-    table.add_row("pinned digest", result.pinned_digest or "none (by tag)")
-    table.add_row(
-        "registry digest now",
-        Text(result.registry_digest or f"? ({result.registry_error})"),  # AWS's text, as text
-    )
+    rows = [("tag", result.tag), ("pods pull", result.uri), *result.versions.items()]
+    rows.append(("pinned digest", result.pinned_digest or "none (by tag)"))
+    rows.append(("registry digest now", result.registry_digest or f"? ({result.registry_error})"))
     if result.pinned_in_cache is not None:
-        table.add_row("pinned build in cache", "yes" if result.pinned_in_cache else "no")
+        rows.append(("pinned build in cache", "yes" if result.pinned_in_cache else "no"))
     if from_cluster:
-        table.add_row("running digests", ", ".join(result.running_digests) or "no Ray pod found")
+        rows.append(("running digests", ", ".join(result.running_digests) or "no Ray pod found"))
+    for item, value in rows:
+        table.add_row(styled(item), styled(value))
     console.print(table)
-    console.print(result.verdict, markup=False, highlight=False)
-    console.print(f"{result.newest}. A tag on Ray 2.59 or 2.60 would need:", markup=False)
+    console.print(styled(result.verdict))
+    console.print(styled(f"{result.newest}. A tag on Ray 2.59 or 2.60 would need:"))
     for step in result.newer_ray_move:
-        console.print(f"  - {step}", markup=False, highlight=False)
+        console.print(styled(f"  - {step}"))
     if scan:
         counts = ", ".join(f"{n} {s.lower()}" for s, n in scan.counts.items()) or "none"
-        # Text from AWS is printed as text, never as rich markup.
-        console.print(
-            f"scan of {scan.repository}: {scan.status}; findings: {counts}",
-            markup=False,
-            highlight=False,
-        )
-        console.print(scan.verdict, markup=False, highlight=False)
+        console.print(styled(f"scan of {scan.repository}: {scan.status}; findings: {counts}"))
+        console.print(styled(scan.verdict))
 
 
-def _scan_report(settings: Settings, ecr: Any, account: str | None) -> scan_report.ScanSummary:
+def _scan_report(settings: Settings, ecr: Any, account: str | None) -> Any:
+    from pdctl import scan_report
+
     if not settings.serving.image_cache.enabled or ecr is None or not account:
-        console.print(
-            "[red]--scan-report reads the scan of the account's cached copy: it needs "
+        fail(
+            "--scan-report reads the scan of the account's cached copy: it needs "
             "serving.image_cache.enabled (AWS's DLC registry is another account's) and the "
-            "registry (not --no-registry)[/red]"
+            "registry (not --no-registry)"
         )
-        raise typer.Exit(2)
     return scan_report.scan_summary(ecr, settings, account)
 
 
 def _pod_image_ids(settings: Settings) -> list[str]:
-    from kubernetes import client
-    from kubernetes import config as kube_config
-    from kubernetes.client.exceptions import ApiException
-    from kubernetes.config.config_exception import ConfigException
+    from pdctl import kube
+    from pdctl.http_call import within
 
-    try:
-        kube_config.load_kube_config()
-        pods = client.CoreV1Api().list_namespaced_pod(
+    kube.load_kubeconfig(settings)
+
+    def read() -> Any:
+        from kubernetes import client
+
+        return client.CoreV1Api().list_namespaced_pod(
             settings.serving.namespace,
             label_selector=f"llm-serving/rayservice={settings.serving.name}",
             _request_timeout=30,
         )
-    except (ApiException, ConfigException, OSError) as error:
-        console.print(f"[red]reading the Ray pods failed: {type(error).__name__}: {error}[/red]")
-        raise typer.Exit(1) from None
+
+    try:
+        pods = within(60, read, "listing the Ray pods")
+    except TimeoutError as error:
+        raise CannotRunError(str(error), kube.kubeconfig_hint(settings)) from None
+    except Exception as error:
+        raise kube.describe_api_error(error, settings) from None
     return [
         status.image_id
         for pod in pods.items
@@ -454,6 +591,7 @@ def _pod_image_ids(settings: Settings) -> list[str]:
 
 
 @app.command("efa-check")
+@guarded
 def efa_check_command(
     prefill_node: Annotated[
         str | None, typer.Option(help="a prefill node by name; default: any of the group")
@@ -465,9 +603,13 @@ def efa_check_command(
     context: ContextOption = [],  # noqa: B006
     as_json: JsonOption = False,
 ) -> None:
-    """EFA devices and a ping-pong over every device pair between a prefill and a decode node,
-    from the Ray LLM image, judged against the catalog's line rate."""
+    """EFA devices and a ping-pong over every device pair between a prefill and a decode node.
+
+    From the Ray LLM image, judged against the catalog's line rate."""
+    from pdctl import efa_jobs, efa_results, efa_run, kube
+
     settings = _settings(config, context)
+    kube.load_kubeconfig(settings)
     plan = efa_jobs.plan_for(
         settings,
         f"pdctl-efa-check-{int(time.time())}",
@@ -475,65 +617,81 @@ def efa_check_command(
         _account(settings),
     )
     try:
-        with console.status(
+        with output.stderr.status(
             f"Jobs {plan.name}-*: EFA ping-pong (at most {plan.deadline_seconds} s)...",
             spinner="dots",
         ):
-            output = efa_run.run(efa_run.KubernetesJobs(), plan)
+            run_output = efa_run.run(efa_run.KubernetesJobs(), plan)
     except efa_run.EfaCheckError as error:
-        console.print(f"[red]pdctl efa-check: {error}[/red]")
-        raise typer.Exit(1) from None
+        fail(f"efa-check: {error}")
     expected = {
         role: efa_results.expectation(group.instance)
         for role, group in settings.gpu_nodes.groups().items()
     }
-    checks, sides = efa_results.evaluate(output.logs, expected, settings.gpu_nodes.efa_check)
+    checks, sides = efa_results.evaluate(run_output.logs, expected, settings.gpu_nodes.efa_check)
     if as_json:
-        print(
-            json.dumps(
-                {
-                    "nodes": output.nodes,
-                    "checks": [check.as_dict() for check in checks],
-                    "sides": {role: efa_results.as_dict(side) for role, side in sides.items()},
-                    "logs": output.logs,
-                    "cleanup_errors": output.cleanup_errors,
-                },
-                indent=2,
-            )
+        emit_json(
+            {
+                "nodes": run_output.nodes,
+                "checks": [check.as_dict() for check in checks],
+                "sides": {role: efa_results.as_dict(side) for role, side in sides.items()},
+                "logs": run_output.logs,
+                "cleanup_errors": run_output.cleanup_errors,
+            }
         )
-        if not all(check.ok for check in checks):
-            raise typer.Exit(1)
+        if exit_code(checks):
+            raise typer.Exit(exit_code(checks))
         return
-    for error in output.cleanup_errors:
-        console.print(f"[yellow]not deleted (ends by its deadline and TTL): {error}[/yellow]")
-    nodes = ", ".join(f"{role} {node}" for role, node in output.nodes.items())
+    for error in run_output.cleanup_errors:
+        output.warn(f"not deleted (ends by its deadline and TTL): {error}")
+    nodes = ", ".join(f"{role} {node}" for role, node in run_output.nodes.items())
     _report(checks, False, f"EFA between {nodes}")
 
 
+class Prices(StrEnum):
+    AUTO = "auto"
+    API = "api"
+    CATALOG = "catalog"
+
+
 @app.command("cost")
+@guarded
 def cost_command(
+    prices: Annotated[
+        Prices,
+        typer.Option(
+            help="api: the AWS Price List API (credentials); catalog: list prices from "
+            "catalog/prices.py, no account needed; auto: api with credentials, else catalog",
+        ),
+    ] = Prices.AUTO,
     config: ConfigOption = None,
     context: ContextOption = [],  # noqa: B006
     as_json: JsonOption = False,
 ) -> None:
-    """Hourly and daily on-demand cost of the configuration (AWS Price List API)."""
+    """Hourly and daily on-demand cost of the configuration.
+
+    From the AWS Price List API, or the catalog's list prices before an account exists."""
+    from pdctl import cost
+
     settings = _settings(config, context)
-    pricing = boto3.client("pricing", region_name="us-east-1")  # the API's home region
-    lines = cost.cost_lines(pricing, settings)
-    total = sum(line.per_hour for line in lines)
+    source = _price_source(prices)
+    try:
+        lines = cost.cost_lines(source, settings)
+    except cost.PriceListError as error:
+        fail(f"Price List API: {error}", "`pdctl cost --prices catalog` for list prices")
+    total, complete = cost.total_per_hour(lines)
     if as_json:
-        print(
-            json.dumps(
-                {
-                    "lines": [line.as_dict() for line in lines],
-                    "per_hour": total,
-                    "per_day": total * cost.HOURS_PER_DAY,
-                },
-                indent=2,
-            )
+        emit_json(
+            {
+                "prices": source.label,
+                "lines": [line.as_dict() for line in lines],
+                "per_hour": total,
+                "per_day": total * cost.HOURS_PER_DAY,
+                "complete": complete,
+            }
         )
         return
-    table = Table(title=f"Cost of {settings.prefix} in {settings.region} (USD)")
+    table = Table(title=f"Cost of {plain(settings.prefix)} in {settings.region} (USD)")
     for column, justify in (
         ("item", "left"),
         ("qty", "right"),
@@ -543,53 +701,106 @@ def cost_command(
     ):
         table.add_column(column, justify=justify)
     for line in lines:
+        per_hour = line.per_hour
         table.add_row(
-            line.item,
+            styled(line.item),
             str(line.quantity),
-            f"{line.per_hour:,.2f}",
-            f"{line.per_hour * cost.HOURS_PER_DAY:,.2f}",
-            line.note,
+            "?" if per_hour is None else f"{per_hour:,.2f}",
+            "?" if per_hour is None else f"{per_hour * cost.HOURS_PER_DAY:,.2f}",
+            styled(line.note),
         )
-    table.add_row("total", "", f"{total:,.2f}", f"{total * cost.HOURS_PER_DAY:,.2f}", "")
+    prefix = "" if complete else "at least "
+    table.add_row(
+        "total", "", f"{prefix}{total:,.2f}", f"{prefix}{total * cost.HOURS_PER_DAY:,.2f}", ""
+    )
     console.print(table)
+    console.print(styled(f"prices: {source.label}"))
+
+
+def _price_source(choice: Prices) -> Any:
+    from pdctl import cost
+
+    if choice == Prices.CATALOG:
+        return cost.CatalogPrices()
+    import boto3
+
+    session = boto3.Session()
+    if choice == Prices.AUTO and session.get_credentials() is None:
+        output.warn("no AWS credentials: catalog list prices (--prices api needs credentials)")
+        return cost.CatalogPrices()
+    # us-east-1: the Price List API's home region
+    return cost.ApiPrices(session.client("pricing", region_name="us-east-1", config=_aws_config()))
 
 
 def _account(settings: Settings) -> str | None:
     """The deployment's account, asked of STS only when the image cache needs it."""
     if not settings.serving.image_cache.enabled or settings.account:
         return settings.account
-    return boto3.client("sts", region_name=settings.region).get_caller_identity()["Account"]
+    import boto3
+
+    sts = boto3.client("sts", region_name=settings.region, config=_aws_config())
+    answer = _aws_answer("STS GetCallerIdentity", sts.get_caller_identity)
+    account = answer.get("Account") if isinstance(answer, dict) else None
+    if not isinstance(account, str):
+        raise CannotRunError("STS answered without an account id", CREDENTIALS_HINT)
+    return account
+
+
+def _aws_answer(what: str, call: Callable[[], Any]) -> Any:
+    """botocore itself can fail to read an answer that is not the API's (an HTML page from a
+    proxy raises KeyError inside its parser): one line naming the call."""
+    try:
+        return call()
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as error:
+        raise CannotRunError(
+            f"{what}: the answer could not be read ({type(error).__name__}: {plain(error, 200)})",
+            "check AWS_ENDPOINT_URL, proxies and the region",
+        ) from None
 
 
 def _stack_output(settings: Settings, key: str) -> str:
+    import boto3
+
     stack = settings.stack_name("serving")
-    outputs = (
-        boto3.client("cloudformation", region_name=settings.region)
-        .describe_stacks(StackName=stack)["Stacks"][0]
-        .get("Outputs", [])
+    cloudformation = boto3.client(
+        "cloudformation", region_name=settings.region, config=_aws_config()
     )
-    for output in outputs:
-        if output["OutputKey"] == key:
-            return output["OutputValue"]
-    console.print(f"[red]{stack} has no output {key}; pass --url[/red]")
-    raise typer.Exit(2)
+    answer = _aws_answer(
+        "CloudFormation DescribeStacks", lambda: cloudformation.describe_stacks(StackName=stack)
+    )
+    stacks = answer.get("Stacks") if isinstance(answer, dict) else None
+    outputs = stacks[0].get("Outputs", []) if stacks and isinstance(stacks[0], dict) else []
+    for item in outputs if isinstance(outputs, list) else []:
+        if isinstance(item, dict) and item.get("OutputKey") == key:
+            value = item.get("OutputValue")
+            if isinstance(value, str) and value:
+                return value
+    raise CannotRunError(f"{stack} has no output {key}", "pass --url")
 
 
 def main() -> Any:
-    """Every failure that reaches here is AWS or Kubernetes saying no (no credentials, no
-    kubeconfig, access denied, an endpoint out of reach): one line and exit 1, not a traceback."""
-    from botocore.exceptions import BotoCoreError, ClientError
+    """The installed `pdctl`: usage errors (typer's own) follow --json too."""
+    import sys
 
     try:
-        return app()
-    except (BotoCoreError, ClientError) as error:
-        console.print(f"[red]pdctl: AWS: {error}[/red] (credentials: AWS_PROFILE or aws sso login)")
-        raise SystemExit(1) from None
-    except Exception as error:
-        if type(error).__module__.startswith("kubernetes"):
-            console.print(f"[red]pdctl: Kubernetes: {type(error).__name__}: {error}[/red]")
-            raise SystemExit(1) from None
-        raise
+        code = app(standalone_mode=False)
+        sys.exit(code if isinstance(code, int) else 0)
+    except typer.Exit as done:
+        sys.exit(done.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        output.stderr.print("aborted")
+        sys.exit(130)
+    except typer.TyperException as error:  # typer's click: a usage error, a bad parameter
+        code = getattr(error, "exit_code", output.EXIT_CANNOT_RUN)
+        if "--json" in sys.argv[1:]:
+            message = error.format_message() if hasattr(error, "format_message") else str(error)
+            output.json_mode(True)
+            try:
+                fail(message, "pdctl COMMAND --help", code=code)
+            except typer.Exit as done:
+                sys.exit(done.exit_code)
+        error.show() if hasattr(error, "show") else output.stderr.print(plain(error))
+        sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -74,7 +74,10 @@ def cache_repository_checks(ecr: Any, settings: Settings) -> list[Check]:
     digest = settings.serving.image_digest if cache_on else None
     name = f"image cache repository {repository}"
     try:
-        ecr.describe_repositories(repositoryNames=[repository])
+        # An answer without the repository is no evidence that it exists (preflight's
+        # _answered turns the KeyError into "cannot tell").
+        if not ecr.describe_repositories(repositoryNames=[repository])["repositories"]:
+            raise KeyError("repositories")
     except ClientError as error:
         code = _code(error)
         if code != "RepositoryNotFoundException":

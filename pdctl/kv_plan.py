@@ -3,7 +3,8 @@
 KV bytes per token = 2 (K and V) x layers x KV heads x head dim x bytes per element. Grouped-query
 attention is handled through num_key_value_heads. Not handled, and refused with a clear error:
 multi-head latent attention (DeepSeek's kv_lora_rank), whose cache is a compressed latent.
-Sliding-window layers are counted at full length (an upper bound).
+Sliding-window layers are counted at full length (an upper bound). Weights are sized at the
+precision the checkpoint's quantization_config gives each kind of layer (weight_precision.py).
 """
 
 from __future__ import annotations
@@ -11,12 +12,15 @@ from __future__ import annotations
 import json
 import math
 import re
+import urllib.error
 import urllib.request
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from catalog.instances import GpuInstance
+from pdctl.http_call import within
+from pdctl.weight_precision import UNQUANTIZED, QuantizationError, WeightPrecision, weight_precision
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float8_e4m3fn": 1, "fp8": 1}
 
@@ -51,6 +55,7 @@ class ModelShape:
     experts: int
     experts_per_token: int
     dtype_bytes: int
+    precision: WeightPrecision = field(default=UNQUANTIZED)
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -78,6 +83,25 @@ class ModelShape:
         return self._parameters(self.experts)
 
     @property
+    def weight_bytes(self) -> int:
+        """All weights at the precision the checkpoint stores each kind of layer in: attention
+        and MLP (or experts) as quantized, embeddings in the model's dtype."""
+        h, q = self.hidden_size, self.attention_heads * self.head_dim
+        kv = self.kv_heads * self.head_dim
+        attention = self.layers * (h * q + 2 * h * kv + q * h)
+        mlp = self.layers * 3 * h * self.intermediate_size * max(self.experts, 1)
+        embedding = self.vocab_size * h
+        lm_head = 0 if self.tied_embeddings else self.vocab_size * h
+        size, dtype = self.precision.bytes_for, self.dtype_bytes
+        total = (
+            attention * size("attention", dtype)
+            + mlp * size("expert" if self.experts else "mlp", dtype)
+            + embedding * dtype
+            + lm_head * size("lm_head", dtype)
+        )
+        return math.ceil(total)
+
+    @property
     def active_parameters(self) -> int:
         """Weights one token passes through: what the compute costs (MoE routes to a few)."""
         return self._parameters(self.experts_per_token if self.experts else 0)
@@ -85,6 +109,12 @@ class ModelShape:
 
 # Hugging Face answers a config download in well under this; a stalled one ends here.
 DOWNLOAD_TIMEOUT_SECONDS = 20
+CONFIG_BYTES_MAX = 10_000_000
+# Hugging Face repository ids: `owner/name`, letters, digits, '-', '_', '.', at most 96 each.
+HF_MODEL_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")
+# The largest size any config key here holds in a real model is below 2**31 (vLLM keeps them in
+# int32); beyond it the estimate's floats would overflow.
+SIZE_MAX = 2**31 - 1
 REQUIRED_SIZES = (
     "num_hidden_layers",
     "num_attention_heads",
@@ -93,26 +123,66 @@ REQUIRED_SIZES = (
 )
 
 
+def is_model_id(source: str) -> bool:
+    """Only `owner/name` is a model id: what names a file (a .json name, a leading '.', '/' or
+    '~', more than one '/', a backslash) or exists here is a path, never downloaded."""
+    if Path(source).expanduser().exists():
+        return False
+    if source.startswith((".", "/", "~")) or source.endswith(".json") or "\\" in source:
+        return False
+    return HF_MODEL_ID.fullmatch(source) is not None and ".." not in source
+
+
 def load_model_config(source: str) -> dict[str, Any]:
-    """A config.json path, or a Hugging Face model id whose config.json is fetched (public
-    models; gated ones need the file downloaded with a token first). Raises OSError for what
-    cannot be read and UnsupportedModelError for what is not a model config."""
-    path = Path(source)
-    if path.is_file():
-        text = path.read_text(errors="replace")
-    elif re.fullmatch(r"[\w.-]+/[\w.-]+", source):
-        url = f"https://huggingface.co/{source}/resolve/main/config.json"
-        with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_SECONDS) as response:
-            text = response.read(1_000_000).decode(errors="replace")
+    """A config.json path (or a model folder holding one), or a Hugging Face model id whose
+    config.json is fetched (public models; gated ones need the file downloaded with a token
+    first). Raises OSError for what cannot be read and UnsupportedModelError for what is not a
+    model config."""
+    if is_model_id(source):
+        text = _download(source)
     else:
-        raise OSError(f"{source}: no such file, and not a Hugging Face model id (org/name)")
+        path = Path(source).expanduser()
+        if path.is_dir():
+            path = path / "config.json"
+        if not path.is_file():
+            raise OSError(f"{source}: no such file (a path; a Hugging Face model id is owner/name)")
+        with path.open("rb") as file:
+            data = file.read(CONFIG_BYTES_MAX + 1)
+        if len(data) > CONFIG_BYTES_MAX:
+            raise UnsupportedModelError(f"larger than {CONFIG_BYTES_MAX:,} bytes: not a config")
+        text = data.decode(errors="replace")
     try:
         config = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise UnsupportedModelError("not a model config: JSON nested too deeply") from None
     except ValueError as error:
         raise UnsupportedModelError(f"not valid JSON ({error})") from None
     if not isinstance(config, dict):
         raise UnsupportedModelError("not a model config: expected a JSON object")
     return config
+
+
+def _download(model_id: str) -> str:
+    url = f"https://huggingface.co/{model_id}/resolve/main/config.json"
+
+    def read() -> bytes:
+        with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_SECONDS) as response:
+            return response.read(CONFIG_BYTES_MAX + 1)
+
+    try:
+        data = within(DOWNLOAD_TIMEOUT_SECONDS, read, f"downloading {url}")
+    except urllib.error.HTTPError as error:
+        if error.code in (401, 403):
+            raise OSError(
+                f"{url}: HTTP {error.code}: a gated or private model; download its config.json "
+                "with your token and pass the file"
+            ) from None
+        raise OSError(f"{url}: HTTP {error.code}") from None
+    except TimeoutError as error:
+        raise OSError(str(error)) from None
+    if len(data) > CONFIG_BYTES_MAX:
+        raise UnsupportedModelError(f"{url}: larger than {CONFIG_BYTES_MAX:,} bytes")
+    return data.decode(errors="replace")
 
 
 def _no_constant(name: str) -> Any:
@@ -127,15 +197,24 @@ def _size(config: dict[str, Any], key: str, default: int | None = None) -> int:
         value = default
     if value is None:
         raise UnsupportedModelError(f"{key} is missing")
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UnsupportedModelError(f"{key} = {value!r}; expected a positive whole number")
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= SIZE_MAX:
+        raise UnsupportedModelError(
+            f"{key} = {str(value)[:40]}; expected a whole number from 1 to {SIZE_MAX}"
+        )
     return value
 
 
-def model_shape(config: dict[str, Any]) -> ModelShape:
-    config = config.get("text_config", config)  # multimodal configs nest the language model
+def model_shape(model_config: dict[str, Any]) -> ModelShape:
+    # Multimodal configs nest the language model; the quantization_config stays on top.
+    config = model_config.get("text_config", model_config)
     if not isinstance(config, dict):
         raise UnsupportedModelError("text_config is not a JSON object")
+    try:
+        precision = weight_precision(
+            model_config if "quantization_config" in model_config else config
+        )
+    except QuantizationError as error:
+        raise UnsupportedModelError(str(error)) from None
     if "kv_lora_rank" in config:
         raise UnsupportedModelError("multi-head latent attention (kv_lora_rank) is not handled")
     sizes = {key: _size(config, key) for key in REQUIRED_SIZES}
@@ -173,6 +252,7 @@ def model_shape(config: dict[str, Any]) -> ModelShape:
         experts=experts,
         experts_per_token=experts_per_token,
         dtype_bytes=DTYPE_BYTES[dtype],
+        precision=precision,
     )
 
 
@@ -188,9 +268,14 @@ class KvPlan:
     max_concurrent_sequences: int
     verdict: str
     pays_off: bool
+    weight_precision: str = "none"
+
+    @property
+    def fits(self) -> bool:
+        return self.max_concurrent_sequences >= 1
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "fits": self.fits}
 
 
 def plan(
@@ -208,7 +293,7 @@ def plan(
     transfer_efa = per_request / efa_bytes_per_second
     transfer_tcp = per_request / (TCP_SINGLE_FLOW_GBPS * 1e9 / 8)
     gpus = tensor_parallel * pipeline_parallel
-    weights_per_gpu = shape.parameters * shape.dtype_bytes // gpus
+    weights_per_gpu = shape.weight_bytes // gpus
     usable = int(instance.gpu_memory_gib * 2**30 * gpu_memory_utilization)
     kv_budget = max(usable - weights_per_gpu, 0)
     # Each pipeline stage holds its layers' KV; each rank its heads' share of it.
@@ -228,6 +313,7 @@ def plan(
         max_concurrent_sequences=sequences,
         verdict=verdict,
         pays_off=pays_off,
+        weight_precision=shape.precision.method,
     )
 
 

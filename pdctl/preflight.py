@@ -5,8 +5,10 @@ Every function takes the boto3 clients it reads, so tests drive them with botoco
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from botocore.exceptions import ClientError
 
@@ -15,8 +17,10 @@ from app_config.model import GpuNodeGroup
 from catalog.container_insights import log_group_kinds, log_group_name
 from catalog.ray_llm_image import REGISTRY_ACCOUNTS, REPOSITORY
 from catalog.regions import is_zone_id
-from pdctl.checks import Check, failed, passed
+from pdctl.checks import Check, failed, passed, undecided
 from pdctl.image_cache import cache_repository_checks
+
+T = TypeVar("T")
 
 # Service Quotas: "Running On-Demand P instances" (vCPUs). Capacity Blocks do not count against
 # it; On-Demand Capacity Reservations do (EC2 user guide, "On-Demand Instance quotas").
@@ -183,9 +187,11 @@ def admin_principals(iam: Any, settings: Settings) -> list[Check]:
         principal = path_name.rsplit("/", 1)[-1]
         try:
             if kind == "role":
-                iam.get_role(RoleName=principal)
+                answer = iam.get_role(RoleName=principal)["Role"]
             else:
-                iam.get_user(UserName=principal)
+                answer = iam.get_user(UserName=principal)["User"]
+            if not isinstance(answer, dict) or not answer.get("Arn"):
+                raise KeyError("Arn")
             checks.append(passed(f"admin principal {arn}", "exists"))
         except ClientError:
             checks.append(
@@ -202,7 +208,8 @@ def leftover_log_groups(cloudformation: Any, logs: Any, settings: Settings) -> C
     name = "Container Insights log groups free"
     stack = settings.stack_name("cluster")
     try:
-        cloudformation.describe_stacks(StackName=stack)
+        if not cloudformation.describe_stacks(StackName=stack)["Stacks"]:
+            raise KeyError("Stacks")
         return passed(name, f"{stack} exists and owns them")
     except ClientError as error:
         if "does not exist" not in _message(error):
@@ -224,11 +231,29 @@ def leftover_log_groups(cloudformation: Any, logs: Any, settings: Settings) -> C
 
 
 def _code(error: ClientError) -> str:
-    return error.response["Error"]["Code"]
+    return str(error.response.get("Error", {}).get("Code", ""))
 
 
 def _message(error: ClientError) -> str:
-    return error.response["Error"].get("Message") or _code(error)
+    return str(error.response.get("Error", {}).get("Message") or _code(error) or error)
+
+
+# What reading an answer that lacks a field, or holds another type, raises.
+_UNREADABLE = (KeyError, TypeError, ValueError, IndexError, AttributeError, RecursionError)
+
+
+def _answered(name: str, check: Callable[[], T]) -> T | Check:
+    """A check whose AWS answer lacks what it reads ends as "cannot tell" naming the gap,
+    never as a traceback and never as a pass."""
+    try:
+        return check()
+    except _UNREADABLE as error:
+        return undecided(
+            name,
+            f"AWS answered without what this check reads ({type(error).__name__}: "
+            f"{str(error)[:200]})",
+            "run preflight again; if it persists, check AWS_ENDPOINT_URL and proxies",
+        )
 
 
 def run_preflight(
@@ -240,16 +265,39 @@ def run_preflight(
     """All checks, in the order an operator fixes them."""
     now = now or datetime.now(UTC)
     ec2, zone = clients["ec2"], settings.network.gpu_availability_zone
-    checks: list[Check] = [cdk_bootstrap(clients["ssm"], settings)]
+    planned: list[tuple[str, Callable[[], Check | list[Check] | None]]] = [
+        ("CDK bootstrap", lambda: cdk_bootstrap(clients["ssm"], settings))
+    ]
     for role, group in settings.gpu_nodes.groups().items():
-        checks.append(instance_offered(ec2, role, group, zone))
-        checks.append(efa_matches_catalog(ec2, role, group))
-        found = reservation(ec2, role, group, zone, now, window)
-        if found:
-            checks.append(found)
-    checks.append(vcpu_quota(clients["service-quotas"], settings))
-    checks.append(dlc_image(clients["ecr"], settings))
-    checks.extend(cache_repository_checks(clients["ecr"], settings))
-    checks.extend(admin_principals(clients["iam"], settings))
-    checks.append(leftover_log_groups(clients["cloudformation"], clients["logs"], settings))
+        planned += [
+            (
+                f"{role}: {group.instance_type} offered in {zone}",
+                partial(instance_offered, ec2, role, group, zone),
+            ),
+            (
+                f"{role}: {group.instance_type} EFA interfaces",
+                partial(efa_matches_catalog, ec2, role, group),
+            ),
+            (
+                f"{role}: reservation {group.capacity.reservation_id}",
+                partial(reservation, ec2, role, group, zone, now, window),
+            ),
+        ]
+    planned += [
+        ("vCPU quota for P instances", lambda: vcpu_quota(clients["service-quotas"], settings)),
+        ("Ray LLM image", lambda: dlc_image(clients["ecr"], settings)),
+        ("image cache repository", lambda: cache_repository_checks(clients["ecr"], settings)),
+        ("admin principals", lambda: admin_principals(clients["iam"], settings)),
+        (
+            "Container Insights log groups free",
+            lambda: leftover_log_groups(clients["cloudformation"], clients["logs"], settings),
+        ),
+    ]
+    checks: list[Check] = []
+    for name, check in planned:
+        outcome = _answered(name, check)
+        if isinstance(outcome, list):
+            checks.extend(outcome)
+        elif outcome is not None:
+            checks.append(outcome)
     return checks

@@ -2,34 +2,55 @@
 decode through NIXL? Evidence from the decode workers' Prometheus metrics:
 vllm:nixl_xfer_time_seconds_count > 0 and vllm:nixl_num_failed_transfers == 0. EFA's RDMA write
 counters stay at zero by design with the pull connector, so they prove nothing.
+
+The rule for every "yes": positive, finite, complete evidence. A stream counts only when it
+ended as the OpenAI protocol ends one (a finish_reason of stop or length, then `data: [DONE]`);
+a metric counts only when each of its samples is a finite, non-negative number, and a transfer
+only when both the count and the time sum grew by finite, positive amounts during the check.
+Anything else is "no" (the endpoint answered wrongly) or "cannot tell" (the evidence cannot
+decide), never "yes".
 """
 
 from __future__ import annotations
 
 import itertools
+import json
+import math
 import statistics
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-
-import openai
-from openai import OpenAI
-from prometheus_client.parser import text_string_to_metric_families
+from typing import Any
 
 from catalog.metrics import NIXL_FAILED_TRANSFERS, NIXL_TRANSFER_TIME
-from pdctl.checks import Check, failed, passed
+from pdctl.checks import Check, failed, passed, undecided
+from pdctl.http_call import (
+    Deadline,
+    DeadlineExceededError,
+    HttpCallError,
+    UnreachableError,
+    iter_chunks,
+    open_response,
+    read_body,
+    within,
+)
+from pdctl.output import CannotRunError, plain
 
 # vLLM's names without the "vllm:" or "ray_vllm_" in front (catalog/metrics.py has the names
 # Ray exports); all spellings count, for a metrics URL that is not a Ray pod's.
 TRANSFERS = NIXL_TRANSFER_TIME.name.removeprefix("ray_vllm_") + "_count"
 TRANSFER_SECONDS = NIXL_TRANSFER_TIME.name.removeprefix("ray_vllm_") + "_sum"
 FAILED_TRANSFERS = NIXL_FAILED_TRANSFERS.name.removeprefix("ray_vllm_")
-# Every network call is bounded: the openai client's defaults (10 minutes, two retries) let a
-# hung endpoint hold the check for half an hour.
+# Every network call is bounded as a whole (pdctl/http_call.py), streaming included.
 DEFAULT_TIMEOUT_SECONDS = 30.0
 METRICS_BYTES_MAX = 20_000_000
+MODELS_BYTES_MAX = 5_000_000
+STREAM_BYTES_MAX = 5_000_000
+SSE_LINE_BYTES_MAX = 1_000_000
+MAX_TOKENS = 64
+# The OpenAI protocol's finish reasons of a completion that ended by itself; vLLM 0.26 also
+# sends "abort" and "error" (vllm/entrypoints/openai/protocol.py), which are failures.
+COMPLETE_FINISH_REASONS = ("stop", "length")
 # Ray exports a worker's metrics to its node's metrics port every metrics_report_interval_ms
 # (10 s by default; ray/_private/telemetry/open_telemetry_metric_recorder.py): the completion's
 # own transfer shows there up to one interval after the stream ended, plus the agent's export.
@@ -41,41 +62,75 @@ METRICS_EXPORT_WAIT_SECONDS = 25.0
 SLOW_TRANSFER_SECONDS = 0.1
 
 
-# What a misbehaving endpoint can raise through the openai client: its own errors, and a
-# transport or decoding error it lets through mid-stream (a reset, a truncated body, JSON that is
-# not a completion).
-_ENDPOINT_ERRORS = (openai.OpenAIError, OSError, ValueError, TypeError, AttributeError, KeyError)
-
-
 class VerifyError(Exception):
-    """Something the endpoint or a metrics URL did that ends the check, in one line."""
+    """The endpoint answered, wrongly: the check failed (one line)."""
 
 
-def client_for(base_url: str, timeout: float) -> OpenAI:
-    return OpenAI(
-        base_url=f"{base_url.rstrip('/')}/v1",
-        api_key="unused",
-        timeout=openai.Timeout(timeout, connect=min(timeout, 5.0)),
-        max_retries=0,
-    )
+class EvidenceError(Exception):
+    """Metrics that cannot decide: missing, malformed, not finite, or negative."""
 
 
-def list_models(client: OpenAI) -> list[str]:
+def _call(
+    method: str, url: str, deadline: Deadline, what: str, body: bytes | None = None
+) -> tuple[int, str, bytes]:
+    """Status, content type and the whole body of one bounded call."""
+    headers = {"Content-Type": "application/json"} if body else {}
     try:
-        return [model.id for model in client.models.list()]
-    except _ENDPOINT_ERRORS as error:
-        raise VerifyError(f"listing models failed: {_describe(error)}") from None
+        with open_response(method, url, deadline, body, headers) as response:
+            data = read_body(response, deadline, what, MODELS_BYTES_MAX)
+            return response.status, response.getheader("Content-Type", ""), data
+    except UnreachableError as error:
+        raise CannotRunError(str(error), "check --url (a port-forward, or the VPC)") from None
+    except DeadlineExceededError as error:
+        raise VerifyError(str(error)) from None
+    except HttpCallError as error:
+        raise VerifyError(f"{what} failed: {error}") from None
 
 
-def _describe(error: BaseException) -> str:
-    if isinstance(error, openai.APITimeoutError):
-        return "no answer within the timeout"
-    if isinstance(error, openai.APIStatusError):
-        return f"HTTP {error.status_code}: {str(error.message)[:200]}"
-    if isinstance(error, openai.APIConnectionError):
-        cause = error.__cause__ or error
-        return f"connection failed ({type(cause).__name__}: {str(cause)[:200]})"
-    return f"{type(error).__name__}: {str(error)[:200]}"
+def parse_json(data: bytes | str, what: str) -> Any:
+    """JSON from a server, or a VerifyError naming what it was meant to be. json accepts NaN
+    and Infinity, which no answer here can hold, and recurses into deep nesting."""
+    try:
+        return json.loads(data, parse_constant=_no_constant)
+    except RecursionError:
+        raise VerifyError(f"{what}: JSON nested too deeply") from None
+    except (ValueError, UnicodeDecodeError) as error:
+        raise VerifyError(f"{what}: not JSON ({plain(error, 120)})") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _http_failure(what: str, status: int, content_type: str, data: bytes) -> VerifyError:
+    message = data[:300].decode(errors="replace")
+    try:
+        error = json.loads(data[:100_000]).get("error")
+        message = error.get("message", message) if isinstance(error, dict) else error or message
+    except (ValueError, AttributeError, RecursionError):
+        pass  # not the JSON error shape: the raw start of the body says it best
+    return VerifyError(f"{what} failed: HTTP {status} ({content_type}): {plain(message, 200)}")
+
+
+def list_models(base_url: str, timeout: float) -> list[str]:
+    what = "listing models"
+    status, content_type, data = _call(
+        "GET", f"{_base(base_url)}/v1/models", Deadline(timeout), what
+    )
+    if status != 200:
+        raise _http_failure(what, status, content_type, data)
+    answer = parse_json(data, f"{what}: the answer ({content_type or 'no content type'})")
+    listed = answer.get("data") if isinstance(answer, dict) else None
+    if not isinstance(listed, list):
+        raise VerifyError(f"{what}: the answer has no 'data' list of models")
+    ids = [item.get("id") for item in listed if isinstance(item, dict)]
+    if len(ids) != len(listed) or not all(isinstance(i, str) for i in ids):
+        raise VerifyError(f"{what}: a listed model has no string 'id'")
+    return ids
+
+
+def _base(url: str) -> str:
+    return url.rstrip("/").removesuffix("/v1")
 
 
 @dataclass(frozen=True)
@@ -83,43 +138,124 @@ class StreamTiming:
     time_to_first_token: float
     inter_token_latencies: list[float]
     tokens: int
+    finish_reason: str
 
     @property
     def mean_itl(self) -> float:
         return statistics.fmean(self.inter_token_latencies) if self.inter_token_latencies else 0.0
 
 
+def sse_data(chunks: Iterable[bytes]) -> Iterator[str]:
+    """The `data` of each server-sent event (WHATWG HTML, "Parsing an event stream"): lines end
+    in CR, LF or CRLF; a line starting with ':' is a comment (keep-alives); `data:` lines of one
+    event join with LF; a blank line dispatches the event; an event left without its blank line
+    when the stream ends is discarded."""
+    buffer, data, pending_cr = b"", [], False
+    for chunk in chunks:
+        if pending_cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]  # the LF of a CRLF split across chunks
+        buffer += chunk
+        pending_cr = buffer.endswith(b"\r")
+        lines = buffer.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+        buffer = lines.pop()
+        if len(buffer) > SSE_LINE_BYTES_MAX:
+            raise VerifyError(f"the stream sent a line longer than {SSE_LINE_BYTES_MAX:,} bytes")
+        for raw in lines:
+            line = raw.decode(errors="replace")
+            if not line:
+                if any(data):  # an event whose data is empty carries nothing to read
+                    yield "\n".join(data)
+                data = []
+            elif line.startswith(":"):
+                continue
+            else:
+                field, _, value = line.partition(":")
+                if field == "data":
+                    data.append(value.removeprefix(" "))
+
+
+def _choice_text(choice: Any) -> tuple[str, str | None]:
+    """The text a stream choice carries (answer or reasoning) and its finish_reason."""
+    if not isinstance(choice, dict):
+        raise VerifyError("the stream sent a choice that is not an object")
+    delta = choice.get("delta") or {}
+    reason = choice.get("finish_reason")
+    if not isinstance(delta, dict) or not (reason is None or isinstance(reason, str)):
+        raise VerifyError("the stream sent a choice whose delta or finish_reason is malformed")
+    texts = [delta.get(key) for key in ("content", "reasoning_content", "reasoning")]
+    if not all(text is None or isinstance(text, str) for text in texts):
+        raise VerifyError("the stream sent content that is not text")
+    return "".join(text for text in texts if text), reason
+
+
 def stream_one_completion(
-    client: OpenAI,
+    base_url: str,
     model: str,
     prompt: str,
+    timeout: float = DEFAULT_TIMEOUT_SECONDS,
     clock: Callable[[], float] = time.perf_counter,
-    deadline_seconds: float = 4 * DEFAULT_TIMEOUT_SECONDS,
 ) -> StreamTiming:
-    """Raises VerifyError for anything but a well-formed stream that ends in time."""
+    """One streamed chat completion, whole within `timeout`; raises VerifyError for anything
+    but a well-formed stream that ended as the protocol ends one."""
+    what = "the streamed completion"
+    deadline = Deadline(timeout)
+    request = {
+        "model": model,
+        "messages": [{"role": "user", "content": prompt}],
+        "stream": True,
+        "max_tokens": MAX_TOKENS,
+    }
     start = clock()
-    arrivals = []
+    arrivals: list[float] = []
+    finish, done = None, False
+    url = f"{_base(base_url)}/v1/chat/completions"
     try:
-        stream = client.chat.completions.create(
-            model=model,
-            messages=[{"role": "user", "content": prompt}],
-            stream=True,
-            max_tokens=64,
+        with open_response(
+            "POST",
+            url,
+            deadline,
+            json.dumps(request).encode(),
+            {"Content-Type": "application/json", "Accept": "text/event-stream"},
+        ) as response:
+            if response.status != 200:
+                data = read_body(response, deadline, what, MODELS_BYTES_MAX)
+                raise _http_failure(what, response.status, response.getheader("Content-Type"), data)
+            for data in sse_data(iter_chunks(response, deadline, what, STREAM_BYTES_MAX)):
+                if data == "[DONE]":
+                    done = True
+                    break
+                event = parse_json(data, f"{what}: an event")
+                if not isinstance(event, dict):
+                    raise VerifyError(f"{what}: an event that is not a JSON object")
+                if "error" in event:
+                    raise VerifyError(f"{what}: the endpoint reported {plain(event['error'], 200)}")
+                choices = event.get("choices")
+                if not isinstance(choices, list):
+                    raise VerifyError(f"{what}: an event without a 'choices' list")
+                for choice in choices:
+                    text, reason = _choice_text(choice)
+                    if text:
+                        arrivals.append(clock())
+                    finish = reason or finish
+    except UnreachableError as error:
+        raise CannotRunError(str(error), "check --url (a port-forward, or the VPC)") from None
+    except DeadlineExceededError as error:
+        raise VerifyError(str(error)) from None
+    except HttpCallError as error:
+        raise VerifyError(f"{what} failed: {error}") from None
+    if finish is None:
+        raise VerifyError(
+            f"{what} was cut short: {len(arrivals)} chunks and no finish_reason"
+            + (" before [DONE]" if done else ", no [DONE]")
         )
-        for chunk in stream:
-            if clock() - start > deadline_seconds:
-                stream.close()
-                raise VerifyError(f"the stream did not finish within {deadline_seconds:.0f} s")
-            if chunk.choices and chunk.choices[0].delta.content:
-                arrivals.append(clock())
-    except VerifyError:
-        raise
-    except _ENDPOINT_ERRORS as error:
-        raise VerifyError(f"the streamed completion failed: {_describe(error)}") from None
+    if finish not in COMPLETE_FINISH_REASONS:
+        raise VerifyError(f"{what} ended with finish_reason {plain(finish, 40)!r}")
+    if not done:
+        raise VerifyError(f"{what} ended without [DONE] after finish_reason {finish!r}")
     if not arrivals:
-        raise VerifyError("the endpoint streamed no tokens")
+        raise VerifyError(f"{what}: the endpoint streamed no tokens")
     gaps = [later - earlier for earlier, later in itertools.pairwise(arrivals)]
-    return StreamTiming(arrivals[0] - start, gaps, len(arrivals))
+    return StreamTiming(arrivals[0] - start, gaps, len(arrivals), finish)
 
 
 @dataclass(frozen=True)
@@ -143,20 +279,26 @@ class TransferEvidence:
 def _metric_total(texts: Iterable[str], suffix: str) -> tuple[float, bool]:
     """Sum of a metric over every label set and endpoint, and whether it appeared at all. A
     counter may be exported with and without the _total suffix; the larger sum is the counter
-    (they never both count)."""
-    plain, totals, seen = 0.0, 0.0, False
+    (they never both count). Every sample must be a finite, non-negative number: counters and
+    histogram counts and sums of durations are nothing else."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    plain_sum, totals, seen = 0.0, 0.0, False
     wanted = {f"vllm:{suffix}", f"vllm_{suffix}"}
     for text in texts:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
                 name = sample.name.removeprefix("ray_")
+                if name not in wanted and name.removesuffix("_total") not in wanted:
+                    continue
+                if not math.isfinite(sample.value) or sample.value < 0:
+                    raise EvidenceError(f"{sample.name} = {sample.value}: not a count")
+                seen = True
                 if name in wanted:
-                    plain += sample.value
-                    seen = True
-                elif name.removesuffix("_total") in wanted:
+                    plain_sum += sample.value
+                else:
                     totals += sample.value
-                    seen = True
-    return max(plain, totals), seen
+    return max(plain_sum, totals), seen
 
 
 def transfer_evidence(metrics_texts: list[str]) -> TransferEvidence:
@@ -164,8 +306,10 @@ def transfer_evidence(metrics_texts: list[str]) -> TransferEvidence:
         transfers, seen = _metric_total(metrics_texts, TRANSFERS)
         failures, _ = _metric_total(metrics_texts, FAILED_TRANSFERS)
         seconds, _ = _metric_total(metrics_texts, TRANSFER_SECONDS)
-    except (ValueError, TypeError, IndexError) as error:
-        raise VerifyError(f"the metrics are not Prometheus text ({error})") from None
+    except EvidenceError:
+        raise
+    except Exception as error:  # the parser's errors are ValueError, and more on odd input
+        raise EvidenceError(f"the metrics are not Prometheus text ({plain(error, 200)})") from None
     return TransferEvidence(
         transfers, failures, len(metrics_texts), seen=seen, transfer_seconds=seconds
     )
@@ -178,6 +322,7 @@ def transfers_during(before: TransferEvidence, after: TransferEvidence) -> Trans
     reset = (
         after.transfers < before.transfers
         or after.failed_transfers < before.failed_transfers
+        or after.transfer_seconds < before.transfer_seconds
         or after.sources != before.sources
     )
     return TransferEvidence(
@@ -216,32 +361,49 @@ SLOW_TRANSFER_HINT = (
 )
 
 
+def _whole(value: float) -> bool:
+    return math.isfinite(value) and value >= 0 and value == int(value)
+
+
 def kv_verdict(
     evidence: TransferEvidence, backend: str, slow_seconds: float = SLOW_TRANSFER_SECONDS
 ) -> Check:
-    """Yes only on evidence: transfers counted by decode during this check and none failed.
-    Data that cannot tell (no decode metrics, a restart in between) is a failure to verify,
-    never a yes and never a no."""
+    """Yes only on evidence: transfers counted by decode during this check, taking time, and
+    none failed. Data that cannot tell (no decode metrics, a restart in between, a count that
+    is not a whole number, time that did not grow with the count) is a failure to verify, never
+    a yes and never a no."""
     name = f"KV moved from prefill to decode over NIXL/{backend}"
-    detail = (
-        f"{evidence.transfers:.0f} NIXL transfers, {evidence.failed_transfers:.0f} failed during "
-        f"the streamed completion, on {evidence.sources} decode metrics endpoint(s); mean "
-        f"transfer {evidence.mean_transfer_seconds * 1000:.1f} ms"
-    )
     if evidence.sources == 0 or not evidence.seen:
-        return failed(
+        return undecided(
             f"{name}: cannot tell",
             f"no NIXL metrics on {evidence.sources} endpoint(s)",
             "point --metrics-url at the decode workers' metrics port (8080); a decode worker "
             "exports NIXL transfer times from its first hand-off on",
         )
     if evidence.reset:
-        return failed(
+        return undecided(
             f"{name}: cannot tell",
             "a counter went down or an endpoint came or went during the check: a decode worker "
             "restarted",
             "run pdctl verify again once the decode workers are steady",
         )
+    counts = (evidence.transfers, evidence.failed_transfers)
+    timing_broken = evidence.transfers > 0 and not (
+        math.isfinite(evidence.transfer_seconds) and evidence.transfer_seconds > 0
+    )
+    if not all(_whole(count) for count in counts) or timing_broken:
+        return undecided(
+            f"{name}: cannot tell",
+            f"the counters moved by {evidence.transfers:g} transfers, "
+            f"{evidence.failed_transfers:g} failures and {evidence.transfer_seconds:g} s: not "
+            "whole counts with a positive transfer time",
+            "these are not a decode worker's vLLM NIXL metrics; check --metrics-url",
+        )
+    detail = (
+        f"{evidence.transfers:.0f} NIXL transfers, {evidence.failed_transfers:.0f} failed during "
+        f"the streamed completion, on {evidence.sources} decode metrics endpoint(s); mean "
+        f"transfer {evidence.mean_transfer_seconds * 1000:.1f} ms"
+    )
     if evidence.transfers > 0 and evidence.failed_transfers == 0:
         if evidence.mean_transfer_seconds > slow_seconds:
             return failed(
@@ -254,31 +416,39 @@ def kv_verdict(
         f"{name}: no",
         detail,
         "check the decode logs for 'Backend LIBFABRIC was instantiated' and kv_transfer_config "
-        f"on both sides; without transfers decode recomputes the prompt; {SLOW_TRANSFER_HINT}",
+        "on both sides (a decode replica crash-looping with nixlNotFoundError NIXL_ERR_NOT_FOUND "
+        f"is a node whose EFA NIXL cannot open); without transfers decode recomputes the prompt; "
+        f"{SLOW_TRANSFER_HINT}",
     )
 
 
 def fetch_text(url: str, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> str:
     """One metrics endpoint reached directly (a port-forward, or a test server)."""
-    if not url.startswith(("http://", "https://")):
-        raise VerifyError(f"metrics {url}: not an http(s) URL")
+    what = f"metrics {url}"
+    deadline = Deadline(timeout)
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as response:
-            return response.read(METRICS_BYTES_MAX).decode(errors="replace")
-    except (urllib.error.URLError, OSError, ValueError) as error:
-        raise VerifyError(f"metrics {url}: {type(error).__name__}: {error}") from None
+        with open_response("GET", url, deadline) as response:
+            data = read_body(response, deadline, what, METRICS_BYTES_MAX)
+            status = response.status
+    except HttpCallError as error:
+        raise EvidenceError(str(error)) from None
+    if status != 200:
+        raise EvidenceError(f"{what}: HTTP {status}")
+    return data.decode(errors="replace")
 
 
 def decode_metrics_from_kubernetes(
-    namespace: str, rayservice: str, port: int, timeout: float = DEFAULT_TIMEOUT_SECONDS
+    settings: Any, port: int, timeout: float = DEFAULT_TIMEOUT_SECONDS
 ) -> list[str]:
     """Prometheus text of every decode worker pod, through the API server's pod proxy."""
-    from kubernetes import client, config
-    from kubernetes.client.exceptions import ApiException
-    from kubernetes.config.config_exception import ConfigException
+    from pdctl import kube
 
-    try:
-        config.load_kube_config()
+    kube.load_kubeconfig(settings)
+    namespace, rayservice = settings.serving.namespace, settings.serving.name
+
+    def read() -> list[str]:
+        from kubernetes import client
+
         core = client.CoreV1Api()
         pods = core.list_namespaced_pod(
             namespace,
@@ -292,8 +462,16 @@ def decode_metrics_from_kubernetes(
             for pod in pods
             if pod.status.phase == "Running"
         ]
-    except (ApiException, ConfigException, OSError) as error:
-        raise VerifyError(
-            f"reading decode metrics through the Kubernetes API failed ({type(error).__name__}: "
-            f"{str(error)[:200]}); pass --metrics-url with a port-forward instead"
+
+    try:
+        texts = within(timeout, read, "reading decode metrics through the Kubernetes API")
+    except TimeoutError as error:
+        raise CannotRunError(str(error), "pass --metrics-url with a port-forward instead") from None
+    except Exception as error:
+        reason = kube.describe_api_error(error, settings)
+        raise CannotRunError(
+            str(reason), reason.hint or "pass --metrics-url with a port-forward instead"
         ) from None
+    if not all(isinstance(text, str) for text in texts):
+        raise EvidenceError("the pod proxy answered something that is not metrics text")
+    return texts

@@ -10,9 +10,11 @@ from pdctl.bench_job import (
     RESULT_BEGIN,
     RESULT_END,
     BenchParameters,
+    BenchResultError,
     job_manifest,
     result_from_logs,
     summarize,
+    verdict,
 )
 
 # The keys vllm's benchmarks/serve.py writes with --save-result (vLLM 0.26), trimmed lists.
@@ -105,3 +107,70 @@ def test_job_runs_vllm_bench_serve_with_the_parameters_on_system_nodes() -> None
         assert f"{flag} {value}".strip() in script
     assert job["spec"]["template"]["spec"]["restartPolicy"] == "Never"
     assert job["spec"]["backoffLimit"] == 0
+
+
+# What a run over a dead endpoint writes: vLLM's means over no request are NaN (json.dump's
+# spelling), its throughputs 0.
+NOTHING_COMPLETED = {
+    **SAVED_RESULT,
+    "completed": 0,
+    "request_throughput": 0.0,
+    "output_throughput": 0.0,
+    **{key: float("nan") for key in SAVED_RESULT if key.endswith("_ms")},
+}
+
+
+@pytest.mark.parametrize(
+    ("changes", "fragment"),
+    [
+        ({"completed": "198"}, "not a count"),
+        ({"completed": -1}, "not a count"),
+        ({"completed": True}, "not a count"),
+        ({"completed": 201}, "201 completed of 200"),
+        ({"num_prompts": None}, "not a count"),
+        ({"duration": float("nan")}, "not a measurement"),
+        ({"duration": "61.5"}, "not a number"),
+        ({"request_throughput": float("inf")}, "not a measurement"),
+        ({"mean_ttft_ms": float("nan")}, "not a measurement"),
+        ({"p99_itl_ms": -3.0}, "not a measurement"),
+    ],
+)
+def test_results_that_are_not_measurements_are_refused(changes, fragment) -> None:
+    with pytest.raises(BenchResultError, match=fragment):
+        summarize({**SAVED_RESULT, **changes})
+
+
+def test_a_run_where_nothing_completed_fails_and_a_run_that_lost_requests_fails() -> None:
+    nothing = summarize(NOTHING_COMPLETED)
+    assert (nothing.completed, nothing.latencies_ms) == (0, {})
+    assert not verdict(nothing).ok
+    assert "0 of 200" in verdict(nothing).detail
+    assert not verdict(summarize(SAVED_RESULT)).ok  # 2 of 200 failed
+    assert verdict(summarize({**SAVED_RESULT, "completed": 200})).ok
+
+
+@pytest.mark.parametrize(
+    "logs",
+    [
+        "",
+        f"{RESULT_BEGIN}\n{{not json\n{RESULT_END}",
+        f"{RESULT_BEGIN}\n[1, 2]\n{RESULT_END}",
+        f"{RESULT_BEGIN}\n{'[' * 100_000}\n{RESULT_END}",
+        f"{RESULT_BEGIN}\n{{}}\n",  # cut before the end marker
+    ],
+    ids=["empty", "broken", "array", "deep", "cut"],
+)
+def test_logs_without_a_readable_result_are_one_error(logs: str) -> None:
+    with pytest.raises(BenchResultError):
+        result_from_logs(logs)
+
+
+def test_the_last_result_in_the_logs_counts() -> None:
+    """The markers can appear twice in a log (a retried container writes both); the last
+    run's result is the one that ended."""
+    first = {**SAVED_RESULT, "completed": 1}
+    logs = (
+        f"{RESULT_BEGIN}\n{json.dumps(first)}\n{RESULT_END}\n"
+        f"{RESULT_BEGIN}\n{json.dumps(SAVED_RESULT)}\n{RESULT_END}\n"
+    )
+    assert result_from_logs(logs)["completed"] == SAVED_RESULT["completed"]

@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import json
+import re
 
 import boto3
 import pytest
 from botocore.stub import ANY, Stubber
 
 from app_config import load_settings
+from catalog.prices import INSTANCE_HOURLY_USD
 from catalog.vpc_endpoints import INTERFACE_ENDPOINT_SERVICES
-from pdctl.cost import HOURS_PER_DAY, cost_lines
+from pdctl.cost import (
+    HOURS_PER_DAY,
+    ApiPrices,
+    CatalogPrices,
+    PriceListError,
+    cost_lines,
+    total_per_hour,
+)
 from tests.configurations import context_for
 
 
@@ -50,7 +59,7 @@ def test_cost_adds_nodes_control_plane_nat_and_endpoints(pricing) -> None:
             {"ServiceCode": ANY, "Filters": ANY, "MaxResults": 10},
         )
     with stubber:
-        lines = {line.item.split(" (")[0]: line for line in cost_lines(client, settings)}
+        lines = {line.item.split(" (")[0]: line for line in cost_lines(ApiPrices(client), settings)}
     gpu = settings.gpu_nodes
     assert lines["prefill nodes"].per_hour == pytest.approx(
         55.04 * gpu.prefill.scaling.desired_size
@@ -70,7 +79,7 @@ def test_reserved_capacity_is_marked_as_billed_elsewhere(pricing) -> None:
     for _ in range(6):
         stubber.add_response("get_products", {"PriceList": [_product("1.0")]})
     with stubber:
-        lines = cost_lines(client, settings)
+        lines = cost_lines(ApiPrices(client), settings)
     assert "capacity_block" in lines[0].note
     assert "capacity_reservation" in lines[1].note
 
@@ -78,5 +87,43 @@ def test_reserved_capacity_is_marked_as_billed_elsewhere(pricing) -> None:
 def test_an_ambiguous_price_is_an_error_not_a_guess(pricing) -> None:
     client, stubber = pricing
     stubber.add_response("get_products", {"PriceList": [_product("1.0"), _product("2.0")]})
-    with stubber, pytest.raises(LookupError, match="expected one on-demand price"):
-        cost_lines(client, load_settings(context_for("default")))
+    with stubber, pytest.raises(PriceListError, match="expected one on-demand price"):
+        cost_lines(ApiPrices(client), load_settings(context_for("default")))
+
+
+@pytest.mark.parametrize(
+    ("price_list", "fragment"),
+    [
+        ([_product("NaN")], "not a USD amount"),
+        ([_product("-1.0")], "not a USD amount"),
+        ([_product("free")], "not a USD amount"),
+        (["{not json"], "not JSON"),
+        (["[" * 100_000], "not JSON"),
+        ([json.dumps({"terms": {}})], "terms.OnDemand"),
+        ([json.dumps({"terms": {"OnDemand": {"T": {"priceDimensions": []}}}})], "priceDimensions"),
+        ([], "found []"),
+    ],
+    ids=["nan", "negative", "word", "broken", "deep", "no-on-demand", "dimensions-list", "none"],
+)
+def test_price_list_answers_are_read_defensively(pricing, price_list, fragment) -> None:
+    client, stubber = pricing
+    stubber.add_response("get_products", {"PriceList": price_list})
+    with stubber, pytest.raises(PriceListError, match=re.escape(fragment)):
+        cost_lines(ApiPrices(client), load_settings(context_for("default")))
+
+
+def test_catalog_prices_mark_what_they_cannot_price() -> None:
+    settings = load_settings(
+        context_for("default", **{"gpu_nodes.decode.instance_type": "p5en.48xlarge"})
+    )
+    lines = cost_lines(CatalogPrices(), settings)
+    decode = next(line for line in lines if line.item.startswith("decode"))
+    assert decode.per_hour is None
+    assert "no catalog price" in decode.note
+    total, complete = total_per_hour(lines)
+    assert not complete
+    assert total == pytest.approx(sum(line.per_hour for line in lines if line.per_hour))
+    prefill = next(line for line in lines if line.item.startswith("prefill"))
+    assert (
+        prefill.unit_price_per_hour == INSTANCE_HOURLY_USD[settings.gpu_nodes.prefill.instance_type]
+    )

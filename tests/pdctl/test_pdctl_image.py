@@ -472,7 +472,6 @@ def test_an_unreadable_lifecycle_policy_counts_as_one_that_may_remove_the_build(
 
 def test_scan_report_prints_aws_text_as_text(monkeypatch) -> None:
     """A description from AWS with rich markup in it reaches the terminal literally."""
-    import pdctl.cli as cli
 
     client = boto3.Session(
         aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-west-2"
@@ -490,7 +489,7 @@ def test_scan_report_prints_aws_text_as_text(monkeypatch) -> None:
         },
     )
     stubber.activate()
-    monkeypatch.setattr(cli.boto3, "client", lambda *_, **__: client)
+    monkeypatch.setattr(boto3, "client", lambda *_, **__: client)  # cli imports boto3 lazily
     result = CliRunner().invoke(
         app,
         [

@@ -288,3 +288,23 @@ def test_log_groups_of_a_deployed_cluster_stack_are_its_own() -> None:
         logs.assert_no_pending_responses()
     assert check.ok
     assert stack in check.detail
+
+
+class _AnswersWithoutFields:
+    """A client of any AWS service whose every answer is an empty object: what an endpoint
+    override, a proxy or a changed API can hand back."""
+
+    def __getattr__(self, operation: str):
+        return lambda *args, **kwargs: {}
+
+
+@pytest.mark.parametrize("configuration", ["default", CONFIGURATION])
+def test_answers_without_the_fields_a_check_reads_never_pass(configuration: str) -> None:
+    settings = load_settings(context_for(configuration))
+    clients = {name: _AnswersWithoutFields() for name in CLIENTS}
+    checks = run_preflight(clients, settings, now=NOW)
+    assert checks
+    assert not any(check.ok for check in checks), [c.name for c in checks if c.ok]
+    undecided = [check for check in checks if check.inconclusive]
+    assert undecided
+    assert all("AWS answered without what this check reads" in c.detail for c in undecided)

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from app_config import load_settings
 from pdctl.cli import app
 from tests.configurations import context_for
+from tests.pdctl.openai_stream import DONE, chunk, sse_event
 
 MODEL = load_settings(context_for("default")).serving.model.id
 
@@ -79,17 +80,9 @@ class FakeServe(BaseHTTPRequestHandler):
         self.rfile.read(int(self.headers["Content-Length"]))
         type(self).requests += 1
         type(self).reads_since_request = 0
-        events = []
-        for word in ("Hello", " there", "!"):
-            chunk = {
-                "id": "c1",
-                "object": "chat.completion.chunk",
-                "created": 0,
-                "model": MODEL,
-                "choices": [{"index": 0, "delta": {"content": word}, "finish_reason": None}],
-            }
-            events.append(f"data: {json.dumps(chunk)}\n\n")
-        events.append("data: [DONE]\n\n")
+        events = [sse_event(chunk(MODEL, role="assistant", content=""))]
+        events += [sse_event(chunk(MODEL, content=word)) for word in ("Hello", " there", "!")]
+        events += [sse_event(chunk(MODEL, content="", finish_reason="stop")), DONE]
         self._send("".join(events).encode(), "text/event-stream")
 
 
@@ -181,3 +174,29 @@ def test_slow_transfers_point_at_pdctl_efa_check(serve) -> None:
     assert checks[-1]["name"].endswith("yes, but slowly")
     assert "mean transfer 1500.0 ms" in checks[-1]["detail"]
     assert "pdctl efa-check" in checks[-1]["fix"]
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_server_sent_events_follow_the_whatwg_parsing_rules(newline: str) -> None:
+    """WHATWG HTML, "Parsing an event stream": any of the three line ends; comments skipped;
+    one optional space after the colon; data lines of one event joined by LF; other fields
+    ignored; an event never closed by a blank line before the end is discarded."""
+    from pdctl.verify import sse_data
+
+    stream = newline.join(
+        [
+            ": keep-alive",
+            "event: message",
+            "id: 7",
+            "data: first",
+            "data:second",
+            "",
+            "data",
+            "",
+            "data: [DONE]",
+            "",
+            "data: never closed",
+        ]
+    )
+    pieces = [stream[i : i + 3].encode() for i in range(0, len(stream), 3)]
+    assert list(sse_data(pieces)) == ["first\nsecond", "[DONE]"]
