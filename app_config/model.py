@@ -19,7 +19,7 @@ from pydantic import (
     model_validator,
 )
 
-from app_config.efa_check import EfaCheck
+from app_config.efa_check import EfaCheck, device_pairs
 from app_config.errors import ConfigError, Problem
 from app_config.node_labels import (
     EFA_LABEL,
@@ -362,6 +362,15 @@ class GpuNodes(Section):
                 f"{prefill.vllm_attention_backend} on one and {decode.vllm_attention_backend} on "
                 "the other, and NIXL's handshake refuses a backend mismatch; use one GPU "
                 "generation on both sides (Hopper: p5, p5e, p5en; Blackwell: p6-b200)"
+            )
+        check = self.efa_check
+        pairs = device_pairs(prefill.network_cards, decode.network_cards)
+        if check.timeout_seconds is not None and check.timeout_seconds < check.test_seconds(pairs):
+            raise ValueError(
+                f"gpu_nodes.efa_check.timeout_seconds {check.timeout_seconds} cannot cover the "
+                f"check's {pairs} device pairs at pair_seconds {check.pair_seconds} (it needs "
+                f"at least {check.test_seconds(pairs)} once both pods run); raise it, lower "
+                "pair_seconds, or leave it unset to derive it from the node join time"
             )
         return self
 
