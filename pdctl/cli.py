@@ -16,6 +16,7 @@ import boto3
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from app_config import ConfigError, Settings, load_settings
 from app_config.cli_context import cli_context
@@ -450,8 +451,8 @@ def efa_check_command(
     context: ContextOption = [],  # noqa: B006
     as_json: JsonOption = False,
 ) -> None:
-    """EFA devices and a ping-pong over every device pair between a prefill and a decode node,
-    from the Ray LLM image, judged against the catalog's line rate."""
+    """Every EFA device of a prefill and a decode node, and a ping-pong over each device pair on
+    the efa fabric, from the Ray LLM image, judged against the catalog's line rate."""
     settings = _settings(config, context)
     plan = efa_jobs.plan_for(
         settings,
@@ -461,24 +462,29 @@ def efa_check_command(
     )
     try:
         with console.status(
-            f"Jobs {plan.name}-*: EFA ping-pong (at most {plan.deadline_seconds} s)...",
+            f"Jobs {plan.name}-*: {plan.pairs} EFA device pairs (at most "
+            f"{plan.deadline_seconds} s)...",
             spinner="dots",
         ):
             output = efa_run.run(efa_run.KubernetesJobs(), plan)
     except efa_run.EfaCheckError as error:
-        console.print(f"[red]pdctl efa-check: {error}[/red]")
+        # Kubernetes' messages and pod logs: printed as text, never read as markup.
+        console.print(f"pdctl efa-check: {error}", style="red", markup=False, highlight=False)
         raise typer.Exit(1) from None
     expected = {
         role: efa_results.expectation(group.instance)
         for role, group in settings.gpu_nodes.groups().items()
     }
-    checks, sides = efa_results.evaluate(output.logs, expected, settings.gpu_nodes.efa_check)
+    checks, sides, verdicts = efa_results.evaluate(
+        output.logs, expected, settings.gpu_nodes.efa_check, output.unfinished
+    )
     if as_json:
         print(
             json.dumps(
                 {
                     "nodes": output.nodes,
                     "checks": [check.as_dict() for check in checks],
+                    "pairs": [efa_results.verdict_dict(verdict) for verdict in verdicts],
                     "sides": {role: efa_results.as_dict(side) for role, side in sides.items()},
                     "logs": output.logs,
                     "cleanup_errors": output.cleanup_errors,
@@ -490,9 +496,25 @@ def efa_check_command(
             raise typer.Exit(1)
         return
     for error in output.cleanup_errors:
-        console.print(f"[yellow]not deleted (ends by its deadline and TTL): {error}[/yellow]")
+        console.print(
+            f"not deleted (Jobs end by their deadline and TTL): {error}",
+            style="yellow", markup=False, highlight=False,
+        )  # fmt: skip
     nodes = ", ".join(f"{role} {node}" for role, node in output.nodes.items())
-    _report(checks, False, f"EFA between {nodes}")
+    console.print(_text_table(checks, f"EFA between {nodes}"))
+    if not all(check.ok for check in checks):
+        raise typer.Exit(1)
+
+
+def _text_table(checks: list[Check], title: str) -> Table:
+    """Node names and words from the pods' logs are text: Text cells, never read as markup."""
+    table = Table(title=Text(title))
+    for column in ("check", "result", "detail", "fix"):
+        table.add_column(column)
+    for check in checks:
+        mark = Text("pass", style="green") if check.ok else Text("FAIL", style="red")
+        table.add_row(Text(check.name), mark, Text(check.detail), Text(check.fix))
+    return table
 
 
 @app.command("cost")

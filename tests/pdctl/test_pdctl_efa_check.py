@@ -520,3 +520,40 @@ def test_a_run_that_fails_reports_its_own_error_even_if_cleanup_fails(plan) -> N
     with pytest.raises(RuntimeError, match="admission webhook"):
         efa_run.run(jobs, plan, clock, clock.sleep)
     assert jobs.deleted == jobs.created  # the Services and the decode Job made so far
+
+
+# --- the command: what servers and logs say is printed as text ----------------------------------
+
+
+def _cli(monkeypatch, run) -> tuple[int, str]:
+    from typer.testing import CliRunner
+
+    from pdctl.cli import app
+
+    monkeypatch.setattr(efa_run, "KubernetesJobs", lambda: None)
+    monkeypatch.setattr(efa_run, "run", run)
+    result = CliRunner().invoke(app, ["efa-check"])
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    return result.exit_code, result.output
+
+
+def test_an_error_from_the_cluster_is_printed_as_text_not_markup(monkeypatch) -> None:
+    def run(api, plan):
+        raise efa_run.EfaCheckError("pod failed: its log ends: [bold]Error[/bold] [/] [link=x]")
+
+    code, output = _cli(monkeypatch, run)
+    assert code == 1
+    assert "[bold]Error[/bold] [/] [link=x]" in " ".join(output.split())
+
+
+def test_node_names_and_cleanup_errors_are_printed_as_text(monkeypatch) -> None:
+    def run(api, plan):
+        return efa_run.RunOutput(
+            {"prefill": "", "decode": ""}, {"prefill": "[red]p[/red]", "decode": "d"}, [],
+            ["Job x: RuntimeError: [/bold] gone"],
+        )  # fmt: skip
+
+    code, output = _cli(monkeypatch, run)
+    assert code == 1  # nothing measured: never a pass
+    assert "[red]p[/red]" in output.replace("\n", "")
+    assert "[/bold] gone" in " ".join(output.split())
