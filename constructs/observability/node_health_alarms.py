@@ -53,7 +53,9 @@ class NodeHealthAlarms(Construct):
             alarm_description="EFA reported unresponsive or impaired remote connections. No "
             "data counts as no errors (no GPU node reporting); a Container Insights agent that "
             "stopped reporting shows in the nodes-not-ready alarm. Measure the path with "
-            f"`pdctl efa-check`; see README, Operating: '{efa_name}'.",
+            "`pdctl efa-check` (also for a replica that dies at start with "
+            "`nixlNotFoundError: NIXL_ERR_NOT_FOUND`); see README, Operating: "
+            f"'{efa_name}'.",
             threshold=settings.observability.alarms.efa_error_events_threshold,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             evaluation_periods=1,

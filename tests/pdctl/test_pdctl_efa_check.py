@@ -557,3 +557,26 @@ def test_node_names_and_cleanup_errors_are_printed_as_text(monkeypatch) -> None:
     assert code == 1  # nothing measured: never a pass
     assert "[red]p[/red]" in output.replace("\n", "")
     assert "[/bold] gone" in " ".join(output.split())
+
+
+# --- the engine's symptom of a node without EFA leads here --------------------------------------
+
+NIXL_NO_DEVICE = "nixlNotFoundError: NIXL_ERR_NOT_FOUND"
+
+
+def test_a_replica_dying_with_nixl_not_found_leads_to_efa_check(settings) -> None:
+    """vLLM 0.26 on LIBFABRIC does not fall back when NIXL opens no EFA device: the replica
+    crash-loops on one side. The shortfall alert, pdctl verify and the runbook name the error
+    and the command."""
+    from monitoring.alert_rules import render_alert_rules
+    from pdctl import verify
+
+    (group,) = render_alert_rules(settings)["groups"]
+    shortfall = next(r for r in group["rules"] if r["alert"] == "ServingCapacityShortfall")
+    assert NIXL_NO_DEVICE in shortfall["annotations"]["description"]
+    assert "pdctl efa-check" in shortfall["annotations"]["description"]
+    restarted = verify.TransferEvidence(1, 0, 1, reset=True)
+    for evidence in (restarted, verify.TransferEvidence(0, 0, 1)):
+        fix = verify.kv_verdict(evidence, "LIBFABRIC").fix
+        assert NIXL_NO_DEVICE in fix
+        assert "pdctl efa-check --prefill-node NODE" in fix
