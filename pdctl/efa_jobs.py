@@ -70,22 +70,31 @@ class EfaCheckPlan:
         return device_pairs(self.efa_devices[CLIENT_ROLE], self.efa_devices[SERVER_ROLE])
 
 
+# A node named on the command line may be cordoned (README, "EFA runbook": cordon it so that no
+# Ray worker takes it, then check it). The scheduler's NodeUnschedulable filter admits a pod onto
+# a node with spec.unschedulable only if it tolerates this taint (kubernetes
+# pkg/scheduler/framework/plugins/nodeunschedulable).
+CORDONED = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
+
+
 def plan_for(
     settings: Settings,
     name: str,
     nodes: dict[str, str | None] | None = None,
     account: str | None = None,
 ) -> EfaCheckPlan:
-    """``nodes`` pins a side to one node by name (a replaced node, say); else any of the group.
+    """``nodes`` pins a side to one node by name, cordoned or not; else any schedulable node of
+    the group.
     ``account`` locates an image cache (serving.image_cache)."""
     groups = settings.gpu_nodes.groups()
     selectors, tolerations = {}, {}
     for role, group in groups.items():
         placement = group.placement(role)
         selectors[role] = dict(placement.labels)
+        tolerations[role] = placement.tolerations()
         if nodes and nodes.get(role):
             selectors[role]["kubernetes.io/hostname"] = nodes[role]
-        tolerations[role] = placement.tolerations()
+            tolerations[role] = [*tolerations[role], CORDONED]
     check = settings.gpu_nodes.efa_check
     cards = {role: group.instance.network_cards for role, group in groups.items()}
     pairs = device_pairs(cards[CLIENT_ROLE], cards[SERVER_ROLE])

@@ -104,10 +104,33 @@ def test_a_deadline_too_short_for_the_pairs_is_refused_with_the_reason() -> None
         settings_for("default", **{"gpu_nodes.efa_check.timeout_seconds": "300"})
 
 
-def test_a_named_node_pins_its_side_and_leaves_the_other_free(settings) -> None:
-    plan = efa_jobs.plan_for(settings, "x", {"prefill": "ip-10-0-1-1.ec2.internal", "decode": None})
-    assert plan.node_selectors["prefill"]["kubernetes.io/hostname"] == "ip-10-0-1-1.ec2.internal"
+def _schedulable(pod: dict, node_labels: dict[str, str], unschedulable: bool) -> bool:
+    """The scheduler's NodeUnschedulable filter (a cordoned node admits only pods tolerating
+    node.kubernetes.io/unschedulable:NoSchedule) and the node selector."""
+    tolerated = any(
+        t.get("effect") in (None, "", "NoSchedule")
+        and ((t.get("key") == "node.kubernetes.io/unschedulable" and t.get("operator") == "Exists")
+             or (not t.get("key") and t.get("operator") == "Exists"))
+        for t in pod.get("tolerations", [])
+    )  # fmt: skip
+    if unschedulable and not tolerated:
+        return False
+    return all(node_labels.get(k) == v for k, v in pod["nodeSelector"].items())
+
+
+def test_a_named_node_is_checked_even_cordoned_and_the_other_side_stays_off_cordoned_nodes(
+    settings,
+) -> None:
+    """The runbook cordons a suspect node so no Ray worker takes it, then names it."""
+    name = "ip-10-0-1-1.ec2.internal"
+    plan = efa_jobs.plan_for(settings, "x", {"prefill": name, "decode": None})
+    assert plan.node_selectors["prefill"]["kubernetes.io/hostname"] == name
     assert "kubernetes.io/hostname" not in plan.node_selectors["decode"]
+    for role, node in (("prefill", name), ("decode", "ip-10-0-1-2.ec2.internal")):
+        pod = efa_jobs.job_manifest(plan, role)["spec"]["template"]["spec"]
+        labels = {**plan.node_selectors[role], "kubernetes.io/hostname": node}
+        assert _schedulable(pod, labels, unschedulable=False)
+        assert _schedulable(pod, labels, unschedulable=True) == (role == "prefill")
 
 
 def test_a_mixed_p5_p5en_plan_pairs_every_device_of_both_nodes() -> None:
