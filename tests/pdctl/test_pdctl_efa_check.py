@@ -205,16 +205,20 @@ def run_both(
 ) -> dict[str, str]:
     """Server and client scripts in two bash processes at once, as the two pods would run."""
     address = f"127.0.{next(_loopback) % 250}.{os.getpid() % 250 + 1}"
-    processes = {}
+    processes, logs = {}, {}
     for role, node in (("decode", decode), ("prefill", prefill)):
         node = dataclasses.replace(node, address=address)
         env = _tools(tmp_path / role, node)
-        processes[role] = subprocess.Popen(
-            ["bash", "-c", edit(_script(plan, role))],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+        logs[role] = tmp_path / f"{role}.log"
+        with logs[role].open("w") as output:  # files, not pipes: a full pipe would block a side
+            processes[role] = subprocess.Popen(
+                ["bash", "-c", edit(_script(plan, role))],
+                env=env, stdout=output, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
     bound = 30 + plan.pairs * (plan.pair_seconds + 10)
-    return {role: process.communicate(timeout=bound)[0] for role, process in processes.items()}
+    for process in processes.values():
+        process.wait(timeout=bound)
+    return {role: path.read_text() for role, path in logs.items()}
 
 
 def _expectations(prefill: int, decode: int, gbps_per_device: float = 100.0):
