@@ -320,8 +320,21 @@ _DEVICE_FIX = (
 
 def pairs_check(verdicts: list[PairVerdict], sides: dict[str, SideReport], pairs: int) -> Check:
     measured = [v for v in verdicts if v.measured]
-    if len(measured) == pairs:
+    unmeasured_devices = [
+        f"{role}:{domain}"
+        for role in (CLIENT_ROLE, SERVER_ROLE)
+        for domain in sides[role].domains
+        if domain not in {v.domains[role] for v in measured}
+    ]
+    if len(measured) == pairs and not unmeasured_devices:
         return passed(PAIRS_NAME, f"{pairs} of {pairs} pairs measured on fabric {FABRIC}")
+    if len(measured) == pairs:
+        return failed(
+            PAIRS_NAME,
+            f"{pairs} pairs measured, but listed devices in none of them: {unmeasured_devices}",
+            "read both logs (pdctl efa-check --json, 'logs'): the pairs did not cycle through "
+            "every device",
+        )
     summary = f"{len(measured)} of {pairs} pairs measured"
     empty = [role for role in (CLIENT_ROLE, SERVER_ROLE) if not sides[role].domains]
     if empty:
@@ -419,8 +432,10 @@ def evaluate(
         for check in device_checks(role, sides[role], expected[role])
     ]
     pairs = device_pairs(expected[CLIENT_ROLE].network_cards, expected[SERVER_ROLE].network_cards)
-    ran = sorted(set(sides[CLIENT_ROLE].pairs) | set(sides[SERVER_ROLE].pairs))
-    verdicts = [pair_verdict(index, sides, marks.iterations) for index in ran if index < pairs]
+    ran = set(sides[CLIENT_ROLE].pairs) | set(sides[SERVER_ROLE].pairs)
+    verdicts = [
+        pair_verdict(index, sides, marks.iterations) for index in range(pairs) if index in ran
+    ]
     checks.append(pairs_check(verdicts, sides, pairs))
     per_device = min(expected[role].per_device_gbps for role in (CLIENT_ROLE, SERVER_ROLE))
     checks += rate_checks(verdicts, pairs, per_device, marks)

@@ -607,3 +607,35 @@ def test_a_replica_dying_with_nixl_not_found_leads_to_efa_check(settings) -> Non
         fix = verify.kv_verdict(evidence, "LIBFABRIC").fix
         assert NIXL_NO_DEVICE in fix
         assert "pdctl efa-check --prefill-node NODE" in fix
+
+
+def test_pairs_outside_the_plan_or_repeating_a_device_are_no_evidence() -> None:
+    """Every listed device must appear in a measured pair, and only pairs 0..n-1 count."""
+    rows = _rows()
+    listing = "\n".join(
+        [f"{MARK} uverbs 2", f"{MARK} fi_info"]
+        + [f"provider: efa\n    fabric: efa\n    domain: {d}" for d in ("a-rdm", "b-rdm")]
+    )
+
+    def side(pairs: list[tuple[int, str]]) -> str:
+        body = [listing]
+        for index, domain in pairs:
+            body += [f"{MARK} attempt {index} {domain} 1", *rows, f"{MARK} end {index} {domain} 0"]
+        return "\n".join([*body, f"{MARK} done"])
+
+    expected = _expectations(2, 2)
+    same_device = {
+        "prefill": side([(0, "a-rdm"), (1, "a-rdm")]),
+        "decode": side([(0, "a-rdm"), (1, "b-rdm")]),
+    }
+    assert PAIRS in _failing(evaluate(same_device, expected, EfaCheck())[0])
+    stray_index = {
+        "prefill": side([(0, "a-rdm"), (-1, "b-rdm")]),
+        "decode": side([(0, "a-rdm"), (-1, "b-rdm")]),
+    }
+    assert PAIRS in _failing(evaluate(stray_index, expected, EfaCheck())[0])
+    honest = {
+        "prefill": side([(0, "a-rdm"), (1, "b-rdm")]),
+        "decode": side([(0, "a-rdm"), (1, "b-rdm")]),
+    }
+    assert not _failing(evaluate(honest, expected, EfaCheck())[0])
