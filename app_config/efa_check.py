@@ -13,8 +13,9 @@ from app_config.section import Section
 # "Reducing container cold start times using SOCI index on DLAMI and DLC"); the Ray LLM image is
 # 20+ GB. Twice that covers a larger image and a busy registry.
 IMAGE_PULL_SECONDS = 600
-# fi_info, the wait for the partner's name in DNS (CoreDNS serves a headless Service's ready
-# pods within seconds) and the pod's start.
+# The pod's start, fi_info, the wait for the partner's name in DNS (CoreDNS serves a headless
+# Service's ready pods within seconds, a cached "no such name" up to 30 s) and the first pair's
+# longer window (pdctl/efa_jobs.py FIRST_PAIR_EXTRA_SECONDS).
 START_SECONDS = 120
 
 

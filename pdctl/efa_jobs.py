@@ -48,6 +48,10 @@ KILL_AFTER_SECONDS = 5
 FABRIC_ENV = {"FI_PROVIDER": "efa", "FI_EFA_FORK_SAFE": "1"}
 DEVICE_DIRECTORY = "/dev/infiniband"  # the uverbs devices the EFA device plugin mounts
 PARTNER_POLL_SECONDS = 2
+# The two pods see each other's name at different times: CoreDNS caches an answer that the name
+# does not exist yet for up to 30 s (EKS's Corefile: `cache 30`). The first pair's window is
+# longer by that much on both sides, so neither starts it after the other's window has closed.
+FIRST_PAIR_EXTRA_SECONDS = 30
 JOB_GRACE_SECONDS = 120
 
 
@@ -64,6 +68,7 @@ class EfaCheckPlan:
     efa_devices: dict[str, int]  # per role: the instance's network cards
     node_selectors: dict[str, dict[str, str]]
     tolerations: dict[str, list[dict[str, str]]]
+    first_pair_extra_seconds: int = FIRST_PAIR_EXTRA_SECONDS
 
     @property
     def pairs(self) -> int:
@@ -130,6 +135,7 @@ def partner_address(plan: EfaCheckPlan, role: str) -> str:
 def _prelude(plan: EfaCheckPlan, role: str) -> str:
     """Devices, then the wait for the partner. Domains in sorted order on both sides."""
     partner = shlex.quote(partner_address(plan, role))
+    first = plan.pair_seconds + plan.first_pair_extra_seconds
     return f"""
 echo "{MARK} uverbs $(ls {DEVICE_DIRECTORY} 2>/dev/null | grep -c '^uverbs')"
 echo "{MARK} fi_info"
@@ -142,6 +148,7 @@ done
 echo "{MARK} partner-ready $partner_ip"
 failed=0
 measured=0
+window() {{ echo $(( $1 == 0 ? {first} : {plan.pair_seconds} )); }}
 """
 
 
@@ -164,14 +171,14 @@ def _bounded(plan: EfaCheckPlan, seconds: str) -> str:
 
 
 def server_script(plan: EfaCheckPlan) -> str:
-    """Pair k listens on port FIRST + k with device k mod n, for at most pair_seconds (the
-    client connects within seconds: both sides start pair k when pair k-1 ends)."""
+    """Pair k listens on port FIRST + k with device k mod n, for at most its window (the client
+    connects within seconds: both sides start pair k when pair k-1 ends)."""
     return (
         _prelude(plan, SERVER_ROLE)
         + f"""for ((k = 0; k < {plan.pairs} && ${{#domains[@]}} > 0; k++)); do
   domain=${{domains[k % ${{#domains[@]}}]}}
   echo "{MARK} attempt $k $domain 1"
-  {_bounded(plan, str(plan.pair_seconds))} -d "$domain" -B $(({EFA_CHECK_FIRST_PORT} + k))
+  {_bounded(plan, '$(window "$k")')} -d "$domain" -B $(({EFA_CHECK_FIRST_PORT} + k))
   rc=$?
   echo "{MARK} end $k $domain $rc"
 {_after_pair()}done
@@ -188,7 +195,7 @@ def client_script(plan: EfaCheckPlan) -> str:
         _prelude(plan, CLIENT_ROLE)
         + f"""for ((k = 0; k < {plan.pairs} && ${{#domains[@]}} > 0; k++)); do
   domain=${{domains[k % ${{#domains[@]}}]}}
-  pair_end=$((SECONDS + {plan.pair_seconds}))
+  pair_end=$((SECONDS + $(window "$k")))
   attempt=0
   rc=124
   while [ "$SECONDS" -lt "$pair_end" ]; do
