@@ -27,7 +27,7 @@ def device_pairs(prefill_cards: int, decode_cards: int) -> int:
 
 
 class EfaCheck(Section):
-    """Thresholds and bounds of `pdctl efa-check` (README, "pdctl efa-check")."""
+    """Thresholds and bounds of `pdctl efa-check` (docs/pdctl.md, "pdctl efa-check")."""
 
     min_bandwidth_share: float = Field(
         0.40,

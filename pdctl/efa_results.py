@@ -312,9 +312,9 @@ _PATH_FIX = (
     "nodes must be in the same Availability Zone and EFA peer group"
 )
 _DEVICE_FIX = (
-    "the devices named fail while others pass: replace the node that holds them (README, "
-    "'EFA runbook'); if they are spread over both nodes, compare with a baseline from healthy "
-    "nodes (pdctl efa-check --json)"
+    "the devices named fail while others pass: replace the node that holds them "
+    "(docs/observability.md, 'EFA runbook'); if they are spread over both nodes, compare with "
+    "a baseline from healthy nodes (pdctl efa-check --json)"
 )
 
 
@@ -413,7 +413,7 @@ def rate_checks(
 
 _SLOW_FIX = (
     "compare with a baseline from healthy nodes (pdctl efa-check --json); a device far below its "
-    "peers points at that node: replace it (README, 'EFA runbook')"
+    "peers points at that node: replace it (docs/observability.md, 'EFA runbook')"
 )
 
 

@@ -81,8 +81,8 @@ def run(
             raise EfaCheckError(
                 f"{job_name(plan, role)} has not started after {plan.deadline_seconds} s "
                 f"({state.phase or 'no pod'}{': ' + state.waiting if state.waiting else ''}); "
-                "a side needs a node whose EFA devices no Ray worker holds (README, "
-                "'pdctl efa-check')"
+                "a side needs a node whose EFA devices no Ray worker holds "
+                "(docs/observability.md, 'EFA runbook', step 2)"
             )
         logs = {role: _log(api, plan, role) for role in ROLES}
         nodes = {role: states[role].node for role in ROLES}

@@ -217,8 +217,8 @@ SLOW_TRANSFER_HINT = (
 NIXL_NO_DEVICE_HINT = (
     "a worker that restarts, its log showing `nixlNotFoundError: NIXL_ERR_NOT_FOUND` from the "
     "NIXL worker's init, sits on a node where NIXL could not open an EFA device: run "
-    "`pdctl efa-check --prefill-node NODE` or `--decode-node NODE` for that node (README, "
-    "'EFA runbook')"
+    "`pdctl efa-check --prefill-node NODE` or `--decode-node NODE` for that node "
+    "(docs/observability.md, 'EFA runbook')"
 )
 
 
