@@ -76,8 +76,8 @@ class EfaCheckPlan:
 
 
 # A node named on the command line may be cordoned (docs/observability.md, "EFA runbook": cordon
-# it so that no Ray worker takes it, then check it). The scheduler's NodeUnschedulable filter admits a pod onto
-# a node with spec.unschedulable only if it tolerates this taint (kubernetes
+# it so that no Ray worker takes it, then check it). The scheduler's NodeUnschedulable filter
+# admits a pod onto a node with spec.unschedulable only if it tolerates this taint (kubernetes
 # pkg/scheduler/framework/plugins/nodeunschedulable).
 CORDONED = {"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"}
 
