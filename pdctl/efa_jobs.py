@@ -198,10 +198,10 @@ def client_script(plan: EfaCheckPlan) -> str:
   pair_end=$((SECONDS + $(window "$k")))
   attempt=0
   rc=124
-  while [ "$SECONDS" -lt "$pair_end" ]; do
+  while left=$((pair_end - SECONDS)) && [ "$left" -gt 0 ]; do  # `timeout 0` never times out
     attempt=$((attempt + 1))
     echo "{MARK} attempt $k $domain $attempt"
-    {_bounded(plan, "$((pair_end - SECONDS))")} -d "$domain" \\
+    {_bounded(plan, '"$left"')} -d "$domain" \\
         -P $(({EFA_CHECK_FIRST_PORT} + k)) "$partner_ip"
     rc=$?
     echo "{MARK} end $k $domain $rc"
