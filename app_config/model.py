@@ -24,7 +24,7 @@ from pydantic import (
 
 from app_config import engine_options
 from app_config.aws_tags import Tags
-from app_config.efa_check import EfaCheck
+from app_config.efa_check import EfaCheck, device_pairs
 from app_config.errors import ConfigError, Problem
 from app_config.kubernetes_names import (
     EKS_TAINTS_PER_NODE_GROUP,
@@ -395,6 +395,15 @@ class GpuNodes(Section):
                 "the attention backend per generation (an fp8 KV cache runs FLASH_ATTN on "
                 "Hopper, FLASHINFER on Ada), and NIXL's handshake refuses a backend mismatch; "
                 f"use one generation on both sides ({_same_generation(prefill)})"
+            )
+        check = self.efa_check
+        pairs = device_pairs(prefill.network_cards, decode.network_cards)
+        if check.timeout_seconds is not None and check.timeout_seconds < check.test_seconds(pairs):
+            raise ValueError(
+                f"gpu_nodes.efa_check.timeout_seconds {check.timeout_seconds} cannot cover the "
+                f"check's {pairs} device pairs at pair_seconds {check.pair_seconds} (it needs "
+                f"at least {check.test_seconds(pairs)} once both pods run); raise it, lower "
+                "pair_seconds, or leave it unset to derive it from the node join time"
             )
         return self
 

@@ -102,6 +102,10 @@ def render_alert_rules(settings: Settings) -> dict[str, Any]:
             "annotations": {
                 "summary": f"{service}: a side has wanted more replicas than it has healthy "
                 f"for {shortfall} minutes",
+                "description": "Capacity that did not come, or a replica that crash-loops: one "
+                "whose log shows `nixlNotFoundError: NIXL_ERR_NOT_FOUND` at start runs on a "
+                "node where NIXL could not open an EFA device; measure it with "
+                "`pdctl efa-check --prefill-node/--decode-node NODE`.",
                 "runbook": "docs/observability.md, 'ServingCapacityShortfall'",
             },
         }

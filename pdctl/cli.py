@@ -603,9 +603,8 @@ def efa_check_command(
     context: ContextOption = [],  # noqa: B006
     as_json: JsonOption = False,
 ) -> None:
-    """EFA devices and a ping-pong over every device pair between a prefill and a decode node.
-
-    From the Ray LLM image, judged against the catalog's line rate."""
+    """Every EFA device of a prefill and a decode node, and a ping-pong over each device pair on
+    the efa fabric, from the Ray LLM image, judged against the catalog's line rate."""
     from pdctl import efa_jobs, efa_results, efa_run, kube
 
     settings = _settings(config, context)
@@ -618,7 +617,8 @@ def efa_check_command(
     )
     try:
         with output.stderr.status(
-            f"Jobs {plan.name}-*: EFA ping-pong (at most {plan.deadline_seconds} s)...",
+            f"Jobs {plan.name}-*: {plan.pairs} EFA device pairs (at most "
+            f"{plan.deadline_seconds} s)...",
             spinner="dots",
         ):
             run_output = efa_run.run(efa_run.KubernetesJobs(), plan)
@@ -628,12 +628,15 @@ def efa_check_command(
         role: efa_results.expectation(group.instance)
         for role, group in settings.gpu_nodes.groups().items()
     }
-    checks, sides = efa_results.evaluate(run_output.logs, expected, settings.gpu_nodes.efa_check)
+    checks, sides, verdicts = efa_results.evaluate(
+        run_output.logs, expected, settings.gpu_nodes.efa_check, run_output.unfinished
+    )
     if as_json:
         emit_json(
             {
                 "nodes": run_output.nodes,
                 "checks": [check.as_dict() for check in checks],
+                "pairs": [efa_results.verdict_dict(verdict) for verdict in verdicts],
                 "sides": {role: efa_results.as_dict(side) for role, side in sides.items()},
                 "logs": run_output.logs,
                 "cleanup_errors": run_output.cleanup_errors,
@@ -643,7 +646,7 @@ def efa_check_command(
             raise typer.Exit(exit_code(checks))
         return
     for error in run_output.cleanup_errors:
-        output.warn(f"not deleted (ends by its deadline and TTL): {error}")
+        output.warn(f"not deleted (Jobs end by their deadline and TTL): {error}")
     nodes = ", ".join(f"{role} {node}" for role, node in run_output.nodes.items())
     _report(checks, False, f"EFA between {nodes}")
 

@@ -1,5 +1,6 @@
-"""Running the `pdctl efa-check` Jobs: the decode-side server first, the prefill-side client
-once the server has an address, both bounded by one deadline and deleted however the run ends."""
+"""Running the `pdctl efa-check` Jobs: both sides and their headless Services created together
+(the two nodes join in parallel), both bounded by one deadline and deleted however the run ends.
+"""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ from pdctl.efa_jobs import (
     CLIENT_ROLE,
     SERVER_ROLE,
     EfaCheckPlan,
-    client_script,
     job_manifest,
     job_name,
-    server_script,
+    service_manifest,
+    service_name,
 )
 
 POLL_SECONDS = 5.0
+ROLES = (CLIENT_ROLE, SERVER_ROLE)
 
 
 class EfaCheckError(Exception):
@@ -31,23 +33,26 @@ class PodState:
     ip: str | None = None
     node: str | None = None
     waiting: str = ""  # why it is not running: the scheduler's or the kubelet's message
+    ran: bool = False  # its container started at some point
 
 
 class JobApi(Protocol):
-    def create_job(self, manifest: dict[str, Any]) -> None: ...
+    def create(self, manifest: dict[str, Any]) -> None: ...
     def pod_state(self, namespace: str, job: str) -> PodState: ...
     def logs(self, namespace: str, job: str) -> str: ...
-    def delete_job(self, namespace: str, job: str) -> None: ...
+    def delete(self, kind: str, namespace: str, name: str) -> None: ...
 
 
 @dataclass(frozen=True)
 class RunOutput:
     logs: dict[str, str]  # per role
     nodes: dict[str, str | None]
-    cleanup_errors: list[str] = field(default_factory=list)  # Jobs left to their TTL
+    unfinished: list[str] = field(default_factory=list)  # roles still running at the deadline
+    cleanup_errors: list[str] = field(default_factory=list)  # objects left to their TTL
 
 
 FINISHED = ("Succeeded", "Failed")
+STARTED = ("Running", *FINISHED)
 
 
 def run(
@@ -56,67 +61,83 @@ def run(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> RunOutput:
-    """The server first; the client once the server has an address. A server that ends before
-    that (no EFA device listed, say) ends the run with its log, without a client."""
+    """Both Jobs at once; then poll until both pods finished or the deadline. A side that never
+    started by then ends the run with the scheduler's or kubelet's reason; a side that started
+    but had not finished is judged on what it printed (its log says where it stopped)."""
     deadline = clock() + plan.deadline_seconds
-    created: list[str] = []
-
-    def await_state(job: str, done: Callable[[PodState], bool], what: str) -> PodState:
-        while True:
-            state = api.pod_state(plan.namespace, job)
-            if done(state):
-                return state
-            if clock() >= deadline:
-                raise EfaCheckError(
-                    f"{job} has not {what} after {plan.deadline_seconds} s "
-                    f"({state.phase or 'no pod'}{': ' + state.waiting if state.waiting else ''}); "
-                    "a side needs a node whose EFA devices no Ray worker holds (docs/pdctl.md, "
-                    "'pdctl efa-check')"
-                )
-            sleep(POLL_SECONDS)
-
-    def create(role: str, script: str) -> str:
-        api.create_job(job_manifest(plan, role, script))
-        created.append(job_name(plan, role))
-        return created[-1]
-
+    created: list[tuple[str, str]] = []  # (kind, name)
     try:
-        server_job = create(SERVER_ROLE, server_script(plan))
-        server = await_state(
-            server_job, lambda s: (s.phase == "Running" and bool(s.ip)) or s.phase in FINISHED,
-            "started",
-        )  # fmt: skip
-        if server.phase == "Failed":
-            tail = api.logs(plan.namespace, server_job)[-500:]
+        for role in ROLES:
+            api.create(service_manifest(plan, role))
+            created.append(("Service", service_name(plan, role)))
+        for role in ROLES:
+            api.create(job_manifest(plan, role))
+            created.append(("Job", job_name(plan, role)))
+        states = _await_both(api, plan, deadline, clock, sleep)
+        never_started = [role for role in ROLES if states[role].phase not in STARTED]
+        if never_started:
+            role = never_started[0]
+            state = states[role]
             raise EfaCheckError(
-                f"{server_job} failed before the client started: {server.waiting or 'no reason'}"
-                + (f"; its log ends: {tail}" if tail else "")
+                f"{job_name(plan, role)} has not started after {plan.deadline_seconds} s "
+                f"({state.phase or 'no pod'}{': ' + state.waiting if state.waiting else ''}); "
+                "a side needs a node whose EFA devices no Ray worker holds "
+                "(docs/observability.md, 'EFA runbook', step 2)"
             )
-        logs = {CLIENT_ROLE: ""}
-        nodes: dict[str, str | None] = {CLIENT_ROLE: None}
-        if server.phase != "Succeeded":
-            client_job = create(CLIENT_ROLE, client_script(plan, server.ip or ""))
-            client = await_state(client_job, lambda s: s.phase in FINISHED, "finished")
-            logs[CLIENT_ROLE] = api.logs(plan.namespace, client_job)
-            nodes[CLIENT_ROLE] = client.node
-            server = await_state(server_job, lambda s: s.phase in FINISHED, "finished")
-        logs[SERVER_ROLE] = api.logs(plan.namespace, server_job)
-        nodes[SERVER_ROLE] = server.node
+        logs = {role: _log(api, plan, role) for role in ROLES}
+        nodes = {role: states[role].node for role in ROLES}
+        unfinished = [role for role in ROLES if states[role].phase not in FINISHED]
     except BaseException:
         _delete_all(api, plan.namespace, created)  # best effort; the first error is the story
         raise
-    return RunOutput(logs, nodes, _delete_all(api, plan.namespace, created))
+    return RunOutput(logs, nodes, unfinished, _delete_all(api, plan.namespace, created))
 
 
-def _delete_all(api: JobApi, namespace: str, jobs: list[str]) -> list[str]:
-    """Tries every Job even if one deletion fails; returns what could not be deleted (those end
-    by activeDeadlineSeconds and go with ttlSecondsAfterFinished)."""
+def _await_both(
+    api: JobApi,
+    plan: EfaCheckPlan,
+    deadline: float,
+    clock: Callable[[], float],
+    sleep: Callable[[float], None],
+) -> dict[str, PodState]:
+    """Until both finished, or the deadline. A pod that failed without ever running (the image
+    cannot be pulled, say) ends the wait at once: its partner would wait for it to the end."""
+    while True:
+        states = {role: api.pod_state(plan.namespace, job_name(plan, role)) for role in ROLES}
+        for role, state in states.items():
+            if state.phase == "Failed" and not state.ran:
+                raise EfaCheckError(
+                    f"{job_name(plan, role)} failed before its container ran: "
+                    f"{state.waiting or 'no reason given'}" + _log_tail(api, plan, role)
+                )
+        if all(state.phase in FINISHED for state in states.values()) or clock() >= deadline:
+            return states
+        sleep(POLL_SECONDS)
+
+
+def _log(api: JobApi, plan: EfaCheckPlan, role: str) -> str:
+    """ "" when it cannot be read (the pod already gone): the verdict then says that side did
+    not run to the end, which is what can be known."""
+    try:
+        return api.logs(plan.namespace, job_name(plan, role))
+    except Exception:  # any API failure: judged as a side that printed nothing
+        return ""
+
+
+def _log_tail(api: JobApi, plan: EfaCheckPlan, role: str) -> str:
+    tail = _log(api, plan, role)[-300:]
+    return f"; its log ends: {tail}" if tail.strip() else ""
+
+
+def _delete_all(api: JobApi, namespace: str, objects: list[tuple[str, str]]) -> list[str]:
+    """Tries every object even if one deletion fails; returns what could not be deleted (Jobs
+    end by activeDeadlineSeconds and go with ttlSecondsAfterFinished; a Service stays)."""
     errors = []
-    for job in jobs:
+    for kind, name in objects:
         try:
-            api.delete_job(namespace, job)
-        except Exception as error:  # any API failure: the next Job still gets deleted
-            errors.append(f"{job}: {type(error).__name__}: {error}")
+            api.delete(kind, namespace, name)
+        except Exception as error:  # any API failure: the next object still gets deleted
+            errors.append(f"{kind} {name}: {type(error).__name__}: {error}")
     return errors
 
 
@@ -131,10 +152,14 @@ class KubernetesJobs:
         self._batch, self._core = client.BatchV1Api(), client.CoreV1Api()
         self._timeout = request_timeout
 
-    def create_job(self, manifest: dict[str, Any]) -> None:
-        self._batch.create_namespaced_job(
-            manifest["metadata"]["namespace"], manifest, _request_timeout=self._timeout
-        )
+    def create(self, manifest: dict[str, Any]) -> None:
+        namespace = manifest["metadata"]["namespace"]
+        if manifest["kind"] == "Service":
+            self._core.create_namespaced_service(
+                namespace, manifest, _request_timeout=self._timeout
+            )
+        else:
+            self._batch.create_namespaced_job(namespace, manifest, _request_timeout=self._timeout)
 
     def _pod(self, namespace: str, job: str) -> Any:
         pods = self._core.list_namespaced_pod(
@@ -156,7 +181,13 @@ class KubernetesJobs:
             for s in status.container_statuses or []
             if s.state and s.state.waiting
         ]
-        return PodState(status.phase or "", status.pod_ip, pod.spec.node_name, "; ".join(reasons))
+        ran = any(
+            s.state and (s.state.running or (s.state.terminated and s.state.terminated.started_at))
+            for s in status.container_statuses or []
+        )
+        return PodState(
+            status.phase or "", status.pod_ip, pod.spec.node_name, "; ".join(reasons), bool(ran)
+        )
 
     def logs(self, namespace: str, job: str) -> str:
         pod = self._pod(namespace, job)
@@ -166,13 +197,18 @@ class KubernetesJobs:
             pod.metadata.name, namespace, _request_timeout=self._timeout
         )
 
-    def delete_job(self, namespace: str, job: str) -> None:
+    def delete(self, kind: str, namespace: str, name: str) -> None:
         from kubernetes.client.exceptions import ApiException
 
         try:
-            self._batch.delete_namespaced_job(
-                job, namespace, propagation_policy="Background", _request_timeout=self._timeout
-            )
+            if kind == "Service":
+                self._core.delete_namespaced_service(
+                    name, namespace, _request_timeout=self._timeout
+                )
+            else:
+                self._batch.delete_namespaced_job(
+                    name, namespace, propagation_policy="Background", _request_timeout=self._timeout
+                )
         except ApiException as error:
             if error.status != 404:
                 raise

@@ -359,6 +359,15 @@ SLOW_TRANSFER_HINT = (
     "`pdctl efa-check` (every EFA device of a prefill and a decode node, against the catalog's "
     "line rate)"
 )
+# vLLM 0.26 with NIXL's LIBFABRIC backend does not fall back when NIXL cannot open an EFA device:
+# the engine dies at start (issue 18, observed with real engines), so a broken node shows as a
+# replica that restarts on one side.
+NIXL_NO_DEVICE_HINT = (
+    "a worker that restarts, its log showing `nixlNotFoundError: NIXL_ERR_NOT_FOUND` from the "
+    "NIXL worker's init, sits on a node where NIXL could not open an EFA device: run "
+    "`pdctl efa-check --prefill-node NODE` or `--decode-node NODE` for that node "
+    "(docs/observability.md, 'EFA runbook')"
+)
 
 
 def _whole(value: float) -> bool:
@@ -385,7 +394,7 @@ def kv_verdict(
             f"{name}: cannot tell",
             "a counter went down or an endpoint came or went during the check: a decode worker "
             "restarted",
-            "run pdctl verify again once the decode workers are steady",
+            f"run pdctl verify again once the decode workers are steady; {NIXL_NO_DEVICE_HINT}",
         )
     counts = (evidence.transfers, evidence.failed_transfers)
     timing_broken = evidence.transfers > 0 and not (
@@ -416,9 +425,8 @@ def kv_verdict(
         f"{name}: no",
         detail,
         "check the decode logs for 'Backend LIBFABRIC was instantiated' and kv_transfer_config "
-        "on both sides (a decode replica crash-looping with nixlNotFoundError NIXL_ERR_NOT_FOUND "
-        f"is a node whose EFA NIXL cannot open); without transfers decode recomputes the prompt; "
-        f"{SLOW_TRANSFER_HINT}",
+        f"on both sides; without transfers decode recomputes the prompt; {SLOW_TRANSFER_HINT}; "
+        f"{NIXL_NO_DEVICE_HINT}",
     )
 
 

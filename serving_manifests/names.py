@@ -34,13 +34,23 @@ MODEL_CACHE_HOST_PATH = "/mnt/k8s-disks/0/llm-serving/model-cache"
 BENCH_LABELS = {"app.kubernetes.io/name": "pdctl-bench"}
 EFA_CHECK_LABELS = {"app.kubernetes.io/name": "pdctl-efa-check"}
 # fi_pingpong's control sockets (libfabric util/pingpong.c, -B/-P; 47592 is its default), one
-# port per EFA device so that device i of the client can only meet device i of the server: the
+# port per EFA device pair so that pair k of the client can only meet pair k of the server: the
 # only IP traffic of `pdctl efa-check`; the ping-pongs themselves cross EFA, which is not IP.
 EFA_CHECK_FIRST_PORT = 47592
 
 
-def efa_check_ports(devices: int) -> list[int]:
-    return [EFA_CHECK_FIRST_PORT + index for index in range(devices)]
+def efa_check_ports(pairs: int) -> list[int]:
+    return [EFA_CHECK_FIRST_PORT + index for index in range(pairs)]
+
+
+def efa_check_port_entry(pairs: int) -> dict[str, object]:
+    """All the pairs' ports as one NetworkPolicy entry: a port range counts once against the VPC
+    CNI network policy agent's 24 entries per peer (tests/network_policy_model.py); p5's 32
+    single ports would lose the last 8."""
+    entry: dict[str, object] = {"protocol": "TCP", "port": EFA_CHECK_FIRST_PORT}
+    if pairs > 1:
+        entry["endPort"] = EFA_CHECK_FIRST_PORT + pairs - 1
+    return entry
 
 
 HF_TOKEN_MOUNT = "/var/run/secrets/huggingface"

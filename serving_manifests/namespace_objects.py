@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 
 from app_config import Settings
+from app_config.efa_check import device_pairs
 from app_config.node_labels import ROLE_LABEL
 from catalog.helm_charts import KUBERAY_OPERATOR
 from serving_manifests.names import (
@@ -29,7 +30,7 @@ from serving_manifests.names import (
     WORKER_SERVICE_ACCOUNT,
     EndpointBinding,
     GcsStoreBinding,
-    efa_check_ports,
+    efa_check_port_entry,
     endpoint_binding_name,
     endpoint_service_name,
     model_cache_volume_name,
@@ -117,8 +118,9 @@ def render_network_policies(
 
 def _fill_efa_check_policy(spec: dict[str, Any], settings: Settings) -> None:
     peers = [{"podSelector": {"matchLabels": dict(EFA_CHECK_LABELS)}}]
-    devices = max(group.instance.network_cards for group in settings.gpu_nodes.groups().values())
-    ports = [{"protocol": "TCP", "port": port} for port in efa_check_ports(devices)]
+    nodes = settings.gpu_nodes
+    pairs = device_pairs(nodes.prefill.instance.network_cards, nodes.decode.instance.network_cards)
+    ports = [efa_check_port_entry(pairs)]
     spec["podSelector"] = {"matchLabels": dict(EFA_CHECK_LABELS)}
     (ingress,), (egress,) = spec["ingress"], spec["egress"]
     ingress.update({"from": peers, "ports": ports})

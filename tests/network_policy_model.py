@@ -14,6 +14,15 @@ v1.1.7 (``pkg/resolvers/endpoints.go``) and aws/aws-network-policy-agent v1.4.1
 - Ingress sees pod IPs after DNAT; only pod IPs and ipBlocks count. Headless Services have no
   ClusterIP: clients reach the pods' IPs directly.
 - A pod selected by no policy of a direction is not isolated in it.
+- At most 24 port entries per peer address and direction (aws-network-policy-agent v1.4.1
+  ``pkg/utils/utils.go`` ComputeTrieValue: TRIE_VALUE_LENGTH 288 bytes = 24 entries of
+  protocol/start port/end port, the rest dropped with "No.of unique port/protocol combinations
+  supported for a single endpoint exceeded the supported maximum of 24"; the eBPF programs loop
+  over MAX_PORT_PROTOCOL 24, ``pkg/ebpf/c/tc.v4ingress.bpf.c``). The entries of every rule that
+  reaches the address are merged first (``pkg/fwruleprocessor/fw_rule_processor.go``
+  ComputeMapEntriesFromEndpointRules: same CIDR appended, broader CIDRs inherited,
+  mergeDuplicateL4Info drops exact duplicates); a rule without ports is one catch-all entry and
+  a ``port``/``endPort`` range is one entry.
 """
 
 from __future__ import annotations
@@ -77,12 +86,12 @@ class Cluster:
         if not policies:
             return True
         service = flow.via if flow.via and flow.via.cluster_ip else None
+        if not service:
+            entries = self.agent_entries(policies, "egress", flow.destination)
+            return entries_admit(entries[:L4_ENTRIES_PER_PEER], flow.port, flow.protocol)
         for policy in policies:
             for rule in policy["spec"].get("egress", []):
-                if service:
-                    if self._rule_admits_service(rule, policy, service, flow):
-                        return True
-                elif self._rule_admits_peer(rule.get("to"), rule, policy, flow.destination, flow):
+                if self._rule_admits_service(rule, policy, service, flow):
                     return True
         return False
 
@@ -90,26 +99,27 @@ class Cluster:
         policies = self._selecting(flow.destination, "Ingress")
         if not policies:
             return True
-        for policy in policies:
-            for rule in policy["spec"].get("ingress", []):
-                if not ports_admit(rule.get("ports"), flow.port, flow.protocol):
-                    continue
-                peers = rule.get("from")
-                if peers is None:
-                    return True
-                for peer in peers:
-                    if self._peer_is(peer, policy, flow.source):
-                        return True
-        return False
+        entries = self.agent_entries(policies, "ingress", flow.source)
+        return entries_admit(entries[:L4_ENTRIES_PER_PEER], flow.port, flow.protocol)
 
-    def _rule_admits_peer(
-        self, peers: list | None, rule: dict, policy: dict, target: Pod, flow: Flow
-    ) -> bool:
-        if not ports_admit(rule.get("ports"), flow.port, flow.protocol):
-            return False
-        if peers is None:
-            return True
-        return any(self._peer_is(peer, policy, target) for peer in peers)
+    def agent_entries(
+        self, policies: list[dict[str, Any]], direction: str, peer: Pod | str
+    ) -> list[tuple[str, int | None, int | None]]:
+        """The port entries the agent writes for one peer address: (protocol, port, endPort),
+        protocol "ANY" for a rule without ports, duplicates merged, in rule order. Only the
+        first L4_ENTRIES_PER_PEER are enforced."""
+        key = "from" if direction == "ingress" else "to"
+        entries: list[tuple[str, int | None, int | None]] = []
+        for policy in policies:
+            for rule in policy["spec"].get(direction, []):
+                peers = rule.get(key)
+                if peers is not None and not any(self._peer_is(p, policy, peer) for p in peers):
+                    continue
+                for entry in rule.get("ports") or [{"protocol": "ANY"}]:
+                    item = (entry.get("protocol", "TCP"), entry.get("port"), entry.get("endPort"))
+                    if item not in entries:
+                        entries.append(item)
+        return entries
 
     def _rule_admits_service(self, rule: dict, policy: dict, service: Service, flow: Flow) -> bool:
         service_port = next((p for p in service.ports if p["targetPort"] == flow.port), None)
@@ -172,6 +182,21 @@ def selector_matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
         if operator == "DoesNotExist" and present:
             return False
     return True
+
+
+L4_ENTRIES_PER_PEER = 24
+
+
+def entries_admit(entries: list[tuple[str, int | None, int | None]], port: int, protocol: str):
+    """The eBPF match: protocol ANY, or the protocol with no port, the port, or start-end."""
+    for entry_protocol, start, end in entries:
+        if entry_protocol == "ANY":
+            return True
+        if entry_protocol != protocol:
+            continue
+        if start is None or port == start or (end is not None and start <= port <= end):
+            return True
+    return False
 
 
 def ports_admit(ports: list[dict] | None, port: int, protocol: str) -> bool:

@@ -23,7 +23,7 @@ from serving_manifests.names import (
     kuberay_serve_service_name,
 )
 from tests.configurations import render_deployed, settings_for
-from tests.network_policy_model import Cluster, Flow, Pod, Service
+from tests.network_policy_model import L4_ENTRIES_PER_PEER, Cluster, Flow, Pod, Service
 
 RAY_CLUSTER = "pd-llm-abcde"  # what KubeRay names the RayService's current Ray cluster
 GCS_PORT = 6379
@@ -66,7 +66,7 @@ def world(request) -> tuple[Settings, ServingManifests, Cluster, dict[str, Pod],
     pods["bench"] = Pod("bench", ns, job["spec"]["template"]["metadata"]["labels"], "10.0.64.40")
     plan = efa_jobs.plan_for(settings, "efa")
     for role, ip in (("prefill", "10.0.64.50"), ("decode", "10.0.64.51")):
-        job = efa_jobs.job_manifest(plan, role, "true")
+        job = efa_jobs.job_manifest(plan, role)
         pods[f"efa-{role}"] = Pod(
             f"efa-{role}", ns, job["spec"]["template"]["metadata"]["labels"], ip
         )
@@ -205,16 +205,39 @@ def test_the_bench_job_reaches_nothing_but_serve_and_https(world) -> None:
 
 
 def test_the_efa_check_client_reaches_its_server_on_the_control_ports_only(world) -> None:
-    """fi_pingpong's control sockets, one per EFA device, are the check's only IP traffic (the
-    ping-pongs are EFA)."""
-    settings, _, model, pods, _ = world
+    """fi_pingpong's control sockets, one per device pair, are the check's only IP traffic (the
+    ping-pongs are EFA); each pod finds the other through DNS. Every pair's port must survive
+    the agent's 24 entries per peer: p5 runs 32 pairs."""
+    settings, _, model, pods, services = world
     client, server = pods["efa-prefill"], pods["efa-decode"]
-    cards = max(g.instance.network_cards for g in settings.gpu_nodes.groups().values())
-    for port in efa_check_ports(cards):
+    pairs = efa_jobs.plan_for(settings, "efa").pairs
+    assert pairs > L4_ENTRIES_PER_PEER  # the default's p5 nodes: the limit is in play
+    for port in efa_check_ports(pairs):
         assert model.allows(Flow(client, server, port))
-    assert not model.allows(Flow(client, server, EFA_CHECK_FIRST_PORT + cards))
+    assert not model.allows(Flow(client, server, EFA_CHECK_FIRST_PORT + pairs))
     assert not model.allows(Flow(client, server, 22))
     assert not model.allows(Flow(client, pods["internet"], 443))
+    for pod in (client, server):
+        assert model.allows(Flow(pod, pods["coredns"], 53, "UDP", via=services["kube-dns"]))
+
+
+def test_single_ports_past_the_agents_24_entries_per_peer_are_not_enforced() -> None:
+    """The model itself: 32 single ports to one peer lose the last 8; one range keeps all."""
+    labels = {"app": "x"}
+    server, client = Pod("s", "ns", labels, "10.0.0.2"), Pod("c", "ns", labels, "10.0.0.3")
+    peers = [{"podSelector": {"matchLabels": labels}}]
+
+    def policy(ports: list[dict]) -> Cluster:
+        spec = {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [
+            {"from": peers, "ports": ports}]}  # fmt: skip
+        document = {"metadata": {"name": "p", "namespace": "ns"}, "spec": spec}
+        return Cluster(policies=[document], namespaces={"ns": {}})
+
+    single = policy([{"protocol": "TCP", "port": 1000 + i} for i in range(32)])
+    assert single.allows(Flow(client, server, 1000 + 23))
+    assert not single.allows(Flow(client, server, 1000 + 24))
+    ranged = policy([{"protocol": "TCP", "port": 1000, "endPort": 1031}])
+    assert ranged.allows(Flow(client, server, 1031))
 
 
 def test_the_efa_check_pods_and_the_ray_pods_stay_apart(world) -> None:

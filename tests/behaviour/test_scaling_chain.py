@@ -164,7 +164,7 @@ def test_without_the_node_template_tags_a_worker_never_fits_an_empty_group(app) 
 def test_the_efa_check_pods_fit_the_same_template(app, role) -> None:
     """`pdctl efa-check` on a busy group gets a node from the autoscaler like a worker would."""
     plan = efa_jobs.plan_for(app.built.settings, "x", account="123456789012")
-    job = efa_jobs.job_manifest(plan, role, "true")
+    job = efa_jobs.job_manifest(plan, role)
     assert unfit_reasons(job["spec"]["template"]["spec"], _templates(app)[role]) == []
 
 
