@@ -26,10 +26,6 @@ ALL_CONTROL_PLANE_LOGS = [
 ]
 
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
-# For people who operate the service but not the cluster: read everything, change the serving
-# namespace only (EKS user guide, "Review access policy permissions").
-VIEW_POLICY = "AmazonEKSViewPolicy"
-EDIT_POLICY = "AmazonEKSEditPolicy"
 
 # Managed policies aws-cdk-lib attaches to the kubectl provider's Lambda roles.
 KUBECTL_HANDLER_MANAGED_POLICIES = (
@@ -51,7 +47,9 @@ class EksControlPlaneProps:
     settings: ClusterSettings
     vpc: ec2.IVpc
     removal_policy: RemovalPolicy
-    serving_namespace: str  # where operators may change things
+    # The Kubernetes group of the operators' access entries; the serving stack binds it to the
+    # Roles of manifests/operator-rbac.yaml (what the runbooks use, nothing more).
+    operators_group: str
 
 
 class EksControlPlane(Construct):
@@ -121,19 +119,19 @@ class EksControlPlane(Construct):
                 ],
             )
         for index, principal_arn in enumerate(settings.operator_principal_arns):
-            self.cluster.grant_access(
-                f"OperatorAccess{index}",
-                principal_arn,
-                [
-                    eks.AccessPolicy.from_access_policy_name(
-                        VIEW_POLICY, access_scope_type=cluster_wide
-                    ),
-                    eks.AccessPolicy.from_access_policy_name(
-                        EDIT_POLICY,
-                        access_scope_type=eks.AccessScopeType.NAMESPACE,
-                        namespaces=[props.serving_namespace],
-                    ),
-                ],
+            # No EKS access policy: AmazonEKSEditPolicy would let an operator read the Ray
+            # token's Secret, exec into pods, run pods as the Ray service accounts and delete
+            # the network policies. Kubernetes RBAC bound to this group decides instead.
+            entry = eks.AccessEntry(
+                self.cluster,
+                f"OperatorAccess{index}",  # the id grant_access used: updated in place
+                cluster=self.cluster,
+                principal=principal_arn,
+                access_policies=[],
+                access_entry_type=eks.AccessEntryType.STANDARD,
+            )
+            entry.node.default_child.add_property_override(
+                "KubernetesGroups", [props.operators_group]
             )
 
     def _harden_kubectl_provider(self) -> None:

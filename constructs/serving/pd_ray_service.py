@@ -67,6 +67,8 @@ class PdRayService(Construct):
             namespace.node.add_dependency(props.gcs_store)
         identity = self._apply("Identity", cluster, [*m.service_accounts, *m.network_policies])
         identity.node.add_dependency(namespace)
+        operator_access = self._apply("OperatorAccess", cluster, m.operator_rbac)
+        operator_access.node.add_dependency(namespace)
         model_cache = self._apply("ModelCache", cluster, m.model_cache)
         model_cache.node.add_dependency(namespace)
         ray_service = self._apply("RayService", cluster, [m.rayservice])
