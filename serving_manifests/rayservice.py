@@ -65,11 +65,6 @@ POD_CHECKOV_SKIPS = {
 }
 
 
-# The head alone runs Ray's autoscaler, which calls the Kubernetes API with the pod's token.
-HEAD_CHECKOV_SKIPS = {
-    "CKV_K8S_38": "Ray's autoscaler sidecar patches the RayCluster through the Kubernetes API "
-    "with this token; KubeRay's Role limits it to the namespace's pods and RayClusters",
-}
 # Cluster Autoscaler's per-pod opt-out of node scale-down (cluster-autoscaler FAQ).
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 
@@ -102,7 +97,6 @@ def render_rayservice(
     # the whole Ray cluster (every engine), so its node is never picked for scale-down.
     head["metadata"]["annotations"] = {
         **annotations,
-        **checkov_skip_annotations(HEAD_CHECKOV_SKIPS),
         SAFE_TO_EVICT: "false",
     }
     head["spec"]["serviceAccountName"] = HEAD_SERVICE_ACCOUNT

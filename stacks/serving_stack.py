@@ -39,6 +39,7 @@ class ServingStack(Stack):
             "Operators",
             cluster=cluster,
             gpu_placements=gpu_placements,
+            serving_namespace=settings.serving.namespace,
             with_secrets_store=settings.serving.model.hf_token_secret_arn is not None
             or gcs.enabled,
             sync_secrets=gcs.enabled,

@@ -19,6 +19,21 @@ from constructs.serving.device_plugins import tolerations
 LOAD_BALANCER_CONTROLLER = eks.AlbControllerVersion.V3_2_2
 ON_SYSTEM_NODES = {"nodeSelector": {ROLE_LABEL: SYSTEM_ROLE}}
 
+
+def kuberay_values(serving_namespace: str) -> dict:
+    """KubeRay for the serving namespace only (chart kuberay-operator 1.7.0, values.yaml and
+    templates/): with singleNamespaceInstall the chart renders no ClusterRole or
+    ClusterRoleBinding (role.yaml, rolebinding.yaml) but a Role and RoleBinding in each
+    watchNamespace (multiple_namespaces_role*.yaml, crNamespacedRbacEnable defaults to true),
+    and passes --watch-namespace to the operator (deployment.yaml), whose informers then see
+    that namespace alone. Its Secrets, Pods, Services, Jobs and RBAC rights stop there."""
+    return {
+        **ON_SYSTEM_NODES,
+        "singleNamespaceInstall": True,
+        "watchNamespace": [serving_namespace],
+    }
+
+
 # The controller here only binds one target group (TargetGroupBinding): its Service and Ingress
 # controllers and its mutating webhook for LoadBalancer Services stay off (chart v3.2.2 values).
 TARGET_GROUP_BINDING_ONLY = {
@@ -53,12 +68,19 @@ class ServingOperators(Construct):
         *,
         cluster: eks.Cluster,
         gpu_placements: list[NodePlacement],
+        serving_namespace: str,
         with_secrets_store: bool,
         sync_secrets: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
+        # Its Role and RoleBinding land in the serving namespace, which must exist first: the
+        # caller makes this release depend on the namespace.
         self.kuberay = helm_release(
-            self, "KubeRayOperator", cluster=cluster, chart=KUBERAY_OPERATOR, values=ON_SYSTEM_NODES
+            self,
+            "KubeRayOperator",
+            cluster=cluster,
+            chart=KUBERAY_OPERATOR,
+            values=kuberay_values(serving_namespace),
         )
         self.cluster = cluster
         self.load_balancer_controller = eks.AlbController(

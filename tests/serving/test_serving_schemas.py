@@ -24,7 +24,7 @@ from app_config import load_settings
 from catalog.eks_versions import KUBERNETES
 from catalog.ray_llm_image import IMAGES
 from serving_manifests import ServingManifests
-from serving_manifests.rayservice import HEAD_CHECKOV_SKIPS, POD_CHECKOV_SKIPS
+from serving_manifests.rayservice import POD_CHECKOV_SKIPS
 from tests.checkov import run_checkov
 from tests.configurations import CONFIGURATIONS, PROJECT_ROOT, context_for, render_deployed
 from tools.write_manifests import write_manifests
@@ -154,8 +154,8 @@ def test_checkov_kubernetes_has_no_unskipped_failures(tmp_path: Path) -> None:
     result = run_checkov(tmp_path, "kubernetes")
     assert result.failed == [], result.stderr
     assert result.passed > 20, "checkov evaluated too little"
-    # Each reasoned skip on each of 3 pods, and the head's own (its autoscaler's API token).
-    assert result.skipped == 3 * len(POD_CHECKOV_SKIPS) + len(HEAD_CHECKOV_SKIPS)
+    # Each reasoned skip on each of 3 pods; none for service-account tokens (none automounted).
+    assert result.skipped == 3 * len(POD_CHECKOV_SKIPS)
 
 
 def test_each_sides_deployment_options_pass_serves_own_validation(
