@@ -14,11 +14,13 @@ import urllib.request
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+import httpx2 as httpx  # the HTTP client the openai package is built on
 import openai
 from openai import OpenAI
 from prometheus_client.parser import text_string_to_metric_families
 
 from catalog.metrics import NIXL_FAILED_TRANSFERS, NIXL_TRANSFER_TIME
+from pdctl import sigv4
 from pdctl.checks import Check, failed, passed
 
 # vLLM's names without the "vllm:" or "ray_vllm_" in front (catalog/metrics.py has the names
@@ -52,11 +54,14 @@ class VerifyError(Exception):
 
 
 def client_for(base_url: str, timeout: float) -> OpenAI:
+    """Requests to the IAM-authenticated API (an execute-api URL) are SigV4-signed."""
+    region = sigv4.execute_api_region(base_url)
     return OpenAI(
         base_url=f"{base_url.rstrip('/')}/v1",
         api_key="unused",
         timeout=openai.Timeout(timeout, connect=min(timeout, 5.0)),
         max_retries=0,
+        http_client=httpx.Client(auth=sigv4.SigV4Auth(region)) if region else None,
     )
 
 

@@ -38,6 +38,8 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
         "cluster.operator_principal_arns": '["arn:aws:iam::123456789012:role/LlmOnCall"]',
         "retain_data_on_destroy": "false",
         "tags": '{"team": "ml-platform"}',
+        # The plain listener, chosen explicitly: TLS with the user's certificate, no sign-in.
+        "serving.endpoint.authentication": "none",
         "serving.endpoint.scheme": "internet-facing",
         "serving.endpoint.source_cidrs": '["198.51.100.0/24"]',
         "serving.endpoint.certificate_arn": (
@@ -57,6 +59,10 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
     # On-Demand Capacity Reservation for decode, extra labels and taints; weights from S3;
     # decode with TP 4 and two replicas per node; the image through the account's scanned cache.
     "reserved-capacity": {
+        # The signed API's VPC endpoint admits two named client groups, not the VPC.
+        "serving.endpoint.client_security_group_ids": (
+            '["sg-0123456789abcdef0", "sg-0fedcba987654321f"]'
+        ),
         "gpu_nodes.prefill.instance_type": "p5en.48xlarge",
         "gpu_nodes.prefill.capacity.type": "capacity_block",
         "gpu_nodes.prefill.capacity.reservation_id": "cr-0a1b2c3d4e5f60718",

@@ -17,7 +17,6 @@ from serving_manifests.names import (
     HEAD_SERVICE_ACCOUNT,
     SERVE_PORT,
     WORKER_SERVICE_ACCOUNT,
-    endpoint_client_cidrs,
 )
 from tests.configurations import CONFIGURATIONS, context_for, settings_for
 from tests.conftest import Synthesized, cfn_text
@@ -214,16 +213,33 @@ def test_internet_facing_endpoint_terminates_tls_with_the_certificate(
 
 
 @pytest.mark.parametrize("configuration", ["default", "public-endpoint"])
-def test_only_the_allowed_cidrs_reach_the_endpoint(
+def test_only_the_named_clients_reach_the_load_balancer(
     synthesize: Callable[[str], Synthesized], configuration: str
 ) -> None:
+    """With authentication none, the listener admits the named CIDRs and security groups only;
+    behind the signed API (the default), no client at all: only the VPC link's PrivateLink
+    traffic, which the load balancer then exempts from the group's rules."""
     synthesized = synthesize(configuration)
-    settings = synthesized.built.settings
+    endpoint = synthesized.built.settings.serving.endpoint
     groups = synthesized.resources("serving", "AWS::EC2::SecurityGroup")
     (group,) = [g for lid, g in groups.items() if lid.startswith("EndpointSecurityGroup")]
-    ingress = group["Properties"]["SecurityGroupIngress"]
-    assert sorted(rule["CidrIp"] for rule in ingress) == sorted(endpoint_client_cidrs(settings))
-    assert {rule["FromPort"] for rule in ingress} == {settings.serving.endpoint.port}
+    ingress = group["Properties"].get("SecurityGroupIngress", [])
+    attributes = {
+        a["Key"]: a["Value"] for a in _load_balancer(synthesized).get("LoadBalancerAttributes", [])
+    }
+    enforcement = _load_balancer(synthesized).get(
+        "EnforceSecurityGroupInboundRulesOnPrivateLinkTraffic", "on"
+    )
+    if endpoint.authentication == "iam":
+        assert ingress == []
+        assert enforcement == "off"
+    else:
+        assert sorted(rule["CidrIp"] for rule in ingress if "CidrIp" in rule) == sorted(
+            str(cidr) for cidr in endpoint.source_cidrs
+        )
+        assert {rule["FromPort"] for rule in ingress} == {endpoint.port}
+        assert enforcement == "on"
+    assert attributes.get("load_balancing.cross_zone.enabled") == "true"
 
 
 def test_target_group_checks_serve_proxy_health_on_pod_ips(default_app: Synthesized) -> None:
