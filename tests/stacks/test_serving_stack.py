@@ -335,13 +335,14 @@ def test_no_kubernetes_resource_is_empty(
 
 
 def test_namespace_outlives_neither_kuberay_nor_the_gcs_store(public_app: Synthesized) -> None:
-    """CloudFormation deletes in reverse dependency order: the namespace (and the Ray clusters
-    in it, held by KubeRay's GCS cleanup finalizer) goes while the operator and store exist."""
+    """CloudFormation deletes in reverse dependency order: the namespace goes after the
+    operator (whose Role lives in it; the RayService, held by KubeRay's GCS cleanup finalizer,
+    goes before the operator: tests/stacks/test_kuberay_scope.py) and before the store."""
     resources = public_app.templates["serving"]["Resources"]
-    (namespace,) = [r for lid, r in resources.items() if lid.startswith("PdRayServiceNamespace")]
-    depends_on = namespace["DependsOn"]
-    assert any(d.startswith("OperatorsKubeRayOperator") for d in depends_on)
-    assert any(d.startswith("GcsStore") for d in depends_on)
+    (namespace_id,) = [lid for lid in resources if lid.startswith("PdRayServiceNamespace")]
+    assert any(d.startswith("GcsStore") for d in resources[namespace_id]["DependsOn"])
+    (operator,) = [r for lid, r in resources.items() if lid.startswith("OperatorsKubeRayOperator")]
+    assert namespace_id in operator["DependsOn"]
 
 
 def test_a_tls_endpoint_logs_its_connections_and_a_tcp_one_says_why_not(
