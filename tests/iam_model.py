@@ -36,6 +36,14 @@ class Request:
     context: dict[str, Any] = field(default_factory=dict)  # condition keys, e.g. aws:SourceVpce
     resource_account: str | None = None  # None: the principal's own account
 
+    def full_context(self) -> dict[str, Any]:
+        """The request's keys plus the global ones every request carries."""
+        return {
+            "aws:PrincipalArn": self.principal_arn,
+            "aws:PrincipalAccount": self.account,
+            **self.context,
+        }
+
     @property
     def cross_account(self) -> bool:
         return self.resource_account not in (None, self.account)
@@ -131,7 +139,7 @@ def _matching(
             if (
                 _action_matches(statement, request.action)
                 and _resource_matches(statement, request.resource)
-                and _conditions_hold(statement, request.context)
+                and _conditions_hold(statement, request.full_context())
             ):
                 found.append((statement, who))
     return found

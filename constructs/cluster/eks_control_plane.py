@@ -11,6 +11,7 @@ from aws_cdk import aws_eks_v2 as eks
 from app_config.model import Cluster as ClusterSettings
 from catalog.eks_versions import KUBERNETES
 from constructs import Construct
+from constructs.cluster.kubectl_provider_guard import KubectlProviderGuard
 from constructs.common.checkov_skips import PROVIDER_LAMBDA_SKIPS, resources_of_type, skip_checks
 from constructs.common.encrypted_log_group import encrypted_log_group
 from constructs.common.log_encryption_key import LogEncryptionKey
@@ -107,6 +108,10 @@ class EksControlPlane(Construct):
         self.cluster.node.add_dependency(self.control_plane_logs)
         self._acknowledge_cdk_managed_parts()
         self._harden_kubectl_provider()
+        # Its handler is cluster-admin: the SCP that keeps it CloudFormation's alone.
+        self.kubectl_provider_guard = KubectlProviderGuard(
+            self, "KubectlProviderGuard", cluster=self.cluster
+        )
         cluster_wide = eks.AccessScopeType.CLUSTER
         for index, principal_arn in enumerate(settings.admin_principal_arns):
             self.cluster.grant_access(
