@@ -51,7 +51,10 @@ class ServingStack(Stack):
             vpc=cluster.vpc,
             removal_policy=removal_policy(settings),
         )
-        self.operators.bind_only(self.endpoint.target_group.target_group_arn)
+        self.operators.bind_only(
+            self.endpoint.target_group.target_group_arn,
+            self.endpoint.security_group.security_group_id,
+        )
         self.gcs_store = (
             GcsStore(
                 self,

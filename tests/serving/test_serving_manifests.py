@@ -404,9 +404,7 @@ def test_load_balancer_targets_every_ready_proxy_of_every_ray_cluster(rendered) 
     assert "ray.io/cluster" not in selector  # spans the old and the new cluster of an upgrade
     assert spec["targetGroupARN"] == BINDING.target_group_arn
     assert spec["targetType"] == "ip"
-    (rule,) = spec["networking"]["ingress"]
-    assert rule["from"] == [{"securityGroup": {"groupID": BINDING.load_balancer_security_group_id}}]
-    assert rule["ports"] == [{"protocol": "TCP", "port": SERVE_PORT}]
+    assert "networking" not in spec  # the controller manages no security group rule
     before_the_load_balancer = render_deployed(settings, endpoint=False)
     assert before_the_load_balancer.target_group_binding is None
 

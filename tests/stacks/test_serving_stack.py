@@ -364,8 +364,9 @@ def test_a_tls_endpoint_logs_its_connections_and_a_tcp_one_says_why_not(
 def test_the_load_balancer_controller_may_only_bind_the_endpoints_target_group(
     default_app: Synthesized,
 ) -> None:
-    """It binds one target group: no load balancer, listener, WAF or Shield action on the
-    account; writes only on that target group and the cluster security group."""
+    """It binds one target group: no load balancer, listener, WAF, Shield or EC2 write on the
+    account; writes only on that target group. The load balancer's rule on the cluster
+    security group is a CloudFormation resource instead."""
     resources = default_app.templates["serving"]["Resources"]
     (policy,) = [
         r["Properties"]["PolicyDocument"]
@@ -386,12 +387,16 @@ def test_the_load_balancer_controller_may_only_bind_the_endpoints_target_group(
             assert statement["Resource"] == "*"
             continue
         resource = json.dumps(statement["Resource"])
-        if any(a.startswith("elasticloadbalancing:") for a in writes):
-            assert statement["Resource"] == {"Ref": target_group_id}
-        else:
-            assert "security-group/" in resource
-            assert "ClusterSecurityGroupId" in resource
-            assert "ec2:Vpc" in statement["Condition"]["ArnEquals"]
+        assert all(a.startswith("elasticloadbalancing:") for a in writes), resource
+        assert statement["Resource"] == {"Ref": target_group_id}
+    (rule,) = [
+        r["Properties"]
+        for r in resources.values()
+        if r["Type"] == "AWS::EC2::SecurityGroupIngress"
+        and "ClusterSecurityGroupId" in json.dumps(r["Properties"]["GroupId"])
+    ]
+    assert (rule["FromPort"], rule["ToPort"], rule["IpProtocol"]) == (SERVE_PORT, SERVE_PORT, "tcp")
+    assert "Endpoint" in json.dumps(rule["SourceSecurityGroupId"])
     (chart,) = [
         r
         for r in resources.values()
