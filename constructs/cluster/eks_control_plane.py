@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import RemovalPolicy, Stack, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 
@@ -28,12 +29,15 @@ ALL_CONTROL_PLANE_LOGS = [
 
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 
-# Managed policies aws-cdk-lib attaches to the kubectl provider's Lambda roles.
+# Managed policies aws-cdk-lib attaches to the kubectl provider's Lambda roles and this app keeps.
 KUBECTL_HANDLER_MANAGED_POLICIES = (
     "service-role/AWSLambdaBasicExecutionRole",
     "service-role/AWSLambdaVPCAccessExecutionRole",
-    "AmazonEC2ContainerRegistryReadOnly",
 )
+# Also attached by aws-cdk-lib, for Helm charts pulled from ECR (OCI); every chart here comes from
+# an HTTPS repository (catalog/helm_charts.py), so the handler loses it: read access to every
+# image repository of the account is more than applying manifests needs.
+KUBECTL_HANDLER_UNNEEDED_POLICY = "AmazonEC2ContainerRegistryReadOnly"
 # cdk-nag prints this conditional attachment verbatim (the condition is the handler's own).
 KUBECTL_HANDLER_ECR_PUBLIC_POLICY = (
     '{"Fn::If":["ControlPlaneClusterKubectlProviderHandlerHasEcrPublic6AA9E5D7",{"Fn::Join":["",'
@@ -147,6 +151,13 @@ class EksControlPlane(Construct):
             log_group.add_property_override("KmsKeyId", self.log_key.key_arn)
         for function in resources_of_type(provider, "AWS::Lambda::Function"):
             skip_checks(function, PROVIDER_LAMBDA_SKIPS)
+        stack = Stack.of(self)
+        for role in resources_of_type(provider, "AWS::IAM::Role"):
+            attached = stack.resolve(role.managed_policy_arns) or []
+            kept = [p for p in attached if KUBECTL_HANDLER_UNNEEDED_POLICY not in json.dumps(p)]
+            if kept != attached:
+                # On the L1 itself, so cdk-nag judges what remains.
+                role.managed_policy_arns = [Token.as_string(Token.as_any(p)) for p in kept]
 
     def _acknowledge_cdk_managed_parts(self) -> None:
         """Findings on resources aws-cdk-lib creates for the cluster, not shaped by this app."""
@@ -159,8 +170,9 @@ class EksControlPlane(Construct):
         kubectl_provider = self.cluster.kubectl_provider
         handler_reason = (
             "aws-cdk-lib's kubectl provider (Lambda in the VPC, applies manifests and Helm charts "
-            "at deploy time) uses the AWS managed Lambda execution, VPC access and ECR read "
-            "policies; it runs only during CloudFormation operations on this stack."
+            "for CloudFormation) needs the AWS managed Lambda execution and VPC access policies "
+            "(logs, interfaces in the VPC); its functions can be invoked by any principal IAM "
+            "allows, which is why the stack prints a guard SCP (README, 'The deploy path')."
         )
         for policy in KUBECTL_HANDLER_MANAGED_POLICIES:
             acknowledge(kubectl_provider, aws_managed_policy_finding(policy), handler_reason)
