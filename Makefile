@@ -16,7 +16,7 @@ CDK := node_modules/.bin/cdk
 CDK_FLAGS := --no-notices
 PIP := $(BIN)/python -m pip install -qq --disable-pip-version-check
 
-.PHONY: help setup setup-dev synth test lint format diff deploy destroy snapshots bench config-docs manifests clean e2e-setup e2e e2e-bench
+.PHONY: help setup setup-dev synth test lint format diff deploy destroy snapshots bench config-docs manifests clean e2e-setup e2e e2e-bench gpu-check
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -65,8 +65,8 @@ format: setup-dev ## Format and auto-fix
 snapshots: setup-dev ## Re-record template snapshots after an intended change
 	$(BIN)/pytest -n 0 tests/stacks/test_snapshots.py --snapshot-update
 
-config-docs: setup-dev ## Regenerate the README's configuration reference from app_config/model.py
-	$(BIN)/python -m tools.config_reference --write README.md
+config-docs: setup-dev ## Regenerate docs/configuration.md's reference from app_config/model.py
+	$(BIN)/python -m tools.config_reference --write docs/configuration.md
 
 manifests: setup ## Write the serving manifests to build/manifests/ (ROLE_ARN=<output> to annotate)
 	$(BIN)/python -m tools.write_manifests $(if $(ROLE_ARN),--role-arn $(ROLE_ARN))
@@ -93,6 +93,13 @@ e2e: synth e2e-setup ## Run the synthesized Serve app on a local Ray: OpenAI API
 
 e2e-bench: synth e2e-setup ## Latency the P/D graph adds over Ray's aggregated app (stand-in engine)
 	timeout -k 60 $(E2E_TIMEOUT_S) "$$($(E2E_TOOL) venv)/bin/python" tests/e2e/bench_orchestration.py
+
+# The third tier, on one NVIDIA GPU (not in CI: it has none): the synthesized engine arguments on
+# real vLLM engines and the whole Serve app on a local Ray, with a scaled-down model of the
+# configured architecture (docs/verification.md). Same venv as e2e: the image's vLLM, Ray Serve
+# LLM and NIXL. MODEL_CONFIG=<config.json> when the Hugging Face Hub is out of reach.
+gpu-check: synth e2e-setup ## Third tier, one NVIDIA GPU: deployed engine config on real vLLM + Ray Serve
+	"$$($(E2E_TOOL) venv)/bin/python" -m tools.gpu_check run $(if $(MODEL_CONFIG),--model-config $(MODEL_CONFIG))
 
 # Each says in one line what is missing (credentials, bootstrap) before the CDK CLI starts.
 diff: setup ## cdk diff against the deployed stacks (needs credentials)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
 from app_config.endpoint_health import seconds_until_new_targets_healthy
 from app_config.node_labels import GPU_ROLES
@@ -344,14 +344,36 @@ class ImageCache(Section):
         "of from AWS's DLC registry. Costs ECR storage for the cached image (20+ GB) and, with "
         "enhanced scanning, Amazon Inspector's per-image scan charges.",
     )
-    scanning: Literal["enhanced", "basic", "unchanged"] = Field(
-        "enhanced",
-        description="Registry scanning for the cache's repositories: 'enhanced' (Amazon "
-        "Inspector, continuous: rescans when new CVEs are published), 'basic' (ECR, on push), "
-        "or 'unchanged' (leave the registry's scanning configuration alone). 'enhanced' and "
-        "'basic' replace the registry's scanning configuration, a per-account-and-region "
-        "setting: synth warns.",
+    scanning: Literal["unchanged", "enhanced", "basic"] = Field(
+        "unchanged",
+        description="Registry scanning for the cache's repositories: 'unchanged' (default: "
+        "leave the account's registry scanning configuration as it is), 'enhanced' (Amazon "
+        "Inspector, continuous: rescans when new CVEs are published) or 'basic' (ECR, on "
+        "push). 'enhanced' and 'basic' replace the registry's scanning configuration, one per "
+        "account and region, and need replace_registry_scanning: true.",
     )
+    replace_registry_scanning: bool = Field(
+        False,
+        validate_default=True,  # the default (no consent) must be checked against scanning
+        description="Explicit consent for scanning 'enhanced' or 'basic': the stack then owns "
+        "this account's registry scanning configuration in the region (rules you have for "
+        "other repositories are replaced), and `cdk destroy` does not restore it: the registry "
+        "falls back to basic scanning without rules.",
+    )
+
+    @field_validator("replace_registry_scanning")
+    @classmethod
+    def _consent_to_account_wide_scanning(cls, consent: bool, info: ValidationInfo) -> bool:
+        scanning = info.data.get("scanning", "unchanged")
+        if info.data.get("enabled") and scanning != "unchanged" and not consent:
+            raise ValueError(
+                f"scanning {scanning!r} replaces this account's ECR registry scanning "
+                "configuration in the region (one per registry: rules for other repositories "
+                "are lost) and `cdk destroy` leaves basic scanning without rules; set "
+                "replace_registry_scanning: true to consent, or keep scanning 'unchanged' and "
+                "add a rule for the cache's repositories yourself"
+            )
+        return consent
 
     def repository_prefix(self, prefix: str) -> str:
         """The cache's repository namespace (ECR: 2-30 characters)."""

@@ -1,12 +1,19 @@
 """The AWS Ray LLM Deep Learning Container: which tags we know, what they carry, where they live.
 
-Sources:
-- AWS Deep Learning Containers, "Ray" release notes (serve-llm-cuda-v1.0: Ray 2.58.0, vLLM 0.26.0,
-  NIXL 1.3.0 cu13, EFA installer 1.49.0, CUDA 13, Python 3.13).
+Sources (the GA release, not the DLC repository's pre-release build config):
+- AWS Deep Learning Containers, Ray LLM changelog (aws.github.io/deep-learning-containers/
+  ray-llm/changelog/): "Ray LLM v1.0 - 2026-08-31", tags serve-llm-cuda, serve-llm-cuda-v1,
+  serve-llm-cuda-v1.0, serve-llm-cuda-v1.0.0: Ray 2.58.0, vLLM 0.26.0, CUDA 13.0.2, Python 3.13,
+  EFA support.
+- The Ray LLM DLC page (aws.github.io/deep-learning-containers/ray-llm/), "What's Included": Ray
+  2.58.0 with the default, serve and llm extras, installed from upstream wheels; "Images": the
+  image is public.ecr.aws/deep-learning-containers/ray:serve-llm-cuda on ECR Public as well.
+- NIXL: neither page names it. The image installs ray[llm]==2.58.0, whose wheel metadata pins it
+  exactly (ray-2.58.0 METADATA, Requires-Dist: nixl==1.3.1 and nixl-cu13==1.3.1, extra "llm");
+  tests/config/test_ray_llm_image_catalog.py reads that pin from the installed ray.
+- EFA installer: the GA pages say "EFA" without a version; 1.49.0 is the EFA_VERSION of the
+  release's docker/ray_llm/Dockerfile.cuda (aws/deep-learning-containers, Ray 2.58.0 build).
 - aws/deep-learning-containers available_images.md, "Region availability" (registry accounts).
-- aws/deep-learning-containers .github/config/image/ray-llm/ec2-gpu.yml (`public_registry: true`)
-  and docs/src/utils.py (build_public_ecr_uri): the same tags are published to ECR Public as
-  public.ecr.aws/deep-learning-containers/ray.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ IMAGES: dict[str, RayLlmImage] = {
             tag="serve-llm-cuda-v1.0",
             ray_version="2.58.0",
             vllm_version="0.26.0",
-            nixl_version="1.3.0",
+            nixl_version="1.3.1",
             efa_installer_version="1.49.0",
             cuda_version="13.0",
             python_version="3.13",

@@ -16,6 +16,7 @@ import boto3
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from app_config import ConfigError, Settings, load_settings
 from app_config.cli_context import cli_context
@@ -392,15 +393,25 @@ def image_command(
     for name, version in result.versions.items():
         table.add_row(name, version)
     table.add_row("pinned digest", result.pinned_digest or "none (by tag)")
-    table.add_row("registry digest now", result.registry_digest or f"? ({result.registry_error})")
+    table.add_row(
+        "registry digest now",
+        Text(result.registry_digest or f"? ({result.registry_error})"),  # AWS's text, as text
+    )
+    if result.pinned_in_cache is not None:
+        table.add_row("pinned build in cache", "yes" if result.pinned_in_cache else "no")
     if from_cluster:
         table.add_row("running digests", ", ".join(result.running_digests) or "no Ray pod found")
     console.print(table)
-    console.print(result.verdict)
+    console.print(result.verdict, markup=False, highlight=False)
     if scan:
         counts = ", ".join(f"{n} {s.lower()}" for s, n in scan.counts.items()) or "none"
-        console.print(f"scan of {scan.repository}: {scan.status}; findings: {counts}")
-        console.print(scan.verdict)
+        # Text from AWS is printed as text, never as rich markup.
+        console.print(
+            f"scan of {scan.repository}: {scan.status}; findings: {counts}",
+            markup=False,
+            highlight=False,
+        )
+        console.print(scan.verdict, markup=False, highlight=False)
 
 
 def _scan_report(settings: Settings, ecr: Any, account: str | None) -> scan_report.ScanSummary:

@@ -3,11 +3,15 @@
 The DLC tag is mutable: AWS republishes it with patch releases. The deployment's pods pull by
 digest when `serving.image_digest` is set (every node the same bytes), else by tag with
 IfNotPresent (each node keeps what it pulled first). This compares the digest in the registry
-now with the pinned one and with what the running pods report.
+now with the pinned one and with what the running pods report. With serving.image_cache, the
+registry is the account's pull-through cache, which imports a build only on a pull by tag
+(aws/containers-roadmap#2837): a pinned digest it does not hold cannot be pulled, so that is
+asked too.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -22,6 +26,7 @@ from catalog.ray_llm_image import (
 )
 from serving_manifests.image import cache_repository
 
+DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 # The manifest types ECR may hold the image as; without them BatchGetImage may not find it.
 MANIFEST_TYPES = [
     "application/vnd.oci.image.index.v1+json",
@@ -40,9 +45,18 @@ class ImageReport:
     registry_digest: str | None
     registry_error: str | None = None
     running_digests: list[str] = field(default_factory=list)
+    # With the image cache and a pinned digest: whether the cache holds that build (None: not
+    # asked, or the answer was unreadable).
+    pinned_in_cache: bool | None = None
 
     @property
     def verdict(self) -> str:
+        if self.pinned_in_cache is False:
+            return (
+                "the pinned build is not in the account's image cache, and the cache imports "
+                "only on a pull by tag: pods cannot pull it. Pin the cache's digest shown here, "
+                "or deploy once by tag first (pdctl preflight says the same)"
+            )
         if self.registry_digest is None:
             return f"cannot tell: the registry did not answer ({self.registry_error})"
         current = self.pinned_digest or (
@@ -66,30 +80,69 @@ class ImageReport:
         return {**asdict(self), "verdict": self.verdict}
 
 
-def registry_digest(
-    ecr: Any, settings: Settings, account: str | None = None
-) -> tuple[str | None, str | None]:
-    """(digest, error): what the tag points to now where the pods pull it: the region's DLC
-    registry, or, with serving.image_cache, the account's cache repository (a read through the
-    cache refreshes the tag from ECR Public at most once a day)."""
+def _registry_lookup(
+    ecr: Any, settings: Settings, account: str | None
+) -> tuple[str | None, str | None, bool | None]:
+    """(digest, error, pinned_in_cache): what the tag points to now where the pods pull it (the
+    region's DLC registry, or with serving.image_cache the account's cache repository), and,
+    with the cache and a pinned digest, whether the cache holds that build: one BatchGetImage."""
     registry, repository = REGISTRY_ACCOUNTS[settings.region], REPOSITORY
-    cache = settings.serving.image_cache
-    if cache.enabled and account:
+    serving = settings.serving
+    cached = serving.image_cache.enabled and bool(account)
+    if cached:
         registry, repository = account, cache_repository(settings)
+    wanted: list[dict[str, str]] = [{"imageTag": serving.image_tag}]
+    pinned = serving.image_digest if cached else None
+    if pinned:
+        wanted.append({"imageDigest": pinned})
     try:
         response = ecr.batch_get_image(
             registryId=registry,
             repositoryName=repository,
-            imageIds=[{"imageTag": settings.serving.image_tag}],
+            imageIds=wanted,
             acceptedMediaTypes=MANIFEST_TYPES,
         )
     except (ClientError, BotoCoreError) as error:
-        return None, str(error)
-    images = response.get("images") or []
-    if not images:
-        failures = ", ".join(f.get("failureReason", "") for f in response.get("failures", []))
-        return None, failures or "no such image"
-    return images[0]["imageId"]["imageDigest"], None
+        return None, str(error), None
+    images = _dicts(response.get("images") if isinstance(response, dict) else None)
+    ids = [image_id for image_id in (image.get("imageId") for image in images) if _is_id(image_id)]
+    tagged = [i["imageDigest"] for i in ids if i.get("imageTag") == serving.image_tag]
+    failures = _dicts(response.get("failures") if isinstance(response, dict) else None)
+    pinned_held = _holds(pinned, {i["imageDigest"] for i in ids}, failures) if pinned else None
+    if tagged:
+        return tagged[0], None, pinned_held
+    reasons = [
+        str(failure.get("failureReason") or failure.get("failureCode") or "")
+        for failure in failures
+        if _is_id(failure.get("imageId"), tag=serving.image_tag)
+    ]
+    return None, ", ".join(r for r in reasons if r) or "no such image", pinned_held
+
+
+def _holds(digest: str, held: set[str], failures: list[dict[str, Any]]) -> bool | None:
+    """True if the answer has the digest, False only if ECR said it is not there."""
+    if digest in held:
+        return True
+    for failure in failures:
+        image_id = failure.get("imageId")
+        if isinstance(image_id, dict) and image_id.get("imageDigest") == digest:
+            return False if failure.get("failureCode") == "ImageNotFound" else None
+    return None
+
+
+def _dicts(value: object) -> list[dict[str, Any]]:
+    return [item for item in value if isinstance(item, dict)] if isinstance(value, list) else []
+
+
+def _is_id(value: object, tag: str | None = None) -> bool:
+    """An imageId with a well-formed digest (or, for a failure, the given tag)."""
+    if not isinstance(value, dict):
+        return False
+    if tag is not None:
+        return value.get("imageTag") == tag
+    return isinstance(value.get("imageDigest"), str) and bool(
+        DIGEST.fullmatch(value["imageDigest"])
+    )
 
 
 def running_digests(image_ids: list[str]) -> list[str]:
@@ -107,8 +160,10 @@ def report(
     """``uri``: where the pods pull from; ``account``: where an image cache lives."""
     serving = settings.serving
     image = IMAGES[serving.image_tag]
-    digest, error = (
-        registry_digest(ecr, settings, account) if ecr else (None, "not asked (--no-registry)")
+    digest, error, pinned_in_cache = (
+        _registry_lookup(ecr, settings, account)
+        if ecr
+        else (None, "not asked (--no-registry)", None)
     )
     return ImageReport(
         tag=serving.image_tag,
@@ -125,4 +180,5 @@ def report(
         registry_digest=digest,
         registry_error=error,
         running_digests=running_digests(pod_image_ids),
+        pinned_in_cache=pinned_in_cache,
     )

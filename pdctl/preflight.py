@@ -16,6 +16,7 @@ from catalog.container_insights import log_group_kinds, log_group_name
 from catalog.ray_llm_image import REGISTRY_ACCOUNTS, REPOSITORY
 from catalog.regions import is_zone_id
 from pdctl.checks import Check, failed, passed
+from pdctl.image_cache import cache_repository_checks
 
 # Service Quotas: "Running On-Demand P instances" (vCPUs). Capacity Blocks do not count against
 # it; On-Demand Capacity Reservations do (EC2 user guide, "On-Demand Instance quotas").
@@ -248,6 +249,7 @@ def run_preflight(
             checks.append(found)
     checks.append(vcpu_quota(clients["service-quotas"], settings))
     checks.append(dlc_image(clients["ecr"], settings))
+    checks.extend(cache_repository_checks(clients["ecr"], settings))
     checks.extend(admin_principals(clients["iam"], settings))
     checks.append(leftover_log_groups(clients["cloudformation"], clients["logs"], settings))
     return checks

@@ -1,9 +1,15 @@
 """What ECR or Amazon Inspector found in the image the pods pull, read from the account's image
 cache (serving.image_cache). AWS's DLC registry is another account's: its scan results are not
-readable from yours, which is why the cache exists."""
+readable from yours, which is why the cache exists.
+
+The answer is AWS's and is read defensively: a verdict of "no critical or high findings" needs a
+scan that is done and readable and a severity count that is present and well-formed; anything
+else is a status line that says what is missing.
+"""
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -14,9 +20,39 @@ from serving_manifests.image import cache_repository
 
 # Severities as ECR reports them, worst first (basic and enhanced scanning alike).
 SEVERITIES = ("CRITICAL", "HIGH", "MEDIUM", "LOW", "INFORMATIONAL", "UNDEFINED", "UNTRIAGED")
+SERIOUS = ("CRITICAL", "HIGH")
 # A scan that is done and readable: basic scans end COMPLETE; enhanced (continuous) ones stay
 # ACTIVE while Inspector keeps rescanning.
 READABLE = ("COMPLETE", "ACTIVE")
+# Reading enhanced findings through ECR also needs Inspector's permission (ECR user guide,
+# "Required IAM permissions for enhanced scanning").
+PERMISSIONS = "ecr:DescribeImageScanFindings and, with enhanced scanning, inspector2:ListFindings"
+# ECR's imageScanStatus.status values (botocore's ECR model, ScanStatus) that are not a result.
+STATUS_HINTS = {
+    "IN_PROGRESS": "the scan is running; ask again in a few minutes",
+    "PENDING": "the scan has not started yet; ask again in a few minutes",
+    "SCAN_ELIGIBILITY_EXPIRED": (
+        "Amazon Inspector stopped rescanning this build: it was not pushed, pulled or in use "
+        "within the account's ECR re-scan duration (14 days by default for new accounts), and "
+        "its findings are closed, not current. Lengthen it (`aws inspector2 "
+        "update-configuration --ecr-configuration rescanDuration=...`); the build scans again "
+        "after its next pull"
+    ),
+    "FINDINGS_UNAVAILABLE": "Amazon Inspector has no findings for this image (yet)",
+    "UNSUPPORTED_IMAGE": "the scanner does not support this image's OS or format",
+    "LIMIT_EXCEEDED": "the account's scan limit was reached; findings are not available",
+    "IMAGE_ARCHIVED": "the image is in archive storage; restore it to scan it",
+    "IMAGE_SIZE_EXCEEDED": "the image is larger than the scanner accepts",
+    "FAILED": "the scan failed (see its description)",
+}
+ERROR_HINTS = {
+    "RepositoryNotFoundException": "the cache has not pulled the image yet (the first pull by "
+    "tag creates the repository)",
+    "ImageNotFoundException": "this tag or digest is not in the cache yet",
+    "ScanNotFoundException": "no scan yet: check the registry's scanning configuration "
+    "(serving.image_cache.scanning)",
+    "AccessDeniedException": f"not allowed: reading the scan needs {PERMISSIONS}",
+}
 
 
 @dataclass(frozen=True)
@@ -25,12 +61,19 @@ class ScanSummary:
     status: str  # ECR's imageScanStatus.status, or what stopped us from reading it
     description: str = ""
     counts: dict[str, int] = field(default_factory=dict)  # severity -> findings
+    # Why the answer cannot be judged although its status is readable ("" when it can).
+    unreadable: str = ""
 
     @property
     def verdict(self) -> str:
         if self.status not in READABLE:
-            return f"no scan result: {self.status} {self.description}".strip()
-        serious = {s: self.counts[s] for s in ("CRITICAL", "HIGH") if self.counts.get(s)}
+            hint = STATUS_HINTS.get(self.status, "")
+            return " ".join(
+                part for part in ("no scan result:", self.status, self.description, hint) if part
+            ).replace("\n", " ")
+        if self.unreadable:
+            return f"cannot judge the scan: {self.unreadable}"
+        serious = {s: self.counts[s] for s in SERIOUS if self.counts.get(s)}
         if serious:
             found = ", ".join(f"{n} {s.lower()}" for s, n in serious.items())
             return (
@@ -58,23 +101,66 @@ def scan_summary(ecr: Any, settings: Settings, account: str) -> ScanSummary:
             registryId=account, repositoryName=repository, imageId=image_id, maxResults=1
         )
     except ClientError as error:
-        code = error.response.get("Error", {}).get("Code", "")
-        hint = {
-            "RepositoryNotFoundException": "the cache has not pulled the image yet (first pod "
-            "start creates the repository)",
-            "ImageNotFoundException": "this tag or digest is not in the cache yet",
-            "ScanNotFoundException": "no scan yet: check the registry's scanning configuration "
-            "(serving.image_cache.scanning)",
-        }.get(code, str(error))
-        return ScanSummary(repository, code or "error", hint)
+        details = error.response.get("Error", {})
+        code = str(details.get("Code", "") or "error")
+        hint = ERROR_HINTS.get(code) or _one_line(details.get("Message")) or code
+        return ScanSummary(repository, code, hint)
     except BotoCoreError as error:
-        return ScanSummary(repository, "error", str(error))
-    status = response.get("imageScanStatus", {})
-    findings = response.get("imageScanFindings", {})
-    counts = findings.get("findingSeverityCounts", {})
-    return ScanSummary(
-        repository,
-        status.get("status", "unknown"),
-        status.get("description", ""),
-        {severity: counts[severity] for severity in SEVERITIES if severity in counts},
-    )
+        return ScanSummary(repository, "error", _one_line(str(error)))
+    return summarize(repository, response)
+
+
+def summarize(repository: str, response: object) -> ScanSummary:
+    """A DescribeImageScanFindings answer, whatever its shape, as a summary."""
+    if not isinstance(response, dict):
+        return ScanSummary(repository, "unreadable", "the answer is not an object")
+    status = response.get("imageScanStatus")
+    if not isinstance(status, dict) or not isinstance(status.get("status"), str):
+        return ScanSummary(repository, "unknown", "the answer carries no scan status")
+    code = _one_line(status["status"])
+    description = _one_line(status.get("description"))
+    findings = response.get("imageScanFindings")
+    if not isinstance(findings, dict):
+        return ScanSummary(repository, code, description, unreadable="no findings in the answer")
+    raw = findings.get("findingSeverityCounts")
+    if raw is None and _explicitly_empty(findings):
+        # Counts left out, but the answer lists its findings and the list is empty: that is
+        # the evidence of a clean scan. A missing list is not.
+        raw = {}
+    if not isinstance(raw, dict):
+        return ScanSummary(
+            repository, code, description, unreadable="the severity counts are not a mapping"
+        )
+    counts: dict[str, int] = {}
+    for severity, count in raw.items():
+        if not _is_count(count):
+            return ScanSummary(
+                repository,
+                code,
+                description,
+                unreadable=f"the {_one_line(severity)} count is {_one_line(repr(count))}",
+            )
+        counts[_one_line(severity).upper()] = int(count)
+    ordered = {s: counts[s] for s in SEVERITIES if s in counts}
+    ordered |= {s: n for s, n in counts.items() if s not in ordered}  # severities ECR adds later
+    return ScanSummary(repository, code, description, ordered)
+
+
+def _explicitly_empty(findings: dict[str, Any]) -> bool:
+    lists = [findings.get(key) for key in ("findings", "enhancedFindings") if key in findings]
+    return bool(lists) and all(isinstance(found, list) and not found for found in lists)
+
+
+def _is_count(value: object) -> bool:
+    """A finite, non-negative whole number (bool is an int in Python, and is not a count)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value) and value >= 0 and float(value).is_integer()
+
+
+def _one_line(text: object, limit: int = 300) -> str:
+    """Text from AWS as one plain line, bounded."""
+    if text is None:
+        return ""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"

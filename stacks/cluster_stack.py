@@ -59,6 +59,7 @@ class ClusterStack(Stack):
                 settings=settings.serving.image_cache,
                 prefix=settings.prefix,
                 node_role=self.node_role.role,
+                pinned_digest=settings.serving.image_digest,
             )
         self.system_nodes = SystemNodeGroup(
             self,

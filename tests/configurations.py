@@ -84,6 +84,8 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
         "observability.log_retention_days": "90",
         "observability.alarms.efa_error_events_threshold": "5",
         "serving.image_cache.enabled": "true",
+        "serving.image_cache.scanning": "enhanced",
+        "serving.image_cache.replace_registry_scanning": "true",
     },
 }
 

@@ -1,7 +1,7 @@
-"""Generates the README's configuration reference from the Settings model (one source of truth).
+"""Generates docs/configuration.md's reference from the Settings model (one source of truth).
 
-`python -m tools.config_reference --write README.md` rewrites the block between the markers;
-tests/config/test_docs.py fails when the README and the model disagree.
+`python -m tools.config_reference --write docs/configuration.md` rewrites the block between the
+markers; tests/config/test_docs.py fails when the page and the model disagree.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def replace_block(text: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--write", type=Path, help="README to update in place")
+    parser.add_argument("--write", type=Path, help="Markdown page to update in place")
     args = parser.parse_args()
     if args.write:
         args.write.write_text(replace_block(args.write.read_text()))

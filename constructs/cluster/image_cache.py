@@ -8,11 +8,14 @@ the first pull creates the repository and later pulls refresh the tag from upstr
 per 24 hours), so following AWS's patch releases needs no pipeline of ours. Nodes need two more
 actions to trigger it (ecr:BatchImportUpstreamImage, ecr:CreateRepository: ECR user guide,
 "IAM permissions required to sync an upstream registry"), on the cache's repositories only.
+
+What the cache cannot do (aws/containers-roadmap#2837, open): import an image on a first pull by
+digest, even with the tag in the reference (`repo:tag@digest`). A pinned
+serving.image_digest therefore works only once a pull by tag has imported that build: `pdctl
+preflight` checks that it is in the cache, and synth warns.
 """
 
 from __future__ import annotations
-
-import json
 
 from aws_cdk import Annotations, Stack
 from aws_cdk import aws_ecr as ecr
@@ -23,9 +26,6 @@ from catalog.ray_llm_image import PUBLIC_REGISTRY
 from constructs import Construct
 from constructs.common.nag_acknowledgments import account_arn, acknowledge
 
-# Untagged images are superseded builds of the tag (the cache re-pulls it when AWS republishes):
-# keep a week of them for a rollback by digest, then free the storage.
-UNTAGGED_DAYS = 7
 SCAN_FREQUENCY = {"enhanced": "CONTINUOUS_SCAN", "basic": "SCAN_ON_PUSH"}
 
 
@@ -38,6 +38,7 @@ class ImageCache(Construct):
         settings: ImageCacheSettings,
         prefix: str,
         node_role: iam.IRole,
+        pinned_digest: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -60,24 +61,25 @@ class ImageCache(Construct):
             encryption_configuration=ecr.CfnRepositoryCreationTemplate.EncryptionConfigurationProperty(
                 encryption_type="AES256"
             ),
-            lifecycle_policy=json.dumps(
-                {
-                    "rules": [
-                        {
-                            "rulePriority": 1,
-                            "description": "Superseded builds of the tag",
-                            "selection": {
-                                "tagStatus": "untagged",
-                                "countType": "sinceImagePushed",
-                                "countUnit": "days",
-                                "countNumber": UNTAGGED_DAYS,
-                            },
-                            "action": {"type": "expire"},
-                        }
-                    ]
-                }
-            ),
+            # No lifecycle policy. When AWS republishes the tag, the build a cluster pins
+            # (serving.image_digest, which `pdctl image` proposes from what the pods run)
+            # becomes untagged, and an ECR lifecycle rule cannot select an image by digest:
+            # every rule that reaches untagged images, by age, count or last pull, deletes it in
+            # time and the next node that joins fails to pull it
+            # (tests/stacks/test_image_cache.py evaluates ECR's rules).
+            # The template applies once, when the cache creates the repository, so it must be
+            # safe for every later configuration. Superseded builds are removed by hand
+            # (README, "Scanning the image in your account").
         )
+        if pinned_digest:
+            Annotations.of(self).add_warning_v2(
+                "pd-llm:pinned-digest-through-cache",
+                "serving.image_digest with serving.image_cache: ECR's pull-through cache imports "
+                "an image only on a pull by tag, never on a first pull by digest "
+                "(aws/containers-roadmap#2837), so the pinned build must already be in the "
+                "cache. `pdctl preflight` checks it; on a fresh cache, deploy by tag first (or "
+                "pull the tag through the cache once), then pin the digest `pdctl image` shows.",
+            )
         if settings.scanning != "unchanged":
             ecr.CfnRegistryScanningConfiguration(
                 self,
@@ -96,10 +98,11 @@ class ImageCache(Construct):
             )
             Annotations.of(self).add_warning_v2(
                 "pd-llm:registry-scanning-replaced",
-                f"serving.image_cache.scanning={settings.scanning!r} sets this account's ECR "
-                "registry scanning configuration in this region (one per registry): rules for "
-                "other repositories are replaced, and `cdk destroy` resets it. Use 'unchanged' "
-                "to keep a scanning configuration you manage elsewhere.",
+                f"serving.image_cache.scanning={settings.scanning!r} (consented with "
+                "replace_registry_scanning) sets this account's ECR registry scanning "
+                "configuration in this region (one per registry): rules for other repositories "
+                "are replaced, and `cdk destroy` leaves basic scanning without rules, not what "
+                "you had before.",
             )
         repositories = account_arn(stack, "ecr", f"repository/{self.repository_prefix}/*")
         node_role.add_to_principal_policy(

@@ -265,6 +265,11 @@ INVALID = [
         "no Ray LLM DLC registry mapping",
     ),
     ({"serving.name": "a" * 37}, "serving.name", "at most 36"),
+    (
+        {"serving.image_cache.enabled": "true", "serving.image_cache.scanning": "enhanced"},
+        "serving.image_cache.replace_registry_scanning",
+        "set replace_registry_scanning: true to consent",
+    ),
     ({"serving.name": "Pd_LLM"}, "serving.name", "starting with a letter"),
     ({"serving.model.s3_uri": "s3:/models/qwen"}, "serving.model.s3_uri", "not an S3 URI"),
     (

@@ -1,5 +1,5 @@
-"""The README's configuration reference is generated from the model and its example configuration
-loads: neither may drift from the code."""
+"""The configuration reference (docs/configuration.md) is generated from the model and its example
+configuration loads: neither may drift from the code."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ from tests.configurations import PROJECT_ROOT, cdk_json_context
 from tools.config_reference import END, START, render
 
 
-def test_readme_configuration_reference_is_current() -> None:
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    block = START + readme.split(START, 1)[1].split(END, 1)[0] + END
-    assert block == render(), "run `make config-docs` and commit the README"
+def test_configuration_reference_is_current() -> None:
+    page = (PROJECT_ROOT / "docs" / "configuration.md").read_text()
+    block = START + page.split(START, 1)[1].split(END, 1)[0] + END
+    assert block == render(), "run `make config-docs` and commit docs/configuration.md"
 
 
-def test_readme_example_configuration_file_is_valid(tmp_path) -> None:
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    example = readme.split("A production file\nmight read:\n\n```yaml\n", 1)[1].split("```", 1)[0]
+def test_example_configuration_file_is_valid(tmp_path) -> None:
+    page = (PROJECT_ROOT / "docs" / "configuration.md").read_text()
+    example = page.split("A production file\nmight read:\n\n```yaml\n", 1)[1].split("```", 1)[0]
     (tmp_path / "prod.yaml").write_text(example)
     settings = load_settings({**cdk_json_context(), "config": str(tmp_path / "prod.yaml")})
     assert settings.observability.alarms.emails

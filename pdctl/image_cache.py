@@ -1,0 +1,169 @@
+"""The account's pull-through cache repository of the Ray LLM image, read before a deploy.
+
+Three facts of ECR that no template can check:
+- the pull-through cache imports an image only on a pull by tag, never on a first pull by
+  digest, even as `repo:tag@digest` (aws/containers-roadmap#2837): a pinned serving.image_digest
+  must already be in the repository, or every Ray pod ends in ImagePullBackOff;
+- a lifecycle rule that reaches the pinned build (tagStatus `untagged` or `any`, or `tagged`
+  matching the tag) deletes it in time, once AWS moves the tag or sooner; repositories keep the
+  lifecycle policy they were created with, so one made under an older creation template may
+  still carry such a rule;
+- the repository is made by the cache, not by CloudFormation: it outlives `cdk destroy`.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from app_config import Settings
+from pdctl.checks import Check, failed, passed
+from serving_manifests.image import cache_repository
+
+# What these checks read; the fix for an AccessDeniedException names them.
+READ_ACTIONS = "ecr:DescribeRepositories, ecr:DescribeImages, ecr:GetLifecyclePolicy"
+# Actions that remove an image from what a pull can reach (transition = archive storage).
+REMOVING_ACTIONS = ("expire", "transition")
+
+
+def expiring_rule(policy_text: object, tag: str) -> str | None:
+    """The first rule of an ECR lifecycle policy that can remove a pinned build, described, or
+    None. The build carries `tag` until AWS moves it, then none: rules with tagStatus
+    `untagged` or `any` reach it, and so does a `tagged` rule whose prefixes or patterns match
+    the tag (tests/ecr_lifecycle_model.py evaluates the full rules). A policy that cannot be
+    read counts as one that may remove it."""
+    try:
+        rules = json.loads(policy_text)["rules"]  # type: ignore[arg-type]
+        ordered = sorted(rules, key=lambda rule: float(rule["rulePriority"]))
+    except (TypeError, ValueError, KeyError):
+        return "a lifecycle policy that cannot be read"
+    for rule in ordered:
+        selection = rule.get("selection") if isinstance(rule, dict) else None
+        action = rule.get("action") if isinstance(rule, dict) else None
+        if not isinstance(selection, dict) or not isinstance(action, dict):
+            return "a lifecycle rule that cannot be read"
+        if action.get("type") in REMOVING_ACTIONS and _reaches(selection, tag):
+            return (
+                f"rule {rule['rulePriority']} ({selection.get('tagStatus')}, "
+                f"{selection.get('countType')} {selection.get('countNumber')}, "
+                f"{action.get('type')})"
+            )
+    return None
+
+
+def _reaches(selection: dict[str, Any], tag: str) -> bool:
+    status = selection.get("tagStatus")
+    if status != "tagged":
+        return True  # untagged, any, or a status this code does not know: assume the worst
+    prefixes = selection.get("tagPrefixList") or []
+    patterns = selection.get("tagPatternList") or []
+    if not isinstance(prefixes, list) or not isinstance(patterns, list):
+        return True
+    return all(isinstance(p, str) and tag.startswith(p) for p in prefixes) and all(
+        isinstance(p, str) and fnmatch.fnmatchcase(tag, p) for p in patterns
+    )
+
+
+def cache_repository_checks(ecr: Any, settings: Settings) -> list[Check]:
+    """The cache repository as a leftover, the pinned build's presence, and its lifecycle."""
+    repository = cache_repository(settings)
+    cache_on = settings.serving.image_cache.enabled
+    digest = settings.serving.image_digest if cache_on else None
+    name = f"image cache repository {repository}"
+    try:
+        ecr.describe_repositories(repositoryNames=[repository])
+    except ClientError as error:
+        code = _code(error)
+        if code != "RepositoryNotFoundException":
+            return [failed(name, _said(error), _fix_for(error))]
+        if not cache_on:
+            return [passed(name, "none left from an earlier deployment")]
+        if digest:
+            return [failed(name, "not created yet", _import_first(repository, settings))]
+        return [passed(name, "not created yet: the first pull by tag creates it")]
+    except BotoCoreError as error:
+        return [failed(name, str(error), "check the network and credentials")]
+    leftover = (
+        "made by the pull-through cache, not by CloudFormation: it outlives `cdk destroy`; "
+        f"delete it when unused: aws ecr delete-repository --repository-name {repository} --force"
+    )
+    if not cache_on:
+        return [
+            passed(name, f"left from an earlier deployment with serving.image_cache; {leftover}")
+        ]
+    checks = [passed(name, f"exists, reused by the cache; {leftover}")]
+    if digest:
+        checks.append(_pinned_build(ecr, repository, digest, settings))
+        checks.append(_lifecycle(ecr, repository, settings.serving.image_tag))
+    return checks
+
+
+def _pinned_build(ecr: Any, repository: str, digest: str, settings: Settings) -> Check:
+    name = f"pinned build {digest[:19]}… in the cache"
+    try:
+        response = ecr.describe_images(
+            repositoryName=repository, imageIds=[{"imageDigest": digest}]
+        )
+    except ClientError as error:
+        if _code(error) == "ImageNotFoundException":
+            return failed(name, "not in the cache", _import_first(repository, settings))
+        return failed(name, _said(error), _fix_for(error))
+    except BotoCoreError as error:
+        return failed(name, str(error), "check the network and credentials")
+    details = response.get("imageDetails") if isinstance(response, dict) else None
+    found = [d for d in details or [] if isinstance(d, dict) and d.get("imageDigest") == digest]
+    if not found:
+        return failed(name, "not in the cache", _import_first(repository, settings))
+    tags = found[0].get("imageTags")
+    tags_text = ", ".join(t for t in tags if isinstance(t, str)) if isinstance(tags, list) else ""
+    return passed(name, f"present ({'tags: ' + tags_text if tags_text else 'untagged'})")
+
+
+def _lifecycle(ecr: Any, repository: str, tag: str) -> Check:
+    name = "cache lifecycle keeps the pinned build"
+    try:
+        response = ecr.get_lifecycle_policy(repositoryName=repository)
+    except ClientError as error:
+        if _code(error) == "LifecyclePolicyNotFoundException":
+            return passed(name, "no lifecycle policy: no build is ever expired")
+        return failed(name, _said(error), _fix_for(error))
+    except BotoCoreError as error:
+        return failed(name, str(error), "check the network and credentials")
+    text = response.get("lifecyclePolicyText") if isinstance(response, dict) else None
+    rule = expiring_rule(text, tag)
+    if rule is None:
+        return passed(name, "no rule reaches the pinned build")
+    return failed(
+        name,
+        f"{rule} can remove the pinned build (untagged once AWS moves the tag); the "
+        "repository keeps the policy it was created with",
+        f"aws ecr delete-lifecycle-policy --repository-name {repository}",
+    )
+
+
+def _import_first(repository: str, settings: Settings) -> str:
+    registry = f"{settings.account or '<account>'}.dkr.ecr.{settings.region}.amazonaws.com"
+    return (
+        "the pull-through cache imports only on a pull by tag (aws/containers-roadmap#2837): "
+        "deploy once without serving.image_digest, or `docker pull "
+        f"{registry}/{repository}:{settings.serving.image_tag}`, then pin the digest "
+        "`pdctl image` shows (a digest the tag no longer points to cannot be imported)"
+    )
+
+
+def _fix_for(error: ClientError) -> str:
+    if _code(error) in ("AccessDeniedException", "AccessDenied", "UnauthorizedOperation"):
+        return f"allow {READ_ACTIONS} on the cache repository"
+    return "retry; if it persists, check the region and the ECR service health"
+
+
+def _code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
+
+
+def _said(error: ClientError) -> str:
+    details = error.response.get("Error", {})
+    return f"{details.get('Code', 'error')}: {details.get('Message', '')}".rstrip(": ")

@@ -1,0 +1,127 @@
+"""The deployed Serve config, changed only where one GPU forces it.
+
+Everything else (the builder, the connector, kv_role, block size, autoscaling and routing
+options, health checks, drains, the pre-warm, placement strategy and bundle shape) is what
+``cdk synth`` wrote into cdk.out. Each change is returned as a line, and the run prints them, so
+a reader sees exactly how far the checked configuration is from the deployed one.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from app_config.node_labels import GPU_ROLES
+
+LOOPBACK = "127.0.0.1"
+# Two engines share the GPU: each takes this share of its memory (a small model leaves most of it
+# to the KV cache, which is what NIXL moves).
+MEMORY_SHARE = 0.35
+MAX_MODEL_LEN = 2048
+
+
+@dataclass(frozen=True)
+class Change:
+    setting: str
+    deployed: Any
+    local: Any
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.setting}: {self.deployed!r} -> {self.local!r} ({self.reason})"
+
+
+def one_gpu_serve_config(
+    serve_config: Mapping[str, Any], model_path: str, *, efa: bool, http_port: int
+) -> tuple[dict[str, Any], list[Change]]:
+    config = copy.deepcopy(dict(serve_config))
+    changes: list[Change] = []
+
+    def change(holder: dict[str, Any], key: str, value: Any, setting: str, reason: str) -> None:
+        if holder.get(key) != value:
+            changes.append(Change(setting, holder.get(key), value, reason))
+            holder[key] = value
+
+    change(config.setdefault("http_options", {}), "host", LOOPBACK, "http_options.host", "local")
+    change(config["http_options"], "port", http_port, "http_options.port", "a free local port")
+    (application,) = config["applications"]
+    for role in GPU_ROLES:
+        llm = application["args"][f"{role}_config"]
+        prefix = f"{role}_config"
+        kwargs = llm["engine_kwargs"]
+        for key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+            if key in kwargs:
+                change(kwargs, key, 1, f"{prefix}.engine_kwargs.{key}", "one GPU")
+        change(
+            kwargs,
+            "max_model_len",
+            min(int(kwargs.get("max_model_len", MAX_MODEL_LEN)), MAX_MODEL_LEN),
+            f"{prefix}.engine_kwargs.max_model_len",
+            "the small model's KV budget",
+        )
+        change(
+            kwargs,
+            "gpu_memory_utilization",
+            MEMORY_SHARE,
+            f"{prefix}.engine_kwargs.gpu_memory_utilization",
+            "prefill and decode share one GPU",
+        )
+        if not efa:
+            extra = kwargs["kv_transfer_config"].setdefault("kv_connector_extra_config", {})
+            change(
+                extra,
+                "backends",
+                ["UCX"],
+                f"{prefix}.engine_kwargs.kv_transfer_config.kv_connector_extra_config.backends",
+                "no EFA device: NIXL's LIBFABRIC backend cannot start (NIXL_ERR_NOT_FOUND)",
+            )
+        loading = llm["model_loading_config"]
+        change(
+            loading,
+            "model_source",
+            model_path,
+            f"{prefix}.model_loading_config.model_source",
+            "the scaled-down model, built locally",
+        )
+        autoscaling = llm["deployment_config"].get("autoscaling_config", {})
+        for key in ("min_replicas", "max_replicas", "initial_replicas"):
+            if key in autoscaling:
+                change(
+                    autoscaling,
+                    key,
+                    1,
+                    f"{prefix}.deployment_config.autoscaling_config.{key}",
+                    "one replica per side fits one GPU",
+                )
+    return config, changes
+
+
+def engine_kwargs(serve_config: Mapping[str, Any], role: str) -> dict[str, Any]:
+    """A side's engine arguments, as the deployed (changed) config gives them to vLLM."""
+    (application,) = serve_config["applications"]
+    return copy.deepcopy(application["args"][f"{role}_config"]["engine_kwargs"])
+
+
+def served_model(serve_config: Mapping[str, Any]) -> tuple[str, str]:
+    """(model_id clients name, the path the engines load)."""
+    (application,) = serve_config["applications"]
+    loading = application["args"]["decode_config"]["model_loading_config"]
+    return loading["model_id"], loading["model_source"]
+
+
+def vllm_cli_args(kwargs: Mapping[str, Any]) -> list[str]:
+    """``vllm serve`` flags for engine kwargs: the same names with dashes; dicts as JSON."""
+    import json
+
+    args: list[str] = []
+    for key, value in kwargs.items():
+        flag = "--" + key.replace("_", "-")
+        if isinstance(value, bool):
+            args.append(flag if value else f"--no-{key.replace('_', '-')}")
+        elif isinstance(value, dict | list):
+            args += [flag, json.dumps(value)]
+        else:
+            args += [flag, str(value)]
+    return args
