@@ -569,8 +569,9 @@ class Cluster(Section):
     )
     operator_principal_arns: list[str] = Field(
         [],
-        description="IAM roles/users that operate the service: view access to the whole "
-        "cluster, edit access to the serving namespace (EKS access policies).",
+        description="IAM roles/users that operate the service: exactly what the runbooks use "
+        "(Kubernetes RBAC of manifests/operator-rbac.yaml, bound to their access entries' "
+        "group); no Secrets, exec, port-forward or pod creation.",
     )
     system_nodes: SystemNodes = Field(SystemNodes(), description="The system node group.")
     node_autoscaler: NodeAutoscaler = Field(

@@ -267,8 +267,18 @@ class KvTransfer(Section):
 
 
 class Endpoint(Section):
+    authentication: Literal["iam", "none"] = Field(
+        "iam",
+        description="iam: callers sign requests (SigV4, execute-api:Invoke) to an API Gateway "
+        "REST API that streams responses over HTTPS with AWS's certificate, private to the VPC "
+        "for an internal scheme. none: the load balancer's own listener, no authentication "
+        "(TCP, or TLS with certificate_arn), open only to the clients you name.",
+    )
     scheme: Literal["internal", "internet-facing"] = Field(
-        "internal", description="The Network Load Balancer in front of the OpenAI-compatible API."
+        "internal",
+        description="Who can reach the API at all: internal (the VPC; with iam, a private API "
+        "through an execute-api VPC endpoint) or internet-facing (source_cidrs only; with iam, "
+        "a regional API).",
     )
     certificate_arn: str | None = Field(
         None,
@@ -276,13 +286,19 @@ class Endpoint(Section):
             r"^arn:aws(-us-gov)?:acm:[a-z0-9-]+:\d{12}:certificate/[0-9a-f-]{36}$",
             "an ACM certificate ARN (arn:aws:acm:<region>:<account>:certificate/<uuid>)",
         ),
-        description="ACM certificate: the endpoint listens with TLS on 443 instead of TCP on 80. "
-        "Required for internet-facing.",
+        description="authentication none: the load balancer listens with TLS on 443 instead of "
+        "TCP on 80. Required for internet-facing.",
+    )
+    client_security_group_ids: list[str] = Field(
+        [],
+        description="Security groups of the clients (internal scheme): with iam, the API's VPC "
+        "endpoint admits them (the VPC when none are named, IAM deciding who); with none, the "
+        "load balancer admits them.",
     )
     source_cidrs: list[CidrBlock] = Field(
         [],
-        description="Who may connect. Internal: defaults to the VPC CIDR. Internet-facing: "
-        "required.",
+        description="Client CIDRs. Internet-facing: required. Internal: admitted beside "
+        "client_security_group_ids.",
     )
     allow_from_anywhere: bool = Field(
         False, description="Explicit consent to 0.0.0.0/0 in source_cidrs."
@@ -290,7 +306,16 @@ class Endpoint(Section):
 
     @property
     def port(self) -> int:
+        """The load balancer's listener (behind the API with iam)."""
         return 443 if self.certificate_arn else 80
+
+    @field_validator("client_security_group_ids")
+    @classmethod
+    def _security_groups(cls, values: list[str]) -> list[str]:
+        for group in values:
+            if not re.fullmatch(r"sg-[0-9a-f]{8}(?:[0-9a-f]{9})?", group):
+                raise ValueError(f"{group!r} is not a security group id (sg-0123456789abcdef0)")
+        return values
 
     @model_validator(mode="after")
     def _sources(self) -> Endpoint:
@@ -299,11 +324,28 @@ class Endpoint(Section):
                 "an internet-facing endpoint needs source_cidrs (the clients' CIDRs); use scheme "
                 "'internal' to keep it inside the VPC"
             )
-        if self.scheme == "internet-facing" and not self.certificate_arn:
+        if self.scheme == "internet-facing" and self.client_security_group_ids:
             raise ValueError(
-                "an internet-facing endpoint needs certificate_arn (an ACM certificate): prompts "
-                "and completions must not cross the internet in clear text"
+                "client_security_group_ids admit clients inside the VPC; an internet-facing "
+                "endpoint admits source_cidrs"
             )
+        if self.authentication == "iam" and self.certificate_arn:
+            raise ValueError(
+                "certificate_arn is for authentication 'none' (the load balancer's own TLS "
+                "listener); with 'iam' API Gateway serves HTTPS with AWS's certificate"
+            )
+        if self.authentication == "none":
+            if self.scheme == "internet-facing" and not self.certificate_arn:
+                raise ValueError(
+                    "an internet-facing endpoint with authentication 'none' needs certificate_arn "
+                    "(an ACM certificate): prompts and completions must not cross the internet "
+                    "in clear text; or use authentication 'iam' (HTTPS, signed requests)"
+                )
+            if not (self.client_security_group_ids or self.source_cidrs):
+                raise ValueError(
+                    "authentication 'none' admits only the clients you name: set "
+                    "client_security_group_ids (or source_cidrs), or use authentication 'iam'"
+                )
         require_consent_for_anywhere(
             self.source_cidrs, self.allow_from_anywhere, "allow_from_anywhere", "the model endpoint"
         )
@@ -311,9 +353,12 @@ class Endpoint(Section):
             require_internet_sources(
                 self.source_cidrs, "an internet-facing endpoint", SECURITY_GROUP_RULES_MAX
             )
-        elif len(self.source_cidrs) > SECURITY_GROUP_RULES_MAX:
+        elif (
+            len(self.source_cidrs) + len(self.client_security_group_ids) > SECURITY_GROUP_RULES_MAX
+        ):
             raise ValueError(
-                f"{len(self.source_cidrs)} CIDRs; the endpoint's security group takes at most "
+                f"{len(self.source_cidrs) + len(self.client_security_group_ids)} CIDRs and "
+                f"security groups; the endpoint's security group takes at most "
                 f"{SECURITY_GROUP_RULES_MAX} rules"
             )
         return self

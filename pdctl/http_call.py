@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from pdctl import sigv4
+
 T = TypeVar("T")
 
 READ_SIZE = 65536
@@ -87,6 +89,10 @@ def open_response(
     except ValueError as error:
         raise HttpCallError(f"{url}: {error}") from None
     target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    try:
+        headers = sigv4.signed_headers(method, url, body, headers or {})
+    except sigv4.MissingCredentialsError as error:
+        raise HttpCallError(f"{url}: {error}") from None
     kind = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     connect_seconds = max(min(deadline.remaining(), CONNECT_SECONDS_MAX), 0.001)
     connection = kind(parts.hostname, port, timeout=connect_seconds)

@@ -106,10 +106,3 @@ def model_cache_volume_name(settings: Settings) -> str:
 def kuberay_serve_service_name(settings: Settings) -> str:
     """The ClusterIP Service KubeRay itself creates for Serve (port 8000)."""
     return f"{settings.serving.name}-serve-svc"
-
-
-def endpoint_client_cidrs(settings: Settings) -> list[str]:
-    """Who may connect to the load balancer: the configured CIDRs; for an internal endpoint
-    without any, the whole VPC."""
-    cidrs = [str(cidr) for cidr in settings.serving.endpoint.source_cidrs]
-    return cidrs or [str(settings.network.vpc_cidr)]

@@ -158,9 +158,6 @@ def render_target_group_binding(
     spec = document["spec"]
     spec["serviceRef"] = {"name": endpoint_service_name(settings), "port": SERVE_PORT}
     spec["targetGroupARN"] = binding.target_group_arn
-    (rule,) = spec["networking"]["ingress"]
-    rule["from"] = [{"securityGroup": {"groupID": binding.load_balancer_security_group_id}}]
-    rule["ports"] = [{"protocol": "TCP", "port": SERVE_PORT}]
     return document
 
 

@@ -68,13 +68,6 @@ POD_CHECKOV_SKIPS = {
 }
 
 
-# The head alone runs Ray's autoscaler, which calls the Kubernetes API with the pod's token.
-# Written as checkov.io/head-skip<N> (a name checkov does not read on the RayService).
-HEAD_SKIP_PREFIX = "checkov.io/head-skip"
-HEAD_CHECKOV_SKIPS = {
-    "CKV_K8S_38": "Ray's autoscaler sidecar patches the RayCluster through the Kubernetes API "
-    "with this token; KubeRay's Role limits it to the namespace's pods and RayClusters",
-}
 # Cluster Autoscaler's per-pod opt-out of node scale-down (cluster-autoscaler FAQ).
 SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 
@@ -91,10 +84,7 @@ def render_rayservice(
     service["metadata"].update(
         name=serving.name,
         namespace=serving.namespace,
-        annotations={
-            **checkov_skip_annotations(POD_CHECKOV_SKIPS),
-            **checkov_skip_annotations(HEAD_CHECKOV_SKIPS, HEAD_SKIP_PREFIX),
-        },
+        annotations=checkov_skip_annotations(POD_CHECKOV_SKIPS),
     )
     spec = service["spec"]
     spec["serveConfigV2"] = yaml.safe_dump(serve_config, sort_keys=False)

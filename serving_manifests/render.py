@@ -18,6 +18,7 @@ from serving_manifests.namespace_objects import (
     render_service_accounts,
     render_target_group_binding,
 )
+from serving_manifests.operator_access import render_operator_rbac
 from serving_manifests.rayservice import render_rayservice
 from serving_manifests.serve_config import render_serve_config
 
@@ -29,6 +30,7 @@ class ServingManifests:
     namespace: dict[str, Any]
     service_accounts: list[dict[str, Any]]
     network_policies: list[dict[str, Any]]
+    operator_rbac: list[dict[str, Any]]  # what the operators' Kubernetes group may do
     secret_provider_class: dict[str, Any] | None  # needs the Secrets Store CSI driver's CRDs
     gcs_store_provider_class: dict[str, Any] | None  # likewise
     model_cache: list[dict[str, Any]]  # the PersistentVolume and its claim
@@ -49,6 +51,7 @@ class ServingManifests:
             self.namespace,
             *self.service_accounts,
             *self.network_policies,
+            *self.operator_rbac,
             *optional,
             *self.model_cache,
             self.rayservice,
@@ -80,6 +83,7 @@ def render(
             settings, worker_role_arn, gcs_store.head_role_arn if gcs_store else None
         ),
         network_policies=render_network_policies(settings, gcs_store, endpoint),
+        operator_rbac=render_operator_rbac(settings),
         secret_provider_class=render_secret_provider_class(settings),
         gcs_store_provider_class=render_gcs_store_provider_class(settings, gcs_store),
         model_cache=render_model_cache(settings),

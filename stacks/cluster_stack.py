@@ -18,6 +18,7 @@ from constructs.cluster.node_role import NodeRole
 from constructs.cluster.observability_addons import ObservabilityAddons, ObservabilityAddonsProps
 from constructs.cluster.system_node_group import SystemNodeGroup
 from constructs.common.log_encryption_key import LogEncryptionKey
+from serving_manifests.operator_access import OPERATORS_GROUP
 from stacks.common import removal_policy
 from stacks.tunnel import API_LOCAL_PORT, host_of, port_forward_command
 
@@ -41,7 +42,7 @@ class ClusterStack(Stack):
                 settings=settings.cluster,
                 vpc=vpc,
                 removal_policy=removal_policy(settings),
-                serving_namespace=settings.serving.namespace,
+                operators_group=OPERATORS_GROUP,
             ),
         )
         if not settings.cluster.admin_principal_arns:

@@ -40,12 +40,22 @@ class ServingStack(Stack):
             "Operators",
             cluster=cluster,
             gpu_placements=gpu_placements,
+            serving_namespace=settings.serving.namespace,
             with_secrets_store=settings.serving.model.hf_token_secret_arn is not None
             or gcs.enabled,
             sync_secrets=gcs.enabled,
         )
-        self.endpoint = ServingEndpoint(self, "Endpoint", settings=settings, vpc=cluster.vpc)
-        self.operators.bind_only(self.endpoint.target_group.target_group_arn)
+        self.endpoint = ServingEndpoint(
+            self,
+            "Endpoint",
+            settings=settings,
+            vpc=cluster.vpc,
+            removal_policy=removal_policy(settings),
+        )
+        self.operators.bind_only(
+            self.endpoint.target_group.target_group_arn,
+            self.endpoint.security_group.security_group_id,
+        )
         self.gcs_store = (
             GcsStore(
                 self,
@@ -111,13 +121,29 @@ class ServingStack(Stack):
             description=f"Forwards localhost:{ENDPOINT_LOCAL_PORT} to the load balancer through a "
             f"node (Session Manager); then {_local_url(serving.endpoint.port)}/v1/models",
         )
+        # With iam, curl signs the request itself (--aws-sigv4, curl 7.75+) with the caller's
+        # keys; any SigV4 client works (pdctl verify signs with the AWS credential chain).
+        signing = (
+            f'--aws-sigv4 "aws:amz:{self.region}:execute-api" '
+            '--user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" '
+            '-H "x-amz-security-token: $AWS_SESSION_TOKEN" '
+            if self.endpoint.api
+            else ""
+        )
         CfnOutput(
             self,
             "ChatCompletionsExample",
-            value=f"curl {url}/v1/chat/completions -H 'Content-Type: application/json' -d "
-            f'\'{{"model": "{serving.model.id}", "messages": [{{"role": "user", '
+            value=f"curl {signing}{url}/v1/chat/completions -H 'Content-Type: application/json' "
+            f'-d \'{{"model": "{serving.model.id}", "messages": [{{"role": "user", '
             f'"content": "Hello"}}]}}\'',
         )
+        if self.endpoint.api:
+            CfnOutput(
+                self,
+                "ModelApiInvokeArn",
+                value=self.endpoint.api.invoke_arn_pattern,
+                description="Grant callers execute-api:Invoke on this ARN in their IAM policy",
+            )
         if self.ray_service.model_access_role:
             CfnOutput(
                 self,

@@ -39,6 +39,8 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
         "cluster.operator_principal_arns": '["arn:aws:iam::123456789012:role/LlmOnCall"]',
         "retain_data_on_destroy": "false",
         "tags": '{"team": "ml-platform"}',
+        # The plain listener, chosen explicitly: TLS with the user's certificate, no sign-in.
+        "serving.endpoint.authentication": "none",
         "serving.endpoint.scheme": "internet-facing",
         "serving.endpoint.source_cidrs": '["198.51.100.0/24"]',
         "serving.endpoint.certificate_arn": (
@@ -60,6 +62,10 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
     "reserved-capacity": {
         # A reservation lives in one zone: the GPU zone is given, not derived.
         "network.gpu_availability_zone": "usw2-az1",
+        # The signed API's VPC endpoint admits two named client groups, not the VPC.
+        "serving.endpoint.client_security_group_ids": (
+            '["sg-0123456789abcdef0", "sg-0fedcba987654321f"]'
+        ),
         "gpu_nodes.prefill.instance_type": "p5en.48xlarge",
         "gpu_nodes.prefill.capacity.type": "capacity_block",
         "gpu_nodes.prefill.capacity.reservation_id": "cr-0a1b2c3d4e5f60718",

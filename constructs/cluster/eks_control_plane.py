@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import RemovalPolicy, Stack, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 
 from app_config.model import Cluster as ClusterSettings
 from catalog.eks_versions import RELEASES
 from constructs import Construct
+from constructs.cluster.kubectl_provider_guard import KubectlProviderGuard
 from constructs.common.checkov_skips import PROVIDER_LAMBDA_SKIPS, resources_of_type, skip_checks
 from constructs.common.encrypted_log_group import encrypted_log_group
 from constructs.common.log_encryption_key import LogEncryptionKey
@@ -26,17 +28,16 @@ ALL_CONTROL_PLANE_LOGS = [
 ]
 
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
-# For people who operate the service but not the cluster: read everything, change the serving
-# namespace only (EKS user guide, "Review access policy permissions").
-VIEW_POLICY = "AmazonEKSViewPolicy"
-EDIT_POLICY = "AmazonEKSEditPolicy"
 
-# Managed policies aws-cdk-lib attaches to the kubectl provider's Lambda roles.
+# Managed policies aws-cdk-lib attaches to the kubectl provider's Lambda roles and this app keeps.
 KUBECTL_HANDLER_MANAGED_POLICIES = (
     "service-role/AWSLambdaBasicExecutionRole",
     "service-role/AWSLambdaVPCAccessExecutionRole",
-    "AmazonEC2ContainerRegistryReadOnly",
 )
+# Also attached by aws-cdk-lib, for Helm charts pulled from ECR (OCI); every chart here comes from
+# an HTTPS repository (catalog/helm_charts.py), so the handler loses it: read access to every
+# image repository of the account is more than applying manifests needs.
+KUBECTL_HANDLER_UNNEEDED_POLICY = "AmazonEC2ContainerRegistryReadOnly"
 # cdk-nag prints this conditional attachment verbatim (the condition is the handler's own).
 KUBECTL_HANDLER_ECR_PUBLIC_POLICY = (
     '{"Fn::If":["ControlPlaneClusterKubectlProviderHandlerHasEcrPublic6AA9E5D7",{"Fn::Join":["",'
@@ -51,7 +52,9 @@ class EksControlPlaneProps:
     settings: ClusterSettings
     vpc: ec2.IVpc
     removal_policy: RemovalPolicy
-    serving_namespace: str  # where operators may change things
+    # The Kubernetes group of the operators' access entries; the serving stack binds it to the
+    # Roles of manifests/operator-rbac.yaml (what the runbooks use, nothing more).
+    operators_group: str
 
 
 class EksControlPlane(Construct):
@@ -110,6 +113,10 @@ class EksControlPlane(Construct):
         self.cluster.node.add_dependency(self.control_plane_logs)
         self._acknowledge_cdk_managed_parts()
         self._harden_kubectl_provider()
+        # Its handler is cluster-admin: the SCP that keeps it CloudFormation's alone.
+        self.kubectl_provider_guard = KubectlProviderGuard(
+            self, "KubectlProviderGuard", cluster=self.cluster
+        )
         cluster_wide = eks.AccessScopeType.CLUSTER
         for index, principal_arn in enumerate(settings.admin_principal_arns):
             self.cluster.grant_access(
@@ -122,19 +129,19 @@ class EksControlPlane(Construct):
                 ],
             )
         for index, principal_arn in enumerate(settings.operator_principal_arns):
-            self.cluster.grant_access(
-                f"OperatorAccess{index}",
-                principal_arn,
-                [
-                    eks.AccessPolicy.from_access_policy_name(
-                        VIEW_POLICY, access_scope_type=cluster_wide
-                    ),
-                    eks.AccessPolicy.from_access_policy_name(
-                        EDIT_POLICY,
-                        access_scope_type=eks.AccessScopeType.NAMESPACE,
-                        namespaces=[props.serving_namespace],
-                    ),
-                ],
+            # No EKS access policy: AmazonEKSEditPolicy would let an operator read the Ray
+            # token's Secret, exec into pods, run pods as the Ray service accounts and delete
+            # the network policies. Kubernetes RBAC bound to this group decides instead.
+            entry = eks.AccessEntry(
+                self.cluster,
+                f"OperatorAccess{index}",  # the id grant_access used: updated in place
+                cluster=self.cluster,
+                principal=principal_arn,
+                access_policies=[],
+                access_entry_type=eks.AccessEntryType.STANDARD,
+            )
+            entry.node.default_child.add_property_override(
+                "KubernetesGroups", [props.operators_group]
             )
 
     def _harden_kubectl_provider(self) -> None:
@@ -145,6 +152,13 @@ class EksControlPlane(Construct):
             log_group.add_property_override("KmsKeyId", self.log_key.key_arn)
         for function in resources_of_type(provider, "AWS::Lambda::Function"):
             skip_checks(function, PROVIDER_LAMBDA_SKIPS)
+        stack = Stack.of(self)
+        for role in resources_of_type(provider, "AWS::IAM::Role"):
+            attached = stack.resolve(role.managed_policy_arns) or []
+            kept = [p for p in attached if KUBECTL_HANDLER_UNNEEDED_POLICY not in json.dumps(p)]
+            if kept != attached:
+                # On the L1 itself, so cdk-nag judges what remains.
+                role.managed_policy_arns = [Token.as_string(Token.as_any(p)) for p in kept]
 
     def _acknowledge_cdk_managed_parts(self) -> None:
         """Findings on resources aws-cdk-lib creates for the cluster, not shaped by this app."""
@@ -157,8 +171,9 @@ class EksControlPlane(Construct):
         kubectl_provider = self.cluster.kubectl_provider
         handler_reason = (
             "aws-cdk-lib's kubectl provider (Lambda in the VPC, applies manifests and Helm charts "
-            "at deploy time) uses the AWS managed Lambda execution, VPC access and ECR read "
-            "policies; it runs only during CloudFormation operations on this stack."
+            "for CloudFormation) needs the AWS managed Lambda execution and VPC access policies "
+            "(logs, interfaces in the VPC); its functions can be invoked by any principal IAM "
+            "allows, which is why the stack prints a guard SCP (README, 'The deploy path')."
         )
         for policy in KUBECTL_HANDLER_MANAGED_POLICIES:
             acknowledge(kubectl_provider, aws_managed_policy_finding(policy), handler_reason)

@@ -36,6 +36,7 @@ class NodeRole(Construct):
                 aws_managed_policy_finding(name),
                 f"{name} is the AWS-maintained policy the EKS user guide prescribes for node roles "
                 "('Amazon EKS node IAM role'); AWS updates it as the kubelet's needs change, "
-                "and no "
-                "pod can use it (IMDS hop limit 1 on every launch template).",
+                "and no pod without host networking can use it (IMDS hop limit 1 on every "
+                "launch template; the serving namespace's baseline Pod Security forbids host "
+                "networking, kube-system's node agents have it by design).",
             )

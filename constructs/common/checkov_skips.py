@@ -11,8 +11,9 @@ from constructs import IConstruct
 
 # Reasons that hold for every Lambda that aws-cdk-lib's custom-resource frameworks create.
 PROVIDER_LAMBDA_SKIPS: Mapping[str, str] = {
-    "CKV_AWS_115": "Custom-resource handler that runs only during CloudFormation operations on "
-    "this stack, one invocation per resource; reserved concurrency could only throttle a deploy.",
+    "CKV_AWS_115": "Custom-resource handler that CloudFormation invokes once per resource "
+    "operation (other callers are for IAM to refuse; the kubectl provider's guard SCP does); "
+    "reserved concurrency could only throttle a deploy.",
     "CKV_AWS_116": "Invoked synchronously by CloudFormation's custom-resource framework; a failed "
     "invocation fails the stack operation, so a dead-letter queue would never be read.",
     "CKV_AWS_173": "Environment variables hold handler settings only, no secrets; Lambda encrypts "

@@ -60,13 +60,17 @@ class PdRayService(Construct):
         m = self.manifests
 
         namespace = self._apply("Namespace", cluster, [m.namespace])
-        # Deleted in reverse: the namespace goes before the operator (whose finalizers on the
-        # Ray clusters must still run) and before the GCS store (which the cleanup Job reads).
-        namespace.node.add_dependency(operators.kuberay)
+        # KubeRay is installed for this namespace only: its Role and RoleBinding go into it, so
+        # the namespace comes first. Deleted in reverse: the RayService (which depends on the
+        # operator) goes before the operator, whose finalizers on the Ray clusters must still
+        # run; the namespace goes last but before the GCS store (the cleanup Job reads it).
+        operators.kuberay.node.add_dependency(namespace)
         if props.gcs_store:
             namespace.node.add_dependency(props.gcs_store)
         identity = self._apply("Identity", cluster, [*m.service_accounts, *m.network_policies])
         identity.node.add_dependency(namespace)
+        operator_access = self._apply("OperatorAccess", cluster, m.operator_rbac)
+        operator_access.node.add_dependency(namespace)
         model_cache = self._apply("ModelCache", cluster, m.model_cache)
         model_cache.node.add_dependency(namespace)
         ray_service = self._apply("RayService", cluster, [m.rayservice])

@@ -1,4 +1,6 @@
-"""The OpenAI-compatible endpoint: a Network Load Balancer owned by CloudFormation.
+"""The OpenAI-compatible endpoint: a Network Load Balancer owned by CloudFormation, behind an
+IAM-authenticated API (serving.endpoint.authentication iam, the default) or listening to the
+clients it names itself (none).
 
 CloudFormation owns the load balancer, its security group and listener, so the endpoint's DNS
 name is a stack output the moment the stack is deployed, and cdk-nag, cfn-lint and checkov see
@@ -19,19 +21,29 @@ from constructs import Construct
 from constructs.common.checkov_skips import skip_checks
 from constructs.common.nag_acknowledgments import acknowledge
 from constructs.network.gpu_vpc import endpoint_subnets
+from constructs.serving.signed_model_api import SignedModelApi, SignedModelApiProps
 from serving_manifests.drain import deregistration_delay_seconds
-from serving_manifests.names import SERVE_PORT, EndpointBinding, endpoint_client_cidrs
+from serving_manifests.names import SERVE_PORT, EndpointBinding
 
 
 class ServingEndpoint(Construct):
-    """Publishes ``url`` and ``binding`` (what the TargetGroupBinding needs)."""
+    """Publishes ``url``, ``binding`` (what the TargetGroupBinding needs) and ``api`` (the
+    SignedModelApi, or None with authentication none)."""
 
     def __init__(
-        self, scope: Construct, construct_id: str, *, settings: Settings, vpc: ec2.IVpc
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: Settings,
+        vpc: ec2.IVpc,
+        removal_policy: RemovalPolicy,
     ) -> None:
         super().__init__(scope, construct_id)
         endpoint = settings.serving.endpoint
-        internet_facing = endpoint.scheme == "internet-facing"
+        signed = endpoint.authentication == "iam"
+        # Behind the API the load balancer stays internal; the scheme decides the API's type.
+        internet_facing = endpoint.scheme == "internet-facing" and not signed
         subnets = endpoint_subnets(vpc, internet_facing)
         self.security_group = ec2.SecurityGroup(
             self,
@@ -40,10 +52,13 @@ class ServingEndpoint(Construct):
             description=f"Clients of the {settings.serving.name} endpoint",
             allow_all_outbound=False,
         )
-        for cidr in endpoint_client_cidrs(settings):
-            self.security_group.add_ingress_rule(
-                ec2.Peer.ipv4(cidr), ec2.Port.tcp(endpoint.port), "Clients of the endpoint"
-            )
+        if not signed:  # only the clients named; the plain listener is an explicit choice
+            peers = [ec2.Peer.security_group_id(g) for g in endpoint.client_security_group_ids]
+            peers += [ec2.Peer.ipv4(str(cidr)) for cidr in endpoint.source_cidrs]
+            for peer in peers:
+                self.security_group.add_ingress_rule(
+                    peer, ec2.Port.tcp(endpoint.port), "Clients of the endpoint"
+                )
         self.security_group.add_egress_rule(
             ec2.Peer.ipv4(str(settings.network.vpc_cidr)),
             ec2.Port.tcp(SERVE_PORT),
@@ -57,6 +72,9 @@ class ServingEndpoint(Construct):
             vpc_subnets=ec2.SubnetSelection(subnets=subnets),
             security_groups=[self.security_group],
             cross_zone_enabled=True,
+            # With iam, the group admits no client: only the API's VPC link (PrivateLink, which
+            # these rules would otherwise judge by the link's addresses) reaches the listener.
+            enforce_security_group_inbound_rules_on_private_link_traffic=not signed,
         )
         self.target_group = elbv2.NetworkTargetGroup(
             self,
@@ -117,6 +135,20 @@ class ServingEndpoint(Construct):
             skip_checks(self.load_balancer.node.default_child, {"CKV_AWS_91": no_access_logs})
         scheme = "https" if endpoint.certificate_arn else "http"
         self.url = f"{scheme}://{self.load_balancer.load_balancer_dns_name}:{endpoint.port}"
+        self.api = None
+        if signed:
+            self.api = SignedModelApi(
+                self,
+                "SignedApi",
+                SignedModelApiProps(
+                    settings=settings,
+                    vpc=vpc,
+                    load_balancer=self.load_balancer,
+                    load_balancer_port=endpoint.port,
+                    removal_policy=removal_policy,
+                ),
+            )
+            self.url = self.api.url
         self.binding = EndpointBinding(
             target_group_arn=self.target_group.target_group_arn,
             load_balancer_security_group_id=self.security_group.security_group_id,

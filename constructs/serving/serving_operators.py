@@ -3,7 +3,7 @@ for gated models, the Secrets Store CSI driver with its AWS provider."""
 
 from __future__ import annotations
 
-from aws_cdk import Stack
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 
 from app_config.model import NodePlacement
@@ -14,10 +14,26 @@ from constructs.common.checkov_skips import resources_of_type
 from constructs.common.helm_release import helm_release
 from constructs.common.nag_acknowledgments import acknowledge
 from constructs.serving.device_plugins import tolerations
+from serving_manifests.names import SERVE_PORT
 
 # The newest controller aws-cdk-lib 2.275 ships with its matching IAM policy.
 LOAD_BALANCER_CONTROLLER = eks.AlbControllerVersion.V3_2_2
 ON_SYSTEM_NODES = {"nodeSelector": {ROLE_LABEL: SYSTEM_ROLE}}
+
+
+def kuberay_values(serving_namespace: str) -> dict:
+    """KubeRay for the serving namespace only (chart kuberay-operator 1.7.0, values.yaml and
+    templates/): with singleNamespaceInstall the chart renders no ClusterRole or
+    ClusterRoleBinding (role.yaml, rolebinding.yaml) but a Role and RoleBinding in each
+    watchNamespace (multiple_namespaces_role*.yaml, crNamespacedRbacEnable defaults to true),
+    and passes --watch-namespace to the operator (deployment.yaml), whose informers then see
+    that namespace alone. Its Secrets, Pods, Services, Jobs and RBAC rights stop there."""
+    return {
+        **ON_SYSTEM_NODES,
+        "singleNamespaceInstall": True,
+        "watchNamespace": [serving_namespace],
+    }
+
 
 # The controller here only binds one target group (TargetGroupBinding): its Service and Ingress
 # controllers and its mutating webhook for LoadBalancer Services stay off (chart v3.2.2 values).
@@ -27,11 +43,10 @@ TARGET_GROUP_BINDING_ONLY = {
     "createIngressClassResource": False,
     "controllerConfig": {"featureGates": {"EnableServiceController": False}},
 }
-# What a TargetGroupBinding with IP targets and networking rules calls, traced in the controller
-# at v3.2.2 (upstream docs/deploy/installation.md, "You only want the LBC to add and remove IPs to
-# already existing target groups", plus the security group calls of pkg/networking): Describe*
-# support no resource scoping; the writes are scoped to the one target group and the one
-# security group the bound pods' interfaces carry.
+# What a TargetGroupBinding with IP targets calls, traced in the controller at v3.2.2 (upstream
+# docs/deploy/installation.md, "You only want the LBC to add and remove IPs to already existing
+# target groups"): Describe* support no resource scoping; the writes are scoped to the one target
+# group. The EC2 reads serve the binding webhook and pod ENI lookups.
 TARGET_GROUP_BINDING_READS = (
     "elasticloadbalancing:DescribeTargetGroups",  # webhooks: target type, VPC, protocol
     "elasticloadbalancing:DescribeTargetHealth",  # targets_manager: what is registered
@@ -53,12 +68,19 @@ class ServingOperators(Construct):
         *,
         cluster: eks.Cluster,
         gpu_placements: list[NodePlacement],
+        serving_namespace: str,
         with_secrets_store: bool,
         sync_secrets: bool = False,
     ) -> None:
         super().__init__(scope, construct_id)
+        # Its Role and RoleBinding land in the serving namespace, which must exist first: the
+        # caller makes this release depend on the namespace.
         self.kuberay = helm_release(
-            self, "KubeRayOperator", cluster=cluster, chart=KUBERAY_OPERATOR, values=ON_SYSTEM_NODES
+            self,
+            "KubeRayOperator",
+            cluster=cluster,
+            chart=KUBERAY_OPERATOR,
+            values=kuberay_values(serving_namespace),
         )
         self.cluster = cluster
         self.load_balancer_controller = eks.AlbController(
@@ -74,7 +96,7 @@ class ServingOperators(Construct):
             "AwsSolutions-IAM5[Resource::*]",
             "Only the controller's Describe calls (target groups, target health, VPCs, security "
             "groups, instances, network interfaces), which AWS cannot scope to a resource; its "
-            "writes are scoped to the one target group and the cluster security group.",
+            "only writes (register and deregister targets) are scoped to the one target group.",
         )
         self.secrets_store = None
         if with_secrets_store:
@@ -93,19 +115,22 @@ class ServingOperators(Construct):
                 values={"tolerations": gpu_tolerations, "secrets-store-csi-driver": driver},
             )
 
-    def bind_only(self, target_group_arn: str) -> None:
+    def bind_only(self, target_group_arn: str, load_balancer_security_group_id: str) -> None:
         """Replace the controller's published policy (every load balancer, listener, WAF and
         Shield setting of the account) with what binding this one target group needs: register
-        and deregister its targets, and add or remove the load balancer's rule on the cluster
-        security group, which the bound pods' interfaces carry (the one tagged
-        kubernetes.io/cluster/<name>)."""
-        stack = Stack.of(self)
-        security_group = stack.format_arn(
-            service="ec2",
-            resource="security-group",
-            resource_name=self.cluster.cluster_security_group_id,
+        and deregister its targets. The load balancer's rule on the cluster security group
+        (which the bound pods' interfaces carry) is CloudFormation's, not the controller's: the
+        TargetGroupBinding has no networking section, and the controller no EC2 write."""
+        ec2.CfnSecurityGroupIngress(
+            self,
+            "LoadBalancerToServeProxies",
+            group_id=self.cluster.cluster_security_group_id,
+            source_security_group_id=load_balancer_security_group_id,
+            ip_protocol="tcp",
+            from_port=SERVE_PORT,
+            to_port=SERVE_PORT,
+            description="Model endpoint load balancer to the Ray Serve proxies (pod IPs)",
         )
-        vpc = stack.format_arn(service="ec2", resource="vpc", resource_name=self.cluster.vpc.vpc_id)
         document = {
             "Version": "2012-10-17",
             "Statement": [
@@ -123,16 +148,6 @@ class ServingOperators(Construct):
                         "elasticloadbalancing:DeregisterTargets",
                     ],
                     "Resource": target_group_arn,
-                },
-                {
-                    "Sid": "LoadBalancerRuleOnTheClusterSecurityGroup",
-                    "Effect": "Allow",
-                    "Action": [
-                        "ec2:AuthorizeSecurityGroupIngress",
-                        "ec2:RevokeSecurityGroupIngress",
-                    ],
-                    "Resource": security_group,
-                    "Condition": {"ArnEquals": {"ec2:Vpc": vpc}},
                 },
             ],
         }

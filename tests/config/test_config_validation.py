@@ -294,6 +294,7 @@ INVALID = [
         {
             "serving.endpoint.scheme": "internet-facing",
             "serving.endpoint.source_cidrs": '["0.0.0.0/0"]',
+            "serving.endpoint.authentication": "none",
             "serving.endpoint.certificate_arn": CERTIFICATE_ARN,
         },
         "serving.endpoint",
@@ -301,11 +302,36 @@ INVALID = [
     ),
     (
         {
+            "serving.endpoint.authentication": "none",
             "serving.endpoint.scheme": "internet-facing",
             "serving.endpoint.source_cidrs": '["198.51.100.0/24"]',
         },
         "serving.endpoint",
         "needs certificate_arn",
+    ),
+    (
+        {"serving.endpoint.authentication": "none"},
+        "serving.endpoint",
+        "admits only the clients you name",
+    ),
+    (
+        {"serving.endpoint.certificate_arn": CERTIFICATE_ARN},
+        "serving.endpoint",
+        "certificate_arn is for authentication 'none'",
+    ),
+    (
+        {
+            "serving.endpoint.scheme": "internet-facing",
+            "serving.endpoint.source_cidrs": '["198.51.100.0/24"]',
+            "serving.endpoint.client_security_group_ids": '["sg-0123456789abcdef0"]',
+        },
+        "serving.endpoint",
+        "admit clients inside the VPC",
+    ),
+    (
+        {"serving.endpoint.client_security_group_ids": '["default"]'},
+        "serving.endpoint.client_security_group_ids",
+        "is not a security group id",
     ),
     (
         {"serving.model.hf_token_secret_arn": SECRET_ARN.removesuffix("-AbCdEf")},
@@ -432,6 +458,7 @@ INVALID = [
     (
         {
             "serving.endpoint.scheme": "internet-facing",
+            "serving.endpoint.authentication": "none",
             "serving.endpoint.certificate_arn": CERTIFICATE_ARN,
             "serving.endpoint.source_cidrs": '["0.0.0.0/1", "128.0.0.0/1"]',
         },
@@ -441,6 +468,7 @@ INVALID = [
     (
         {
             "serving.endpoint.scheme": "internet-facing",
+            "serving.endpoint.authentication": "none",
             "serving.endpoint.certificate_arn": CERTIFICATE_ARN,
             "serving.endpoint.source_cidrs": '["192.168.10.0/24"]',
         },
@@ -503,6 +531,8 @@ INVALID = [
     ({"serving.model.s3_uri": "s3://bucket"}, "serving.model.s3_uri", "names a whole bucket"),
     (
         {
+            "serving.endpoint.authentication": "none",
+            "serving.endpoint.client_security_group_ids": '["sg-0123456789abcdef0"]',
             "serving.endpoint.certificate_arn": CERTIFICATE_ARN.replace("us-west-2", "us-east-1"),
         },
         "serving.endpoint.certificate_arn",

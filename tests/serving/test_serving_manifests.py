@@ -26,7 +26,6 @@ from serving_manifests.names import (
     endpoint_service_name,
 )
 from serving_manifests.namespace_objects import IRSA_ANNOTATION
-from serving_manifests.rayservice import HEAD_SKIP_PREFIX
 from serving_manifests.serve_config import NIXL_CONNECTOR, PD_BUILDER, REQUEST_ROUTERS, ray_resource
 from tests.configurations import (
     ACCOUNT,
@@ -95,7 +94,7 @@ def test_rays_autoscaler_keeps_one_worker_pod_per_gpu_node(rendered) -> None:
     options = cluster["autoscalerOptions"]
     assert options["idleTimeoutSeconds"] == settings.serving.ray_autoscaler.idle_timeout_seconds
     head = cluster["headGroupSpec"]["template"]["spec"]
-    assert head["automountServiceAccountToken"] is True  # the sidecar calls the API with it
+    assert head["automountServiceAccountToken"] is False  # the sidecar mounts its own token
     # Neither the head nor a worker is ever moved by the Cluster Autoscaler's scale-down.
     head_annotations = cluster["headGroupSpec"]["template"]["metadata"]["annotations"]
     assert head_annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"] == "false"
@@ -327,7 +326,9 @@ def test_gcs_fault_tolerance_uses_the_store_over_tls_with_the_synced_token(rende
     assert [o["objectName"] for o in objects] == [GCS_STORE.auth_token_secret_arn]
     assert objects[0]["objectAlias"] == synced["data"][0]["objectName"]
     # The Secret exists only while a pod mounts the provider class: the head does.
-    mounted = [v["csi"]["volumeAttributes"]["secretProviderClass"] for v in head["volumes"]]
+    mounted = [
+        v["csi"]["volumeAttributes"]["secretProviderClass"] for v in head["volumes"] if "csi" in v
+    ]
     assert provider["metadata"]["name"] in mounted
     env = {e["name"]: e.get("value") for e in head["containers"][0]["env"]}
     assert env["RAY_REDIS_CA_CERT"].endswith(".crt")
@@ -432,9 +433,7 @@ def test_load_balancer_targets_every_ready_proxy_of_every_ray_cluster(rendered) 
     assert "ray.io/cluster" not in selector  # spans the old and the new cluster of an upgrade
     assert spec["targetGroupARN"] == BINDING.target_group_arn
     assert spec["targetType"] == "ip"
-    (rule,) = spec["networking"]["ingress"]
-    assert rule["from"] == [{"securityGroup": {"groupID": BINDING.load_balancer_security_group_id}}]
-    assert rule["ports"] == [{"protocol": "TCP", "port": SERVE_PORT}]
+    assert "networking" not in spec  # the controller manages no security group rule
     before_the_load_balancer = render_deployed(settings, endpoint=False)
     assert before_the_load_balancer.target_group_binding is None
 
@@ -509,19 +508,41 @@ def test_ray_token_auth_is_on_and_the_readiness_check_carries_the_token(rendered
         assert all("x-ray-authorization: Bearer ${RAY_AUTH_TOKEN}" in c for c in dashboard_calls)
 
 
-def test_only_the_head_carries_a_kubernetes_api_token(rendered) -> None:
-    """The head's autoscaler sidecar patches the RayCluster with the pod's token (a reasoned
-    CKV_K8S_38 skip on the head alone); the GPU workers call no Kubernetes API and mount none
-    (IRSA brings its own projected token)."""
+def test_only_the_autoscaler_sidecar_carries_a_kubernetes_api_token(rendered) -> None:
+    """Ray's autoscaler sidecar patches the RayCluster with the head's service-account token;
+    no other container sees it: the pods mount none by default, the head declares a projected
+    token volume and only autoscalerOptions.volumeMounts (which KubeRay 1.7 appends to the
+    sidecar alone, common/pod.go mergeAutoscalerOverrides) mounts it, at the path the Ray 2.58
+    autoscaler reads. The GPU workers call no Kubernetes API (IRSA projects its own token)."""
     _, manifests = rendered
     cluster = manifests.rayservice["spec"]["rayClusterConfig"]
     head = cluster["headGroupSpec"]["template"]
-    assert head["spec"]["automountServiceAccountToken"] is True
-    skips = manifests.rayservice["metadata"]["annotations"]
-    (head_skip,) = [v for k, v in skips.items() if v.startswith("CKV_K8S_38=")]
-    assert next(k for k, v in skips.items() if v == head_skip).startswith(HEAD_SKIP_PREFIX)
+    assert head["spec"]["automountServiceAccountToken"] is False
+    token_volumes = {
+        volume["name"]
+        for volume in head["spec"]["volumes"]
+        if any("serviceAccountToken" in s for s in volume.get("projected", {}).get("sources", []))
+    }
+    assert len(token_volumes) == 1
+    sidecar_mounts = cluster["autoscalerOptions"]["volumeMounts"]
+    assert [(m["name"], m["mountPath"], m["readOnly"]) for m in sidecar_mounts] == [
+        (*token_volumes, "/var/run/secrets/kubernetes.io/serviceaccount", True)
+    ]
+    (volume,) = [v for v in head["spec"]["volumes"] if v["name"] in token_volumes]
+    projected_paths = {
+        item.get("path") or item["key"]
+        for source in volume["projected"]["sources"]
+        for kind in source.values()
+        for item in (kind.get("items") or [kind])
+    }
+    assert projected_paths == {"token", "ca.crt", "namespace"}  # what the client reads
+    for container in head["spec"]["containers"]:
+        assert not token_volumes & {m["name"] for m in container.get("volumeMounts", [])}
     for group in cluster["workerGroupSpecs"]:
-        assert group["template"]["spec"]["automountServiceAccountToken"] is False
+        spec = group["template"]["spec"]
+        assert spec["automountServiceAccountToken"] is False
+        mounted = {m["name"] for c in spec["containers"] for m in c.get("volumeMounts", [])}
+        assert not token_volumes & mounted
 
 
 def test_no_checkov_skip_sits_on_a_pod_template(rendered) -> None:

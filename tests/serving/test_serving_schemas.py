@@ -25,7 +25,7 @@ from catalog.eks_versions import KUBERNETES, RELEASES
 from catalog.helm_charts import KUBERAY_OPERATOR
 from catalog.ray_llm_image import IMAGES
 from serving_manifests import ServingManifests
-from serving_manifests.rayservice import HEAD_CHECKOV_SKIPS, HEAD_SKIP_PREFIX, POD_CHECKOV_SKIPS
+from serving_manifests.rayservice import POD_CHECKOV_SKIPS
 from tests.checkov import run_checkov
 from tests.configurations import CONFIGURATIONS, PROJECT_ROOT, context_for, render_deployed
 from tools.write_manifests import write_manifests
@@ -163,21 +163,18 @@ def test_strict_kubernetes_validation_rejects_unknown_fields(manifests: ServingM
 
 def _pods(manifests: ServingManifests) -> list[dict[str, Any]]:
     """The RayService's pod templates as Pods: checkov does not read RayService itself. The
-    RayService's checkov.io/skip<N> annotations go on every pod, its head-skip<N> ones on the
-    head, numbered after the shared ones."""
+    RayService's checkov.io/skip<N> annotations go on every pod (no pod mounts an API token in
+    its containers, so no skip is the head's alone)."""
     metadata = manifests.rayservice["metadata"]
     cluster = manifests.rayservice["spec"]["rayClusterConfig"]
     templates = {"head": cluster["headGroupSpec"]["template"]}
     templates |= {group["groupName"]: group["template"] for group in cluster["workerGroupSpecs"]}
     skips = {k: v for k, v in metadata["annotations"].items() if k.startswith("checkov.io/skip")}
-    head_skips = [v for k, v in metadata["annotations"].items() if k.startswith(HEAD_SKIP_PREFIX)]
-    head_only = {f"checkov.io/skip{len(skips) + n}": v for n, v in enumerate(head_skips, 1)}
     pods = []
     for name, template in templates.items():
         annotations = {
             **template["metadata"].get("annotations", {}),
             **skips,
-            **(head_only if name == "head" else {}),
         }
         pod_metadata = {**template["metadata"], "annotations": annotations}
         pods.append(
@@ -199,8 +196,8 @@ def test_checkov_kubernetes_has_no_unskipped_failures(tmp_path: Path) -> None:
     result = run_checkov(tmp_path, "kubernetes")
     assert result.failed == [], result.stderr
     assert result.passed > 20, "checkov evaluated too little"
-    # Each reasoned skip on each of 3 pods, and the head's own (its autoscaler's API token).
-    assert result.skipped == 3 * len(POD_CHECKOV_SKIPS) + len(HEAD_CHECKOV_SKIPS)
+    # Each reasoned skip on each of 3 pods; none for service-account tokens (none automounted).
+    assert result.skipped == 3 * len(POD_CHECKOV_SKIPS)
 
 
 def test_each_sides_deployment_options_pass_serves_own_validation(

@@ -22,8 +22,9 @@ from catalog.eks_versions import (
 from constructs.cluster.core_addons import VPC_CNI_CONFIGURATION
 from constructs.cluster.node_role import NODE_MANAGED_POLICIES
 from nag.serving_checks import CONTROL_PLANE_LOG_TYPES
+from serving_manifests.operator_access import OPERATORS_GROUP
 from tests.configurations import PROJECT_ROOT
-from tests.conftest import Synthesized, cfn_text
+from tests.conftest import Synthesized
 
 
 def _cluster(synthesized: Synthesized) -> dict:
@@ -122,7 +123,7 @@ def test_access_entries_not_the_aws_auth_config_map(public_app: Synthesized) -> 
             assert "AWS" not in statement.get("Principal", {}), statement
 
 
-def test_operators_view_the_cluster_and_edit_only_the_serving_namespace(
+def test_operators_get_no_eks_access_policy_only_the_kubernetes_group_our_roles_bind(
     public_app: Synthesized,
 ) -> None:
     settings = public_app.built.settings
@@ -133,16 +134,9 @@ def test_operators_view_the_cluster_and_edit_only_the_serving_namespace(
     ]
     assert len(entries) == len(settings.cluster.operator_principal_arns) >= 1
     for entry in entries:
-        scopes = {
-            cfn_text(policy["PolicyArn"]).rsplit("/", 1)[-1]: policy["AccessScope"]
-            for policy in entry["AccessPolicies"]
-        }
-        assert scopes["AmazonEKSViewPolicy"] == {"Type": "cluster"}
-        assert scopes["AmazonEKSEditPolicy"] == {
-            "Type": "namespace",
-            "Namespaces": [settings.serving.namespace],
-        }
-        assert "AmazonEKSClusterAdminPolicy" not in scopes
+        assert entry.get("AccessPolicies", []) == []
+        assert entry["KubernetesGroups"] == [OPERATORS_GROUP]
+        assert entry["Type"] == "STANDARD"
 
 
 def test_managed_node_groups_not_auto_mode(default_app: Synthesized) -> None:

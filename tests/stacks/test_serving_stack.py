@@ -17,7 +17,6 @@ from serving_manifests.names import (
     HEAD_SERVICE_ACCOUNT,
     SERVE_PORT,
     WORKER_SERVICE_ACCOUNT,
-    endpoint_client_cidrs,
 )
 from tests.configurations import CONFIGURATIONS, context_for, settings_for
 from tests.conftest import Synthesized, cfn_text
@@ -214,16 +213,33 @@ def test_internet_facing_endpoint_terminates_tls_with_the_certificate(
 
 
 @pytest.mark.parametrize("configuration", ["default", "public-endpoint"])
-def test_only_the_allowed_cidrs_reach_the_endpoint(
+def test_only_the_named_clients_reach_the_load_balancer(
     synthesize: Callable[[str], Synthesized], configuration: str
 ) -> None:
+    """With authentication none, the listener admits the named CIDRs and security groups only;
+    behind the signed API (the default), no client at all: only the VPC link's PrivateLink
+    traffic, which the load balancer then exempts from the group's rules."""
     synthesized = synthesize(configuration)
-    settings = synthesized.built.settings
+    endpoint = synthesized.built.settings.serving.endpoint
     groups = synthesized.resources("serving", "AWS::EC2::SecurityGroup")
     (group,) = [g for lid, g in groups.items() if lid.startswith("EndpointSecurityGroup")]
-    ingress = group["Properties"]["SecurityGroupIngress"]
-    assert sorted(rule["CidrIp"] for rule in ingress) == sorted(endpoint_client_cidrs(settings))
-    assert {rule["FromPort"] for rule in ingress} == {settings.serving.endpoint.port}
+    ingress = group["Properties"].get("SecurityGroupIngress", [])
+    attributes = {
+        a["Key"]: a["Value"] for a in _load_balancer(synthesized).get("LoadBalancerAttributes", [])
+    }
+    enforcement = _load_balancer(synthesized).get(
+        "EnforceSecurityGroupInboundRulesOnPrivateLinkTraffic", "on"
+    )
+    if endpoint.authentication == "iam":
+        assert ingress == []
+        assert enforcement == "off"
+    else:
+        assert sorted(rule["CidrIp"] for rule in ingress if "CidrIp" in rule) == sorted(
+            str(cidr) for cidr in endpoint.source_cidrs
+        )
+        assert {rule["FromPort"] for rule in ingress} == {endpoint.port}
+        assert enforcement == "on"
+    assert attributes.get("load_balancing.cross_zone.enabled") == "true"
 
 
 def test_target_group_checks_serve_proxy_health_on_pod_ips(default_app: Synthesized) -> None:
@@ -319,13 +335,14 @@ def test_no_kubernetes_resource_is_empty(
 
 
 def test_namespace_outlives_neither_kuberay_nor_the_gcs_store(public_app: Synthesized) -> None:
-    """CloudFormation deletes in reverse dependency order: the namespace (and the Ray clusters
-    in it, held by KubeRay's GCS cleanup finalizer) goes while the operator and store exist."""
+    """CloudFormation deletes in reverse dependency order: the namespace goes after the
+    operator (whose Role lives in it; the RayService, held by KubeRay's GCS cleanup finalizer,
+    goes before the operator: tests/stacks/test_kuberay_scope.py) and before the store."""
     resources = public_app.templates["serving"]["Resources"]
-    (namespace,) = [r for lid, r in resources.items() if lid.startswith("PdRayServiceNamespace")]
-    depends_on = namespace["DependsOn"]
-    assert any(d.startswith("OperatorsKubeRayOperator") for d in depends_on)
-    assert any(d.startswith("GcsStore") for d in depends_on)
+    (namespace_id,) = [lid for lid in resources if lid.startswith("PdRayServiceNamespace")]
+    assert any(d.startswith("GcsStore") for d in resources[namespace_id]["DependsOn"])
+    (operator,) = [r for lid, r in resources.items() if lid.startswith("OperatorsKubeRayOperator")]
+    assert namespace_id in operator["DependsOn"]
 
 
 def test_a_tls_endpoint_logs_its_connections_and_a_tcp_one_says_why_not(
@@ -347,8 +364,9 @@ def test_a_tls_endpoint_logs_its_connections_and_a_tcp_one_says_why_not(
 def test_the_load_balancer_controller_may_only_bind_the_endpoints_target_group(
     default_app: Synthesized,
 ) -> None:
-    """It binds one target group: no load balancer, listener, WAF or Shield action on the
-    account; writes only on that target group and the cluster security group."""
+    """It binds one target group: no load balancer, listener, WAF, Shield or EC2 write on the
+    account; writes only on that target group. The load balancer's rule on the cluster
+    security group is a CloudFormation resource instead."""
     resources = default_app.templates["serving"]["Resources"]
     (policy,) = [
         r["Properties"]["PolicyDocument"]
@@ -369,12 +387,16 @@ def test_the_load_balancer_controller_may_only_bind_the_endpoints_target_group(
             assert statement["Resource"] == "*"
             continue
         resource = json.dumps(statement["Resource"])
-        if any(a.startswith("elasticloadbalancing:") for a in writes):
-            assert statement["Resource"] == {"Ref": target_group_id}
-        else:
-            assert "security-group/" in resource
-            assert "ClusterSecurityGroupId" in resource
-            assert "ec2:Vpc" in statement["Condition"]["ArnEquals"]
+        assert all(a.startswith("elasticloadbalancing:") for a in writes), resource
+        assert statement["Resource"] == {"Ref": target_group_id}
+    (rule,) = [
+        r["Properties"]
+        for r in resources.values()
+        if r["Type"] == "AWS::EC2::SecurityGroupIngress"
+        and "ClusterSecurityGroupId" in json.dumps(r["Properties"]["GroupId"])
+    ]
+    assert (rule["FromPort"], rule["ToPort"], rule["IpProtocol"]) == (SERVE_PORT, SERVE_PORT, "tcp")
+    assert "Endpoint" in json.dumps(rule["SourceSecurityGroupId"])
     (chart,) = [
         r
         for r in resources.values()
