@@ -589,20 +589,6 @@ class Serving(Section):
             )
         return value
 
-    @model_validator(mode="after")
-    def _prefill_always_up(self) -> Serving:
-        """Ray 2.58's PDDecodeServer pre-warms prefill when it starts and retries for about
-        35 minutes through a broadcast that creates no autoscaling demand (ray
-        llm/_internal/serve/serving_patterns/prefill_decode/pd_server.py): with no prefill
-        replica, decode never becomes ready."""
-        if self.prefill.min_replicas < 1:
-            raise ValueError(
-                "prefill.min_replicas is 0, but decode replicas wait at start for a prefill "
-                "replica that Serve's autoscaler would never add (Ray 2.58 PDDecodeServer "
-                "pre-warm): use prefill.min_replicas >= 1"
-            )
-        return self
-
     def engine(self, role: str) -> Engine:
         return getattr(self, role)
 

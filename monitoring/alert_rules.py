@@ -137,7 +137,7 @@ def render_alert_rules(settings: Settings) -> dict[str, Any]:
                 "summary": f"{service}: Ray's autoscaler (the head pod's sidecar) has not "
                 f"answered for {METRICS_MISSING_FOR}; no worker pod is added or removed "
                 "meanwhile",
-                "runbook": "README, Operating: 'RayAutoscalerDown'",
+                "runbook": "docs/observability.md, 'RayAutoscalerDown'",
             },
         }
     )

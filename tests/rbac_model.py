@@ -279,12 +279,27 @@ def _apply(rest: list[str], namespace: str, flags: dict[str, str], command: str)
     ]
 
 
+def _cordon(rest: list[str], namespace: str, flags: dict[str, str], command: str) -> list[Request]:
+    """cordon and uncordon: read the node, patch spec.unschedulable."""
+    node = rest[0] if rest else "NAME"
+    return [Request("get", "", "nodes", name=node), Request("patch", "", "nodes", name=node)]
+
+
+def _delete(rest: list[str], namespace: str, flags: dict[str, str], command: str) -> list[Request]:
+    group, resource, name = _type_and_name(rest, command)
+    verb = "delete" if name else "deletecollection"
+    return [Request(verb, group, resource, namespace=_scoped(resource, namespace), name=name)]
+
+
 _COMMANDS = {
     "get": _get,
     "describe": _describe,
     "logs": _logs,
     "port-forward": _port_forward,
     "drain": _drain,
+    "cordon": _cordon,
+    "uncordon": _cordon,
+    "delete": _delete,
     "patch": _patch,
     "apply": _apply,
 }

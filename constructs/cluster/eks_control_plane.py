@@ -173,7 +173,8 @@ class EksControlPlane(Construct):
             "aws-cdk-lib's kubectl provider (Lambda in the VPC, applies manifests and Helm charts "
             "for CloudFormation) needs the AWS managed Lambda execution and VPC access policies "
             "(logs, interfaces in the VPC); its functions can be invoked by any principal IAM "
-            "allows, which is why the stack prints a guard SCP (README, 'The deploy path')."
+            "allows, which is why the stack prints a guard SCP (docs/security.md, 'The deploy "
+            "path')."
         )
         for policy in KUBECTL_HANDLER_MANAGED_POLICIES:
             acknowledge(kubectl_provider, aws_managed_policy_finding(policy), handler_reason)

@@ -136,5 +136,5 @@ class KubectlProviderGuard(Construct):
             "KubectlProviderGuardScp",
             value=Stack.of(self).to_json_string(self.policy),
             description="Service control policy: only CloudFormation may run or change the "
-            "cluster-admin kubectl provider (README, 'The deploy path')",
+            "cluster-admin kubectl provider (docs/security.md, 'The deploy path')",
         )

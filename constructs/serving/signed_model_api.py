@@ -1,7 +1,7 @@
 """The model API's authenticated front door: an API Gateway REST API with IAM authorization,
 HTTPS and response streaming, over a VPC link to the internal Network Load Balancer.
 
-Why this front (README, "What the model API admits, and who"): Ray Serve LLM 2.58 has no
+Why this front (docs/security.md, "What the model API admits, and who"): Ray Serve LLM 2.58 has no
 authentication of its own (its OpenAI ingress installs CORS, error, metrics and request-id
 middleware only; ray-project/ray#59578), and an NLB has no authentication action. A REST API
 with AWS_IAM checks a SigV4 signature and execute-api:Invoke on every request, serves HTTPS with

@@ -619,11 +619,6 @@ INVALID = [
     ({"serving.model.id": "org/model--v2"}, "serving.model.id", "validate_repo_id"),
     ({"serving.model.id": "org/" + "m" * 97}, "serving.model.id", "at most 96 characters"),
     (
-        {"serving.prefill.min_replicas": "0"},
-        "serving",
-        "decode replicas wait at start for a prefill replica",
-    ),
-    (
         {"observability.alarms.node_shortfall_minutes": "10"},
         "observability.alarms.node_shortfall_minutes",
         "shorter than cluster.node_autoscaler.max_node_provision_minutes (20)",
