@@ -62,6 +62,25 @@ def _engine_label(role: str, pod: dict[str, Any]) -> str:
     )
 
 
+def _front_door(settings: Settings, listener: str) -> str:
+    """What the client talks to: with serving.endpoint.authentication iam (the default), API
+    Gateway checks the SigV4 signature and reaches the internal load balancer over a VPC link
+    (constructs/serving/signed_model_api.py); with none, the client talks to the load balancer."""
+    endpoint = settings.serving.endpoint
+    if endpoint.authentication != "iam":
+        return f'  client -->|"{listener} {endpoint.port}"| nlb\n'
+    kind = (
+        "private, through the execute-api VPC endpoint"
+        if endpoint.scheme == "internal"
+        else ("regional")
+    )
+    return (
+        f'  api["API Gateway REST API ({kind})<br/>AWS_IAM: SigV4-signed requests only"]\n'
+        '  client -->|"HTTPS, signed"| api\n'
+        f'  api -->|"VPC link, TCP {endpoint.port}<br/>streamed responses"| nlb\n'
+    )
+
+
 def request_path(settings: Settings) -> str:
     """Client to decode and prefill, with the ports, names and counts the stacks render."""
     endpoint = settings.serving.endpoint
@@ -82,10 +101,9 @@ def request_path(settings: Settings) -> str:
         f'  ingress["OpenAI ingress<br/>{application["import_path"]}"]\n'
         f'  decode["{_engine_label("decode", groups["decode"])}"]\n'
         f'  prefill["{_engine_label("prefill", groups["prefill"])}"]\n'
-        f'  client -->|"{listener} {endpoint.port}"| nlb\n'
-        f'  nlb -->|"TCP {SERVE_PORT}, IP targets of<br/>'
-        f'{endpoint_service_name(settings)}"| proxy\n'
-        "  proxy --> ingress\n"
+        + _front_door(settings, listener)
+        + f'  nlb -->|"TCP {SERVE_PORT}, IP targets of<br/>'
+        f'{endpoint_service_name(settings)}"| proxy\n' + "  proxy --> ingress\n"
         "  ingress -->|request| decode\n"
         '  decode -->|"remote call: the prompt,<br/>one token, keep the KV"| prefill\n'
         '  prefill -.->|"kv_transfer_params"| decode\n'
