@@ -289,3 +289,7 @@ def test_the_readme_recipe_names_only_outputs_the_stacks_have(default_app: Synth
         stack = stack_name.replace("$PREFIX", settings.prefix)
         assert stack in by_stack, stack
         assert output in default_app.templates[by_stack[stack]]["Outputs"], output
+    # curl keeps the API's name and connects to the tunnel's local port.
+    connect_to = re.findall(r"--connect-to \S*:443:localhost:(\d+)", recipe)
+    assert connect_to
+    assert set(connect_to) == {str(ENDPOINT_LOCAL_PORT)}
