@@ -16,7 +16,7 @@ from constructs.serving.serving_endpoint import ServingEndpoint
 from constructs.serving.serving_operators import ServingOperators
 from serving_manifests.names import DASHBOARD_PORT
 from stacks.common import removal_policy
-from stacks.tunnel import ENDPOINT_LOCAL_PORT, port_forward_command
+from stacks.tunnel import ENDPOINT_LOCAL_PORT, endpoint_tunnel, port_forward_command
 
 
 class ServingStack(Stack):
@@ -107,20 +107,22 @@ class ServingStack(Stack):
         serving = settings.serving
         url = self.endpoint.url
         CfnOutput(self, "EndpointUrl", value=url, description="OpenAI-compatible API (/v1/...)")
-        # The internal load balancer from a laptop: README, "Reaching what you deployed".
-        CfnOutput(
-            self,
-            "EndpointTunnelCommand",
-            value=port_forward_command(
-                settings.cluster_name,
-                settings.region,
-                self.endpoint.load_balancer.load_balancer_dns_name,
-                serving.endpoint.port,
-                ENDPOINT_LOCAL_PORT,
-            ),
-            description=f"Forwards localhost:{ENDPOINT_LOCAL_PORT} to the load balancer through a "
-            f"node (Session Manager); then {_local_url(serving.endpoint.port)}/v1/models",
-        )
+        # The model API from a laptop, where a tunnel is the way: README, "Reaching what you
+        # deployed".
+        tunnel = endpoint_tunnel(settings, self.endpoint)
+        if tunnel:
+            CfnOutput(
+                self,
+                "EndpointTunnelCommand",
+                value=port_forward_command(
+                    settings.cluster_name,
+                    settings.region,
+                    tunnel.host,
+                    tunnel.port,
+                    ENDPOINT_LOCAL_PORT,
+                ),
+                description=tunnel.description,
+            )
         # With iam, curl signs the request itself (--aws-sigv4, curl 7.75+) with the caller's
         # keys; any SigV4 client works (pdctl verify signs with the AWS credential chain).
         signing = (
@@ -160,11 +162,3 @@ class ServingStack(Stack):
             f"{serving.namespace} get secret <Ray cluster name> -o jsonpath="
             "'{.data.auth_token}' | base64 -d",
         )
-
-
-def _local_url(port: int) -> str:
-    """With TLS the certificate names your domain, not localhost: curl needs --connect-to."""
-    if port == 443:
-        local = f"localhost:{ENDPOINT_LOCAL_PORT}"
-        return f"curl --connect-to <your domain>:443:{local} https://<your domain>"
-    return f"curl http://localhost:{ENDPOINT_LOCAL_PORT}"

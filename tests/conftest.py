@@ -50,13 +50,16 @@ class Synthesized:
 
 
 @pytest.fixture(scope="session")
-def synthesize(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Synthesized]:
+def synthesize(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Synthesized]:
+    """``synthesize(name)``, or ``synthesize(name, {"dotted.key": "value"})`` for a variant of
+    a configuration that one test module needs (each variant is synthesized once, too)."""
     cache: dict[str, Synthesized] = {}
 
-    def get(name: str) -> Synthesized:
-        if name not in cache:
+    def get(name: str, overrides: dict[str, str] | None = None) -> Synthesized:
+        key = name + (json.dumps(overrides, sort_keys=True) if overrides else "")
+        if key not in cache:
             outdir = tmp_path_factory.mktemp(f"cdk-out-{name}")
-            built = app.build(context_for(name), outdir=str(outdir))
+            built = app.build(context_for(name, **(overrides or {})), outdir=str(outdir))
             built.app.synth()  # runs the nag packs; an unacknowledged finding raises here
             templates = {
                 role: json.loads(
@@ -64,8 +67,8 @@ def synthesize(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Synt
                 )
                 for role in STACK_ROLES
             }
-            cache[name] = Synthesized(built, outdir, templates)
-        return cache[name]
+            cache[key] = Synthesized(built, outdir, templates)
+        return cache[key]
 
     return get
 

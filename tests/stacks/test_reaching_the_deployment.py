@@ -1,5 +1,6 @@
-"""Reaching the private API server and the internal load balancer: the stack outputs the README's
-recipe runs are real commands, aimed at resources the same templates create.
+"""Reaching the private API server and the model API: the stack outputs the README's recipe runs
+are real commands, aimed at resources the same templates create, and the model API's tunnel goes
+where each serving.endpoint mode puts the API, through a node that the target really admits.
 
 Commands are checked against AWS's own service models (botocore) for the operations and filters
 they name, and their tokens against the template's resources; the README recipe may only name
@@ -7,6 +8,7 @@ outputs that the stacks have."""
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import shlex
 from collections.abc import Callable
@@ -24,6 +26,7 @@ from tests.conftest import Synthesized
 PORT_FORWARD_PARAMETERS = {"host", "portNumber", "localPortNumber"}
 EXAMPLE_API_HOST = "0123456789ABCDEF0123456789ABCDEF.gr7.us-west-2.eks.amazonaws.com"
 EXAMPLE_NLB_HOST = "pd-llm-endpoint-0123456789abcdef.elb.us-west-2.amazonaws.com"
+EXAMPLE_VPCE_HOST = "vpce-0123456789abcdef0-abcdefgh.execute-api.us-west-2.vpce.amazonaws.com"
 BOTOCORE = botocore.session.get_session()
 
 
@@ -55,7 +58,21 @@ def _cluster_tokens(template: dict[str, Any]) -> Callable[[Any], str]:
 
 
 def _serving_tokens(template: dict[str, Any]) -> Callable[[Any], str]:
+    """The endpoint tunnel's host: the load balancer's DNS name, or the first DNS name of the
+    model API's execute-api interface endpoint (DnsEntries items are "zone-id:dns-name")."""
+
     def resolve(token: Any) -> str:
+        if "Fn::Select" in token:
+            index, outer = token["Fn::Select"]
+            separator, item = outer["Fn::Split"]
+            item_index, entries = item["Fn::Select"]
+            logical_id, attribute = entries["Fn::GetAtt"]
+            assert (index, separator, item_index, attribute) == (1, ":", 0, "DnsEntries")
+            endpoint = template["Resources"][logical_id]
+            assert endpoint["Type"] == "AWS::EC2::VPCEndpoint"
+            assert endpoint["Properties"]["ServiceName"].endswith(".execute-api")
+            assert endpoint["Properties"]["VpcEndpointType"] == "Interface"
+            return f"Z1HUB23UULQXV:{EXAMPLE_VPCE_HOST}".split(separator)[index]
         logical_id, attribute = token["Fn::GetAtt"]
         assert attribute == "DNSName"
         assert _resource_type(template, logical_id) == "AWS::ElasticLoadBalancingV2::LoadBalancer"
@@ -135,35 +152,121 @@ def _cluster_id(synthesized: Synthesized) -> str:
     return logical_id
 
 
-@pytest.mark.parametrize("configuration", list(CONFIGURATIONS))
-def test_the_endpoint_tunnel_reaches_the_load_balancers_listener(
-    synthesize: Callable[[str], Synthesized], configuration: str
+# The endpoint modes no named configuration has, as variants of the default (one synth each).
+ENDPOINT_VARIANTS: dict[str, dict[str, str]] = {
+    "none-internal": {
+        "serving.endpoint.authentication": "none",
+        "serving.endpoint.client_security_group_ids": '["sg-0123456789abcdef0"]',
+    },
+    "iam-internet-facing": {
+        "serving.endpoint.scheme": "internet-facing",
+        "serving.endpoint.source_cidrs": '["198.51.100.0/24"]',
+    },
+}
+ENDPOINT_CASES = [(name, None) for name in CONFIGURATIONS] + [
+    ("default", overrides) for overrides in ENDPOINT_VARIANTS.values()
+]
+ENDPOINT_CASE_IDS = list(CONFIGURATIONS) + list(ENDPOINT_VARIANTS)
+
+
+def _node_ranges(synthesized: Synthesized) -> list[ipaddress.IPv4Network]:
+    """The private subnets, where every node (system and GPU) has its address."""
+    ranges = []
+    for subnet in synthesized.resources("network", "AWS::EC2::Subnet").values():
+        tags = {tag["Key"]: tag["Value"] for tag in subnet["Properties"]["Tags"]}
+        if tags["aws-cdk:subnet-type"] == "Private":
+            ranges.append(ipaddress.ip_network(subnet["Properties"]["CidrBlock"]))
+    assert ranges
+    return ranges
+
+
+def _ingress(template: dict[str, Any], group_refs: list[Any]) -> list[dict[str, Any]]:
+    """Every ingress rule of the groups (inline, or AWS::EC2::SecurityGroupIngress resources)."""
+    ids = [ref["Fn::GetAtt"][0] for ref in group_refs]
+    rules = [
+        rule
+        for logical_id in ids
+        for rule in template["Resources"][logical_id]["Properties"].get("SecurityGroupIngress", [])
+    ]
+    rules += [
+        resource["Properties"]
+        for resource in template["Resources"].values()
+        if resource["Type"] == "AWS::EC2::SecurityGroupIngress"
+        and resource["Properties"]["GroupId"] in group_refs
+    ]
+    return rules
+
+
+def _admits_every_node(
+    rules: list[dict[str, Any]], port: int, nodes: list[ipaddress.IPv4Network]
+) -> bool:
+    """A rule on the port whose CIDR holds every node's subnet. A rule naming a group admits
+    the nodes only if it is the cluster security group, which no serving template names."""
+    for rule in rules:
+        if rule["IpProtocol"] not in ("tcp", "-1"):
+            continue
+        if rule["IpProtocol"] == "tcp" and not rule["FromPort"] <= port <= rule["ToPort"]:
+            continue
+        if "SourceSecurityGroupId" in rule:
+            assert isinstance(rule["SourceSecurityGroupId"], str), rule  # a named client group
+        elif all(net.subnet_of(ipaddress.ip_network(rule["CidrIp"])) for net in nodes):
+            return True
+    return False
+
+
+@pytest.mark.parametrize(("configuration", "overrides"), ENDPOINT_CASES, ids=ENDPOINT_CASE_IDS)
+def test_the_endpoint_tunnel_goes_where_the_model_api_is_and_says_whether_a_node_gets_in(
+    synthesize: Callable[..., Synthesized], configuration: str, overrides: dict[str, str] | None
 ) -> None:
-    synthesized = synthesize(configuration)
+    synthesized = synthesize(configuration, overrides)
     template = synthesized.templates["serving"]
-    (listener,) = synthesized.resources("serving", "AWS::ElasticLoadBalancingV2::Listener").values()
+    endpoint = synthesized.built.settings.serving.endpoint
+    if endpoint.scheme == "internet-facing":
+        # A regional API or a public load balancer: source_cidrs reach it directly; a node
+        # would come from a NAT gateway's address.
+        assert "EndpointTunnelCommand" not in template["Outputs"]
+        return
+    output = template["Outputs"]["EndpointTunnelCommand"]
     (cluster,) = synthesized.resources("cluster", "AWS::EKS::Cluster").values()
     words = _command(template, "EndpointTunnelCommand", _serving_tokens(template))
-    port = listener["Properties"]["Port"]
-    _check_port_forward(
-        words, cluster["Properties"]["Name"], EXAMPLE_NLB_HOST, port, ENDPOINT_LOCAL_PORT
-    )
-    assert port == synthesized.built.settings.serving.endpoint.port
-
-
-def test_the_endpoint_tunnel_is_open_to_the_nodes(default_app: Synthesized) -> None:
-    """A node forwards the session from its own VPC address: the internal load balancer admits
-    the VPC CIDR by default."""
-    (group,) = [
-        g
-        for g in default_app.resources("serving", "AWS::EC2::SecurityGroup").values()
-        if any(
-            rule.get("FromPort") == default_app.built.settings.serving.endpoint.port
-            for rule in g["Properties"].get("SecurityGroupIngress", [])
+    description = output["Description"]
+    assert isinstance(description, str)  # CloudFormation takes no tokens in a description
+    local = f"localhost:{ENDPOINT_LOCAL_PORT}"
+    if endpoint.authentication == "iam":
+        (vpce_id,) = synthesized.resources("serving", "AWS::EC2::VPCEndpoint")
+        vpce = template["Resources"][vpce_id]["Properties"]
+        host, port, groups = EXAMPLE_VPCE_HOST, 443, vpce["SecurityGroupIds"]
+        assert vpce["PrivateDnsEnabled"] is False
+        # The caller keeps the API's own name (EndpointUrl) and connects to the tunnel: that
+        # name is the API's alias on this very endpoint.
+        url_parts = template["Outputs"]["EndpointUrl"]["Value"]["Fn::Join"][1]
+        assert {"Ref": vpce_id} in url_parts
+        assert f"--connect-to <EndpointUrl host>:443:{local}" in description
+        assert "--aws-sigv4" in description
+    else:
+        (balancer_id,) = synthesized.resources(
+            "serving", "AWS::ElasticLoadBalancingV2::LoadBalancer"
         )
-    ]
-    sources = {rule.get("CidrIp") for rule in group["Properties"]["SecurityGroupIngress"]}
-    assert str(default_app.built.settings.network.vpc_cidr) in sources
+        (listener,) = synthesized.resources(
+            "serving", "AWS::ElasticLoadBalancingV2::Listener"
+        ).values()
+        port = listener["Properties"]["Port"]
+        assert port == endpoint.port
+        host = EXAMPLE_NLB_HOST
+        groups = template["Resources"][balancer_id]["Properties"]["SecurityGroups"]
+        assert local in description
+    _check_port_forward(words, cluster["Properties"]["Name"], host, port, ENDPOINT_LOCAL_PORT)
+    nodes = _node_ranges(synthesized)
+    admitted = _admits_every_node(_ingress(template, groups), port, nodes)
+    if not (endpoint.client_security_group_ids or endpoint.source_cidrs):  # iam only
+        assert admitted, "the endpoint admits the VPC range when no client is named"
+        assert "admits the VPC range" in description
+    else:  # only what was named, never the cluster's group: a node gets in by a range only
+        assert admitted == any(
+            all(node.subnet_of(ipaddress.ip_network(str(cidr))) for node in nodes)
+            for cidr in endpoint.source_cidrs
+        )
+        assert "works only if they name the cluster security group" in description
 
 
 OUTPUT_QUERY = re.compile(
@@ -186,3 +289,7 @@ def test_the_readme_recipe_names_only_outputs_the_stacks_have(default_app: Synth
         stack = stack_name.replace("$PREFIX", settings.prefix)
         assert stack in by_stack, stack
         assert output in default_app.templates[by_stack[stack]]["Outputs"], output
+    # curl keeps the API's name and connects to the tunnel's local port.
+    connect_to = re.findall(r"--connect-to \S*:443:localhost:(\d+)", recipe)
+    assert connect_to
+    assert set(connect_to) == {str(ENDPOINT_LOCAL_PORT)}
