@@ -28,7 +28,7 @@ from typing import Any
 
 from pdctl.checks import Check
 from tools.gpu_check.one_gpu import LOOPBACK, vllm_cli_args
-from tools.gpu_check.tiny_model import chat_prompt
+from tools.gpu_check.tiny_model import WORDS, chat_prompt
 
 ANSWER_TOKENS = 24
 START_TIMEOUT_S = 480.0
@@ -40,18 +40,7 @@ HTTP_PORTS = {"prefill": 8100, "decode": 8200}
 def prompts(count: int, words: int = 420) -> list[str]:
     """Prompts of several KV blocks each (block_size 128 tokens), each with its own first words so
     that no prefix is shared between them and prefix caching cannot stand in for a transfer."""
-    vocabulary = [
-        "prefill",
-        "decode",
-        "cache",
-        "block",
-        "tensor",
-        "engine",
-        "request",
-        "token",
-        "stream",
-        "answer",
-    ]
+    vocabulary = WORDS[:10]
     return [
         f"question {index} about {vocabulary[index % len(vocabulary)]}: "
         + " ".join(vocabulary[(index * 7 + step * 3) % len(vocabulary)] for step in range(words))

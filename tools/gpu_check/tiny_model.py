@@ -32,7 +32,8 @@ def chat_prompt(text: str) -> str:
     return f"<|im_start|>user\n{text}<|im_end|>\n<|im_start|>assistant\n"
 
 
-_WORDS = [
+# The vocabulary of the training text (and of stage 1's prompts: words the tokenizer knows).
+WORDS = [
     "prefill",
     "decode",
     "cache",
@@ -86,7 +87,7 @@ def training_text(lines: int = 4000) -> list[str]:
     """Deterministic word salad with digits and punctuation, so every byte class gets merges."""
     rng = random.Random(SEED)
     return [
-        " ".join(rng.choice(_WORDS) for _ in range(rng.randint(5, 30)))
+        " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 30)))
         + f" {rng.randint(0, 99999)}{rng.choice('.,;:!?')}"
         for _ in range(lines)
     ]
