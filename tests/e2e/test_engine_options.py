@@ -88,6 +88,21 @@ def test_the_shipped_list_is_the_installed_vllms_argument_classes(installed) -> 
     assert frontend - set(ARGS["frontend_args"]) == set(ARGS["server_args"])
 
 
+def test_the_shipped_list_is_what_the_installed_vllms_source_generates() -> None:
+    """The generator (tools/vllm_engine_args.py, which parses vLLM's source without importing
+    it) run on the installed vLLM gives exactly the shipped file."""
+    import importlib.util
+
+    from tools import vllm_engine_args
+
+    spec = importlib.util.find_spec("vllm")
+    assert spec is not None
+    assert spec.origin is not None
+    source = Path(spec.origin).parent.parent  # site-packages, holding vllm/
+    regenerated = vllm_engine_args.generate(source)
+    assert regenerated == ARGS, "run python -m tools.vllm_engine_args <vllm source>"
+
+
 def test_the_shipped_parsers_are_the_ones_vllm_registers(installed) -> None:
     assert set(ARGS["tool_call_parsers"]) <= set(installed["tool_call_parsers"])
     assert set(ARGS["reasoning_parsers"]) <= set(installed["reasoning_parsers"])
