@@ -19,6 +19,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,21 +71,28 @@ class EvidenceError(Exception):
     """Metrics that cannot decide: missing, malformed, not finite, or negative."""
 
 
-def _call(
-    method: str, url: str, deadline: Deadline, what: str, body: bytes | None = None
-) -> tuple[int, str, bytes]:
-    """Status, content type and the whole body of one bounded call."""
-    headers = {"Content-Type": "application/json"} if body else {}
+@contextmanager
+def _endpoint_errors(what: str) -> Iterator[None]:
+    """One meaning for every failure of a call to the endpoint: not reachable is "could not
+    run"; a deadline or a broken answer is a failed check."""
     try:
-        with open_response(method, url, deadline, body, headers) as response:
-            data = read_body(response, deadline, what, MODELS_BYTES_MAX)
-            return response.status, response.getheader("Content-Type", ""), data
+        yield
     except UnreachableError as error:
         raise CannotRunError(str(error), "check --url (a port-forward, or the VPC)") from None
     except DeadlineExceededError as error:
         raise VerifyError(str(error)) from None
     except HttpCallError as error:
         raise VerifyError(f"{what} failed: {error}") from None
+
+
+def _call(
+    method: str, url: str, deadline: Deadline, what: str, body: bytes | None = None
+) -> tuple[int, str, bytes]:
+    """Status, content type and the whole body of one bounded call."""
+    headers = {"Content-Type": "application/json"} if body else {}
+    with _endpoint_errors(what), open_response(method, url, deadline, body, headers) as response:
+        data = read_body(response, deadline, what, MODELS_BYTES_MAX)
+        return response.status, response.getheader("Content-Type", ""), data
 
 
 def parse_json(data: bytes | str, what: str) -> Any:
@@ -209,40 +217,36 @@ def stream_one_completion(
     arrivals: list[float] = []
     finish, done = None, False
     url = f"{_base(base_url)}/v1/chat/completions"
-    try:
-        with open_response(
+    with (
+        _endpoint_errors(what),
+        open_response(
             "POST",
             url,
             deadline,
             json.dumps(request).encode(),
             {"Content-Type": "application/json", "Accept": "text/event-stream"},
-        ) as response:
-            if response.status != 200:
-                data = read_body(response, deadline, what, MODELS_BYTES_MAX)
-                raise _http_failure(what, response.status, response.getheader("Content-Type"), data)
-            for data in sse_data(iter_chunks(response, deadline, what, STREAM_BYTES_MAX)):
-                if data == "[DONE]":
-                    done = True
-                    break
-                event = parse_json(data, f"{what}: an event")
-                if not isinstance(event, dict):
-                    raise VerifyError(f"{what}: an event that is not a JSON object")
-                if "error" in event:
-                    raise VerifyError(f"{what}: the endpoint reported {plain(event['error'], 200)}")
-                choices = event.get("choices")
-                if not isinstance(choices, list):
-                    raise VerifyError(f"{what}: an event without a 'choices' list")
-                for choice in choices:
-                    text, reason = _choice_text(choice)
-                    if text:
-                        arrivals.append(clock())
-                    finish = reason or finish
-    except UnreachableError as error:
-        raise CannotRunError(str(error), "check --url (a port-forward, or the VPC)") from None
-    except DeadlineExceededError as error:
-        raise VerifyError(str(error)) from None
-    except HttpCallError as error:
-        raise VerifyError(f"{what} failed: {error}") from None
+        ) as response,
+    ):
+        if response.status != 200:
+            data = read_body(response, deadline, what, MODELS_BYTES_MAX)
+            raise _http_failure(what, response.status, response.getheader("Content-Type"), data)
+        for data in sse_data(iter_chunks(response, deadline, what, STREAM_BYTES_MAX)):
+            if data == "[DONE]":
+                done = True
+                break
+            event = parse_json(data, f"{what}: an event")
+            if not isinstance(event, dict):
+                raise VerifyError(f"{what}: an event that is not a JSON object")
+            if "error" in event:
+                raise VerifyError(f"{what}: the endpoint reported {plain(event['error'], 200)}")
+            choices = event.get("choices")
+            if not isinstance(choices, list):
+                raise VerifyError(f"{what}: an event without a 'choices' list")
+            for choice in choices:
+                text, reason = _choice_text(choice)
+                if text:
+                    arrivals.append(clock())
+                finish = reason or finish
     if finish is None:
         raise VerifyError(
             f"{what} was cut short: {len(arrivals)} chunks and no finish_reason"

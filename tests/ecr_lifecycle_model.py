@@ -24,6 +24,23 @@ from typing import Any
 
 from catalog.ray_llm_image import DEFAULT_IMAGE_TAG
 
+# The lifecycle policy an earlier creation template of this project gave the cache's
+# repositories: untagged (superseded) builds expired 7 days after their push.
+FORMER_SEVEN_DAY_POLICY: dict[str, Any] = {
+    "rules": [
+        {
+            "rulePriority": 1,
+            "selection": {
+                "tagStatus": "untagged",
+                "countType": "sinceImagePushed",
+                "countUnit": "days",
+                "countNumber": 7,
+            },
+            "action": {"type": "expire"},
+        }
+    ]
+}
+
 
 @dataclass(frozen=True)
 class CachedImage:

@@ -21,6 +21,7 @@ from pdctl import image, image_cache, scan_report
 from pdctl.cli import app
 from serving_manifests.image import cache_repository
 from tests.configurations import ACCOUNT, settings_for
+from tests.ecr_lifecycle_model import FORMER_SEVEN_DAY_POLICY
 
 OLD = "sha256:" + "a" * 64
 NEW = "sha256:" + "b" * 64
@@ -275,22 +276,7 @@ def test_server_text_stays_one_plain_line() -> None:
 
 # pdctl preflight's checks of the cache repository, against the ECR API's shapes.
 PINNED = {"serving.image_cache.enabled": "true", "serving.image_digest": OLD}
-SEVEN_DAYS = json.dumps(
-    {
-        "rules": [
-            {
-                "rulePriority": 1,
-                "selection": {
-                    "tagStatus": "untagged",
-                    "countType": "sinceImagePushed",
-                    "countUnit": "days",
-                    "countNumber": 7,
-                },
-                "action": {"type": "expire"},
-            }
-        ]
-    }
-)
+SEVEN_DAYS = json.dumps(FORMER_SEVEN_DAY_POLICY)
 
 
 def _repository_stub(settings, repository_exists: bool, image: str, lifecycle: str | None):

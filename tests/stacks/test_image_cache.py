@@ -15,7 +15,13 @@ import pytest
 from catalog.ray_llm_image import DEFAULT_IMAGE_TAG, PUBLIC_REGISTRY, PUBLIC_REPOSITORY
 from pdctl.image_cache import expiring_rule
 from tests.conftest import Synthesized, cfn_text
-from tests.ecr_lifecycle_model import CachedImage, day_pinned_build_is_lost, expired, validate
+from tests.ecr_lifecycle_model import (
+    FORMER_SEVEN_DAY_POLICY,
+    CachedImage,
+    day_pinned_build_is_lost,
+    expired,
+    validate,
+)
 
 START = datetime(2026, 9, 1, tzinfo=UTC)
 TAG = DEFAULT_IMAGE_TAG  # the tag the simulated cache holds
@@ -146,20 +152,7 @@ def test_a_policy_pdctl_accepts_never_loses_the_pinned_build(policy, cadence) ->
 
 
 def test_the_former_seven_day_rule_would_have_deleted_the_pinned_build() -> None:
-    week = {
-        "rules": [
-            {
-                "rulePriority": 1,
-                "selection": {
-                    "tagStatus": "untagged",
-                    "countType": "sinceImagePushed",
-                    "countUnit": "days",
-                    "countNumber": 7,
-                },
-                "action": {"type": "expire"},
-            }
-        ]
-    }
+    week = FORMER_SEVEN_DAY_POLICY
     first_move = WEEKLY_FOR_A_YEAR[0]
     lost = day_pinned_build_is_lost(week, START, WEEKLY_FOR_A_YEAR, 365)
     # Pushed on day 0: expired on the first daily evaluation where it is both untagged (the
