@@ -150,6 +150,19 @@ SERVE_HEALTHY_REPLICAS = PrometheusMetric(
     RAY_SERVE_CONTROLLER_SOURCE,
     "serve/_private/deployment_state.py",
 )
+# Started by each Serve replica actor itself (on its worker pod), once, in its constructor before
+# the user class (the engine) loads, labelled with the Serve context: deployment, replica,
+# application (ray/serve/metrics.py _add_serve_metric_tags). A restarted replica is a new actor
+# with a new replica id, so each start is a new series born at 1; the node's metrics agent keeps
+# counters for as long as it runs (ray/_private/telemetry/open_telemetry_metric_recorder.py).
+SERVE_REPLICA_STARTS = PrometheusMetric(
+    "ray_serve_deployment_replica_starts",
+    "counter",
+    "Serve replica actors started, one series per replica (a gang restart starts a new "
+    "replica for every rank of the group).",
+    "ray-project/ray 2.58.0, python/ray/serve/_private/replica.py (ReplicaMetricsManager)",
+    "serve/_private/replica.py",
+)
 # Ray's autoscaler exports these itself, without Ray's prefix, from the head's autoscaler
 # sidecar on its own port (ray/autoscaler/_private/prom_metrics.py, namespace "autoscaler";
 # v2/metrics_reporter.py labels them NodeType = the KubeRay worker group).
@@ -184,6 +197,19 @@ SCRAPED: tuple[PrometheusMetric, ...] = (
     AUTOSCALER_PENDING_NODES,
     AUTOSCALER_ACTIVE_NODES,
 )
+
+# Kept only when a side runs data parallel groups (its DPGroupRestarting rule and dashboard rows
+# read it): a dense deployment does not pay for a series per replica it never reads.
+SCRAPED_FOR_DATA_PARALLEL: tuple[PrometheusMetric, ...] = (SERVE_REPLICA_STARTS,)
+
+# Labels that tell one data parallel rank from another on vLLM's series: Ray's stat logger adds
+# the Serve replica id (vllm/v1/metrics/ray_wrappers.py, _get_replica_id); vLLM's own ``engine``
+# label is the engine index, which for a DP rank started with data_parallel_rank r (external
+# load balancing, one engine per client) is r (vllm/engine/arg_utils.py create_engine_config,
+# vllm/v1/engine/core_client.py engine_ranks_managed, vllm/v1/metrics/loggers.py labelnames;
+# vLLM 0.26.0). Ray's DPServer sets data_parallel_rank to the replica's gang rank
+# (ray/llm/_internal/serve/serving_patterns/data_parallel/dp_server.py, Ray 2.58.0).
+RANK_LABELS = ("ReplicaId", "engine")
 
 # Written by the scraper itself for every target it tries, whatever metric_relabel_configs keep:
 # 1 when the scrape succeeded, 0 when it failed (Prometheus docs, "Jobs and instances",

@@ -15,16 +15,24 @@ from catalog.metrics import (
     REQUESTS_WAITING,
     SCRAPE_UP,
     SERVE_HEALTHY_REPLICAS,
+    SERVE_REPLICA_STARTS,
     SERVE_TARGET_REPLICAS,
     TTFT,
 )
 from monitoring import promql
+from monitoring.data_parallel import data_parallel_sides
 from monitoring.scrape_config import AUTOSCALER_JOB_NAME
 
 GROUP_NAME = "llm-serving"
 EVALUATION_INTERVAL = "1m"
 # A side whose metrics have been missing this long pages: every other rule is blind meanwhile.
 METRICS_MISSING_FOR = "10m"
+# A DP group's ranks become healthy as each one's engine is ready, so the healthy count passes
+# through partial groups while a group starts; ten minutes of a partial group is not a start.
+PARTIAL_GROUP_MINUTES = 10
+# Long enough for a scale-down's target drop to be scraped with the healthy ranks it removes
+# (both from the Serve controller, one export apart at worst).
+DP_GROUP_RESTARTING_FOR = "1m"
 
 
 def ttft_p95_estimate() -> str:
@@ -127,6 +135,7 @@ def render_alert_rules(settings: Settings) -> dict[str, Any]:
                 },
             }
         )
+    rules.extend(_dp_group_rules(settings, labels()))
     rules.append(
         {
             "alert": "RayAutoscalerDown",
@@ -142,3 +151,46 @@ def render_alert_rules(settings: Settings) -> dict[str, Any]:
         }
     )
     return {"groups": [{"name": GROUP_NAME, "interval": EVALUATION_INTERVAL, "rules": rules}]}
+
+
+def dp_group_restarting(settings: Settings) -> str | None:
+    """Per side with DP groups and Ray cluster: a group that was healthy went down, ranks
+    started beyond what scale-ups explain while the side is short, or a partial group that
+    lasts. The first two look back ``capacity_shortfall_minutes``: a group down longer than
+    that is ServingCapacityShortfall's. None when no side runs DP groups."""
+    window = f"{settings.observability.alarms.capacity_shortfall_minutes}m"
+    target, healthy = SERVE_TARGET_REPLICAS, SERVE_HEALTHY_REPLICAS
+    sides = []
+    for role, ranks in data_parallel_sides(settings).items():
+        signs = (
+            promql.healthy_ranks_lost(target, healthy, role, window),
+            promql.restarts_unexplained(SERVE_REPLICA_STARTS, target, healthy, role, window),
+            promql.partial_groups(target, healthy, role, ranks, f"{PARTIAL_GROUP_MINUTES}m"),
+        )
+        sides.append(promql.with_role(" or ".join(f"({sign})" for sign in signs), role))
+    return " or ".join(sides) if sides else None
+
+
+def _dp_group_rules(settings: Settings, labels: dict[str, str]) -> list[dict[str, Any]]:
+    expression = dp_group_restarting(settings)
+    if expression is None:
+        return []
+    service = settings.serving.name
+    return [
+        {
+            "alert": "DPGroupRestarting",
+            "expr": expression,
+            "for": DP_GROUP_RESTARTING_FOR,
+            "labels": labels,
+            "annotations": {
+                "summary": f"{service}: a data parallel group of a side is restarting "
+                "(Ray Serve restarts every rank of a group when one fails)",
+                "description": "One failing rank restarts its whole group: find the rank "
+                "that failed first in the Serve controller's log (`Replica ... failed health "
+                "check` / `belongs to gang ... Forcefully stopping`), its pod and node, and "
+                "measure the node's EFA with `pdctl efa-check --prefill-node/--decode-node "
+                "NODE`.",
+                "runbook": "docs/observability.md, 'DPGroupRestarting'",
+            },
+        }
+    ]

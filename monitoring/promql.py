@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import re
 
-from catalog.metrics import DEPLOYMENT_PREFIX, ROLE_LABEL, PrometheusMetric
+from catalog.metrics import DEPLOYMENT_PREFIX, RANK_LABELS, ROLE_LABEL, PrometheusMetric
 
 RATE_WINDOW = "5m"
+CLUSTER = ("ray_cluster",)  # the scraper's label for the pod's Ray cluster (scrape_config.py)
 
 
 def quantile(
@@ -62,14 +63,96 @@ def deployment_matcher(role: str) -> str:
     return f'deployment=~"{re.escape(DEPLOYMENT_PREFIX[role])}.*"'
 
 
-def target_replicas(target: PrometheusMetric, role: str, by: tuple[str, ...] = ()) -> str:
+def target_replicas(
+    target: PrometheusMetric, role: str, by: tuple[str, ...] = (), offset: str = ""
+) -> str:
     """Replicas Serve's autoscaler wants for the side: each Ray cluster's Serve controller
-    exports its own target; summed by ``by``, or into one number."""
-    return _sum(f"max by (ray_cluster) ({target.name}{{{deployment_matcher(role)}}})", by)
+    exports its own target; summed by ``by``, or into one number. ``offset``: as it was then."""
+    selector = _deployment_selector(target, role, offset)
+    return _sum(f"max by (ray_cluster) ({selector})", by)
 
 
-def healthy_replicas(healthy: PrometheusMetric, role: str, by: tuple[str, ...] = ()) -> str:
-    return _sum(f"{healthy.name}{{{deployment_matcher(role)}}}", by)
+def healthy_replicas(
+    healthy: PrometheusMetric, role: str, by: tuple[str, ...] = (), offset: str = ""
+) -> str:
+    return _sum(_deployment_selector(healthy, role, offset), by)
+
+
+def _deployment_selector(metric: PrometheusMetric, role: str, offset: str = "") -> str:
+    selector = f"{metric.name}{{{deployment_matcher(role)}}}"
+    return f"{selector} offset {offset}" if offset else selector
+
+
+def per_rank(metric: PrometheusMetric, role: str, aggregation: str = "sum") -> str:
+    """A vLLM gauge with one series per engine: each data parallel rank is one Serve replica
+    (``ReplicaId``) whose engine index is its rank in the group (``engine``)."""
+    return f"{aggregation} by ({', '.join(RANK_LABELS)}) ({metric.selector(**{ROLE_LABEL: role})})"
+
+
+def ranks_started(starts: PrometheusMetric, role: str, window: str) -> str:
+    """Per Ray cluster: Serve replicas (ranks) of the side whose actors started within the
+    window. Each start is a new series born at 1 (a new replica id), so a start is a series
+    that exists in the window and did not exist at its beginning; one whose pod has gone since
+    still counts (last_over_time)."""
+    series = f"{starts.stored_name}{{{deployment_matcher(role)}}}"
+    born = f"last_over_time({series}[{window}]) unless {series} offset {window}"
+    return f"count by (ray_cluster) ({born})"
+
+
+def healthy_ranks_lost(
+    target: PrometheusMetric, healthy: PrometheusMetric, role: str, window: str
+) -> str:
+    """Per Ray cluster: fewer healthy ranks than the side had at some point in the window,
+    and fewer than the target at its lowest in the window. A group that was healthy went down
+    (RESTART_GANG stops every rank of it at once); a scale-down lowers the target first, and a
+    scale-down followed by a scale-up leaves the target's low at the healthy count."""
+    have = healthy_replicas(healthy, role, by=CLUSTER)
+    high = f"max_over_time(({have})[{window}:1m])"
+    lowest_target = f"min_over_time(({target_replicas(target, role, by=CLUSTER)})[{window}:1m])"
+    return f"{have} < (({high} <= {lowest_target}) or {lowest_target})"
+
+
+def restarts_unexplained(
+    starts: PrometheusMetric,
+    target: PrometheusMetric,
+    healthy: PrometheusMetric,
+    role: str,
+    window: str,
+) -> str:
+    """Per Ray cluster: more ranks started in the window than scale-ups explain, while the
+    side is short of healthy ranks. Explained: every rise of the target within the window (a
+    target series born within it counts whole: a first deploy or a new Ray cluster), plus the
+    ranks still missing at the window's start (a scale-up whose nodes took longer than the
+    window). A group that fails while starting and starts again has no healthy rank to lose;
+    this is what sees it."""
+    wanted = target_replicas(target, role, by=CLUSTER)
+    before = target_replicas(target, role, by=CLUSTER, offset="1m")
+    raised = f"sum_over_time((clamp_min({wanted} - {before}, 0) or {wanted})[{window}:1m])"
+    wanted_then = target_replicas(target, role, by=CLUSTER, offset=window)
+    healthy_then = healthy_replicas(healthy, role, by=CLUSTER, offset=window)
+    missing_then = f"clamp_min({wanted_then} - ({healthy_then} or {wanted_then} * 0), 0)"
+    explained = f"(({raised}) + {missing_then}) or ({raised})"
+    have = healthy_replicas(healthy, role, by=CLUSTER)
+    short = f"{wanted} > ({have} or {wanted} * 0)"
+    return f"({ranks_started(starts, role, window)} > ({explained})) and ({short})"
+
+
+def partial_groups(
+    target: PrometheusMetric, healthy: PrometheusMetric, role: str, ranks: int, window: str
+) -> str:
+    """Per Ray cluster: the healthy ranks have not been a whole number of groups at any minute
+    of the window. Serve starts and stops a gang whole, so a remainder that lasts is a rank
+    down that its group's restart has not replaced. A minute without any healthy rank (before
+    the first one) is a whole number: zero."""
+    have = healthy_replicas(healthy, role, by=CLUSTER)
+    none = f"{target_replicas(target, role, by=CLUSTER)} * 0"
+    return f"min_over_time((({have} % {ranks}) or {none})[{window}:1m]) > 0"
+
+
+def with_role(expression: str, role: str) -> str:
+    """Writes the side onto a per-cluster expression's series (the head's series carry the
+    head's role label, not the side's)."""
+    return f'label_replace({expression}, "{ROLE_LABEL}", "{role}", "", "")'
 
 
 def worker_pods(gauge: PrometheusMetric, role: str) -> str:
@@ -80,9 +163,9 @@ def worker_pods(gauge: PrometheusMetric, role: str) -> str:
 def replica_shortfall(target: PrometheusMetric, healthy: PrometheusMetric, role: str) -> str:
     """Per Ray cluster: the side wants more replicas than are healthy. A cluster without any
     healthy-replica series (none started yet) counts as zero healthy, not as unknown."""
-    wanted = target_replicas(target, role, by=("ray_cluster",))
-    have = healthy_replicas(healthy, role, by=("ray_cluster",))
-    return f'label_replace({wanted} > ({have} or {wanted} * 0), "{ROLE_LABEL}", "{role}", "", "")'
+    wanted = target_replicas(target, role, by=CLUSTER)
+    have = healthy_replicas(healthy, role, by=CLUSTER)
+    return with_role(f"{wanted} > ({have} or {wanted} * 0)", role)
 
 
 def _sum(expression: str, by: tuple[str, ...]) -> str:

@@ -9,7 +9,8 @@ from typing import Any
 
 from app_config import Settings
 from app_config.node_labels import ROLE_LABEL as POD_ROLE_LABEL
-from catalog.metrics import ROLE_LABEL, SCRAPED
+from catalog.metrics import ROLE_LABEL, SCRAPED, SCRAPED_FOR_DATA_PARALLEL, PrometheusMetric
+from monitoring.data_parallel import data_parallel_sides
 from serving_manifests.names import (
     AUTOSCALER_METRICS_PORT,
     METRICS_PORT_NAME,
@@ -26,8 +27,13 @@ def meta_label(pod_label: str) -> str:
     return "__meta_kubernetes_pod_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", pod_label)
 
 
-def kept_series_regex() -> str:
-    names = sorted(name for metric in SCRAPED for name in metric.queried_names())
+def kept_metrics(settings: Settings) -> tuple[PrometheusMetric, ...]:
+    """What the dashboard and the alert rules of this configuration read."""
+    return SCRAPED + (SCRAPED_FOR_DATA_PARALLEL if data_parallel_sides(settings) else ())
+
+
+def kept_series_regex(settings: Settings) -> str:
+    names = sorted(name for metric in kept_metrics(settings) for name in metric.queried_names())
     return "|".join(re.escape(name) for name in names)
 
 
@@ -40,7 +46,7 @@ def render_scrape_config(settings: Settings) -> dict[str, Any]:
                 "job_name": JOB_NAME,
                 "kubernetes_sd_configs": _ray_pods(settings),
                 "relabel_configs": _ray_metrics_ports(settings) + _pod_labels(),
-                "metric_relabel_configs": _kept(),
+                "metric_relabel_configs": _kept(settings),
             },
             {
                 # Ray's autoscaler, in the head pod, on a port no container declares: the
@@ -61,7 +67,7 @@ def render_scrape_config(settings: Settings) -> dict[str, Any]:
                     },
                     *_pod_labels(),
                 ],
-                "metric_relabel_configs": _kept(),
+                "metric_relabel_configs": _kept(settings),
             },
         ],
     }
@@ -102,5 +108,6 @@ def _pod_labels() -> list[dict[str, Any]]:
     ]
 
 
-def _kept() -> list[dict[str, Any]]:
-    return [{"action": "keep", "source_labels": ["__name__"], "regex": kept_series_regex()}]
+def _kept(settings: Settings) -> list[dict[str, Any]]:
+    regex = kept_series_regex(settings)
+    return [{"action": "keep", "source_labels": ["__name__"], "regex": regex}]
