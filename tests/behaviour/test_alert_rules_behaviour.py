@@ -7,7 +7,6 @@ elsewhere it stops with one line saying so). Missing promtool fails these tests:
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -39,14 +38,6 @@ def p95_when_all_in(bound: float) -> float:
     ``bound``: linear interpolation inside the bucket."""
     lower = max((b for b in BUCKETS if b < bound), default=0.0)
     return lower + 0.95 * (bound - lower)
-
-
-@pytest.fixture(scope="module")
-def promtool() -> str:
-    found = shutil.which("promtool")
-    if not found:
-        pytest.fail("promtool not found: `make setup-dev` installs Debian's prometheus package")
-    return found
 
 
 @pytest.fixture(scope="module")

@@ -42,11 +42,7 @@ from catalog.metrics import (
 )
 from monitoring.alert_rules import PARTIAL_GROUP_MINUTES, render_alert_rules
 from monitoring.data_parallel import data_parallel_sides
-from tests.behaviour.test_alert_rules_behaviour import (  # noqa: F401 (promtool: a fixture)
-    expect_alerts,
-    healthy_scrapes,
-    promtool,
-)
+from tests.behaviour.test_alert_rules_behaviour import expect_alerts, healthy_scrapes
 from tests.configurations import settings_for
 
 ALERT = "DPGroupRestarting"
