@@ -33,6 +33,7 @@ from catalog.metrics import (
     REQUESTS_WAITING,
     SERVE_HEALTHY_REPLICAS,
     SERVE_PROCESSING_LATENCY,
+    SERVE_REPLICA_STARTS,
     SERVE_TARGET_REPLICAS,
     TTFT,
     CloudWatchMetric,
@@ -40,6 +41,7 @@ from catalog.metrics import (
 )
 from constructs import Construct
 from monitoring import promql
+from monitoring.data_parallel import data_parallel_sides
 
 PERIOD = Duration.minutes(1)
 HALF = 12  # the dashboard grid is 24 units wide
@@ -51,6 +53,8 @@ class Panel:
     title: str
     unit: str  # the left axis label
     lines: dict[str, Callable[[str], str]]  # legend -> the PromQL for a side
+    right_unit: str = ""
+    right_lines: dict[str, Callable[[str], str]] | None = None  # on the right axis
 
 
 class ServingDashboard(Construct):
@@ -92,66 +96,153 @@ class ServingDashboard(Construct):
         self.dashboard.add_widgets(*(self._nodes_graph(role) for role in GPU_ROLES))
 
     def _rows(self) -> list[list[cloudwatch.IWidget]]:
-        return [
-            [self._promql_graph(role, panel) for role in GPU_ROLES]
-            for panel in (
-                self._latency_panel("Time to first token", TTFT),
-                self._latency_panel("Inter-token latency", INTER_TOKEN_LATENCY),
-                Panel(
-                    "Requests",
-                    "requests",
-                    {
-                        "running": partial(promql.total, REQUESTS_RUNNING),
-                        "waiting": partial(promql.total, REQUESTS_WAITING),
-                    },
-                ),
-                Panel(
-                    "Scaling: Serve replicas and Ray worker pods",
-                    "count",
-                    {
-                        "replicas wanted": partial(promql.target_replicas, SERVE_TARGET_REPLICAS),
-                        "replicas healthy": partial(
-                            promql.healthy_replicas, SERVE_HEALTHY_REPLICAS
-                        ),
-                        "worker pods pending": partial(
-                            promql.worker_pods, AUTOSCALER_PENDING_NODES
-                        ),
-                        "worker pods running": partial(promql.worker_pods, AUTOSCALER_ACTIVE_NODES),
-                    },
-                ),
-                Panel(
-                    "KV cache usage (0-1)",
-                    "share",
-                    {"busiest engine": partial(promql.peak, KV_CACHE_USAGE)},
-                ),
-                self._latency_panel("NIXL KV transfer time", NIXL_TRANSFER_TIME),
-                Panel(
-                    "NIXL failed transfers (per 5 min)",
-                    "transfers",
-                    {"failed": partial(promql.increase, NIXL_FAILED_TRANSFERS)},
-                ),
-                Panel(
-                    "Ray Serve replica processing latency p95, by deployment (ms)",
-                    "ms",
-                    {
-                        # One series per deployment; ${LABEL} is the data source's
-                        # "deployment=..." (CloudWatch dynamic labels).
-                        "p95 ${LABEL}": partial(
-                            promql.quantile, SERVE_PROCESSING_LATENCY, 0.95, by=("deployment",)
+        return (
+            [
+                [self._promql_graph(role, panel) for role in GPU_ROLES]
+                for panel in (
+                    self._latency_panel("Time to first token", TTFT),
+                    self._latency_panel("Inter-token latency", INTER_TOKEN_LATENCY),
+                    Panel(
+                        "Requests",
+                        "requests",
+                        {
+                            "running": partial(promql.total, REQUESTS_RUNNING),
+                            "waiting": partial(promql.total, REQUESTS_WAITING),
+                        },
+                    ),
+                    Panel(
+                        "Scaling: Serve replicas and Ray worker pods",
+                        "count",
+                        {
+                            "replicas wanted": partial(
+                                promql.target_replicas, SERVE_TARGET_REPLICAS
+                            ),
+                            "replicas healthy": partial(
+                                promql.healthy_replicas, SERVE_HEALTHY_REPLICAS
+                            ),
+                            "worker pods pending": partial(
+                                promql.worker_pods, AUTOSCALER_PENDING_NODES
+                            ),
+                            "worker pods running": partial(
+                                promql.worker_pods, AUTOSCALER_ACTIVE_NODES
+                            ),
+                        },
+                    ),
+                    Panel(
+                        "KV cache usage (0-1)",
+                        "share",
+                        {"busiest engine": partial(promql.peak, KV_CACHE_USAGE)},
+                    ),
+                    self._latency_panel("NIXL KV transfer time", NIXL_TRANSFER_TIME),
+                    Panel(
+                        "NIXL failed transfers (per 5 min)",
+                        "transfers",
+                        {"failed": partial(promql.increase, NIXL_FAILED_TRANSFERS)},
+                    ),
+                    Panel(
+                        "Ray Serve replica processing latency p95, by deployment (ms)",
+                        "ms",
+                        {
+                            # One series per deployment; ${LABEL} is the data source's
+                            # "deployment=..." (CloudWatch dynamic labels).
+                            "p95 ${LABEL}": partial(
+                                promql.quantile, SERVE_PROCESSING_LATENCY, 0.95, by=("deployment",)
+                            )
+                        },
+                    ),
+                )
+            ]
+            + self._data_parallel_rows()
+            + [
+                [self._pod_graph(role, title, metrics) for role in GPU_ROLES]
+                for title, metrics in (
+                    (
+                        "GPU utilisation and memory (%)",
+                        (POD_GPU_UTILIZATION, POD_GPU_MEMORY_UTILIZATION),
+                    ),
+                    ("EFA throughput (bytes/s)", (POD_EFA_RX_BYTES, POD_EFA_TX_BYTES)),
+                )
+            ]
+        )
+
+    def _data_parallel_rows(self) -> list[list[cloudwatch.IWidget]]:
+        """For sides whose replicas are DP groups: the groups' health and each rank's load. A
+        side without DP keeps its half of these rows empty, so decode stays on the right."""
+        sides = data_parallel_sides(self._settings)
+        if not sides:
+            return []
+        rows: list[list[cloudwatch.IWidget]] = []
+        for index, panel in enumerate(self._data_parallel_panels()):
+            row: list[cloudwatch.IWidget] = []
+            for role in GPU_ROLES:
+                if role in sides:
+                    row.append(self._promql_graph(role, panel(sides[role])))
+                elif index == 0:
+                    row.append(
+                        cloudwatch.TextWidget(
+                            markdown=f"**{role}**: one engine per replica "
+                            "(`data_parallel_size` 1): its load and replicas are in the rows "
+                            "above.",
+                            width=HALF,
+                            height=HEIGHT,
                         )
-                    },
-                ),
+                    )
+                else:
+                    row.append(cloudwatch.Spacer(width=HALF, height=HEIGHT))
+            rows.append(row)
+        return rows
+
+    @staticmethod
+    def _data_parallel_panels() -> list[Callable[[int], Panel]]:
+        """Each panel for a side with ``ranks`` ranks per group. Serve starts and stops a group
+        whole (RESTART_GANG), so healthy ranks / ranks with a fraction is a group with a rank
+        down; ranks started in 5 minutes beyond a scale-up are a group restarting (the
+        DPGroupRestarting alert)."""
+
+        def groups(ranks: int) -> Panel:
+            target, healthy = SERVE_TARGET_REPLICAS, SERVE_HEALTHY_REPLICAS
+            return Panel(
+                f"DP groups of {ranks} ranks: wanted and healthy",
+                "groups",
+                {
+                    "groups wanted": lambda role: (
+                        f"{promql.target_replicas(target, role)} / {ranks}"
+                    ),
+                    "groups with every rank healthy": lambda role: (
+                        f"sum(floor({promql.healthy_replicas(healthy, role, by=promql.CLUSTER)}"
+                        f" / {ranks}))"
+                    ),
+                    f"healthy ranks / {ranks}": lambda role: (
+                        f"{promql.healthy_replicas(healthy, role)} / {ranks}"
+                    ),
+                },
+                right_unit="ranks",
+                right_lines={
+                    "ranks started (5 min)": lambda role: (
+                        f"sum({promql.ranks_started(SERVE_REPLICA_STARTS, role, '5m')})"
+                    )
+                },
             )
-        ] + [
-            [self._pod_graph(role, title, metrics) for role in GPU_ROLES]
-            for title, metrics in (
-                (
-                    "GPU utilisation and memory (%)",
-                    (POD_GPU_UTILIZATION, POD_GPU_MEMORY_UTILIZATION),
-                ),
-                ("EFA throughput (bytes/s)", (POD_EFA_RX_BYTES, POD_EFA_TX_BYTES)),
+
+        def requests(_ranks: int) -> Panel:
+            # One series per rank; ${LABEL} is the data source's "ReplicaId=...,engine=<rank>".
+            return Panel(
+                "Per DP rank: requests",
+                "requests",
+                {
+                    "running ${LABEL}": partial(promql.per_rank, REQUESTS_RUNNING),
+                    "waiting ${LABEL}": partial(promql.per_rank, REQUESTS_WAITING),
+                },
             )
-        ]
+
+        def kv_cache(_ranks: int) -> Panel:
+            return Panel(
+                "Per DP rank: KV cache usage (0-1)",
+                "share",
+                {"${LABEL}": partial(promql.per_rank, KV_CACHE_USAGE, aggregation="max")},
+            )
+
+        return [groups, requests, kv_cache]
 
     @staticmethod
     def _latency_panel(title: str, metric: PrometheusMetric) -> Panel:
@@ -165,22 +256,35 @@ class ServingDashboard(Construct):
         )
 
     def _promql_graph(self, role: str, panel: Panel) -> cloudwatch.GraphWidget:
-        lines = [
+        right = {}
+        if panel.right_lines:
+            right = {
+                "right": self._promql_lines(role, panel.right_lines),
+                "right_y_axis": cloudwatch.YAxisProps(
+                    label=panel.right_unit, show_units=False, min=0
+                ),
+            }
+        return cloudwatch.GraphWidget(
+            title=f"{role}: {panel.title}",
+            left=self._promql_lines(role, panel.lines),
+            left_y_axis=cloudwatch.YAxisProps(label=panel.unit, show_units=False, min=0),
+            width=HALF,
+            height=HEIGHT,
+            **right,
+        )
+
+    def _promql_lines(
+        self, role: str, lines: dict[str, Callable[[str], str]]
+    ) -> list[cloudwatch.IMetric]:
+        return [
             cloudwatch.MathExpression(
                 expression=f"LAMBDA('{self._function}', '{query(role)}')",
                 using_metrics={},
                 label=legend,
                 period=PERIOD,
             )
-            for legend, query in panel.lines.items()
+            for legend, query in lines.items()
         ]
-        return cloudwatch.GraphWidget(
-            title=f"{role}: {panel.title}",
-            left=lines,
-            left_y_axis=cloudwatch.YAxisProps(label=panel.unit, show_units=False, min=0),
-            width=HALF,
-            height=HEIGHT,
-        )
 
     def _pod_graph(
         self, role: str, title: str, metrics: tuple[CloudWatchMetric, ...]

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import ray
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from app_config import Settings
 from app_config.node_labels import GPU_ROLES
@@ -22,20 +23,35 @@ from catalog.metrics import (
     CLOUDWATCH_METRICS,
     DEPLOYMENT_PREFIX,
     GENERATED_BY_SCRAPER,
+    KV_CACHE_USAGE,
+    RANK_LABELS,
+    REQUESTS_RUNNING,
+    REQUESTS_WAITING,
     ROLE_LABEL,
     SCRAPED,
+    SCRAPED_FOR_DATA_PARALLEL,
+    SERVE_REPLICA_STARTS,
 )
 from constructs.cluster.alarm_topic import PUBLISHERS
 from constructs.cluster.observability_addons import (
     CLOUDWATCH_AGENT_NAMESPACE,
     CLOUDWATCH_AGENT_SERVICE_ACCOUNT,
 )
-from monitoring.scrape_config import AUTOSCALER_JOB_NAME, HEAD_ROLE
+from monitoring.data_parallel import data_parallel_sides
+from monitoring.scrape_config import AUTOSCALER_JOB_NAME, HEAD_ROLE, kept_metrics
 from serving_manifests.names import AUTOSCALER_METRICS_PORT
 from tests.conftest import Synthesized, cfn_text
 from tests.promql import selectors
 
-CONFIGURATIONS = ("default", "public-endpoint", "reserved-capacity")
+# deepseek-v3-pd: both sides' replicas are DP groups (16 ranks each).
+CONFIGURATIONS = ("default", "public-endpoint", "reserved-capacity", "deepseek-v3-pd")
+# The DeepSeek example with a dense prefill: one side with DP groups, one without.
+DENSE_PREFILL = {
+    "serving.prefill.data_parallel_size": "1",
+    "serving.prefill.tensor_parallel_size": "8",
+    "serving.prefill.expert_parallel": "false",
+}
+CAPTURED = Path(__file__).resolve().parents[1] / "data" / "gpu_check"
 LAMBDA_QUERY = re.compile(r"LAMBDA\('[^']*', '([^']*)'\)")
 SEARCH = re.compile(r"SEARCH\('\{([^}]*)\} ([^']*)'")
 
@@ -92,14 +108,23 @@ def _settings(synthesized: Synthesized) -> Settings:
 # What the catalog claims, checked against sources we did not write.
 
 
-@pytest.mark.parametrize("metric", [m for m in SCRAPED if m.in_ray_package], ids=lambda m: m.name)
+@pytest.mark.parametrize(
+    "metric",
+    [m for m in (*SCRAPED, *SCRAPED_FOR_DATA_PARALLEL) if m.in_ray_package],
+    ids=lambda m: m.name,
+)
 def test_catalog_ray_and_vllm_names_appear_in_the_installed_ray(metric) -> None:
     text = (Path(ray.__file__).parent / metric.in_ray_package).read_text()
     assert metric.name in text or metric.name.removeprefix("ray_") in text
 
 
 def test_every_catalog_entry_says_where_it_comes_from() -> None:
-    for metric in (*SCRAPED, *GENERATED_BY_SCRAPER, *CLOUDWATCH_METRICS):
+    for metric in (
+        *SCRAPED,
+        *SCRAPED_FOR_DATA_PARALLEL,
+        *GENERATED_BY_SCRAPER,
+        *CLOUDWATCH_METRICS,
+    ):
         assert metric.source, metric.name
         assert metric.meaning, metric.name
 
@@ -108,9 +133,8 @@ def test_every_catalog_entry_says_where_it_comes_from() -> None:
 
 
 def test_every_promql_query_parses_and_reads_scraped_series_of_one_side(synthesized) -> None:
-    queried = {
-        name for metric in (*SCRAPED, *GENERATED_BY_SCRAPER) for name in metric.queried_names()
-    }
+    kept = (*kept_metrics(_settings(synthesized)), *GENERATED_BY_SCRAPER)
+    queried = {name for metric in kept for name in metric.queried_names()}
     queries = _queries(synthesized)
     assert len(queries) > 20
     for query in queries:
@@ -166,6 +190,107 @@ def test_dashboard_shows_prefill_and_decode_side_by_side(synthesized) -> None:
         prefill, decode = sides["prefill"], sides["decode"]
         assert prefill["y"] == decode["y"], word  # one row
         assert prefill["x"] < decode["x"], word  # prefill on the left
+
+
+DP_PANELS = ("DP groups of", "Per DP rank: requests", "Per DP rank: KV cache usage")
+
+
+def _graphs(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
+    return {
+        widget["properties"]["title"]: widget
+        for widget in _dashboard(synthesized)["widgets"]
+        if widget["type"] == "metric"
+    }
+
+
+def _lines(widget: dict[str, Any]) -> dict[str, str]:
+    """Legend -> PromQL of a widget's data source lines."""
+    return {
+        item["label"]: LAMBDA_QUERY.fullmatch(item["expression"]).group(1)
+        for line in widget["properties"]["metrics"]
+        for item in line
+        if isinstance(item, dict) and "LAMBDA" in item.get("expression", "")
+    }
+
+
+def test_group_and_rank_rows_exist_only_for_sides_with_dp_groups(synthesized) -> None:
+    sides = data_parallel_sides(_settings(synthesized))
+    for role in GPU_ROLES:
+        found = [
+            t
+            for t in _graphs(synthesized)
+            if t.startswith(f"{role}: ") and any(word in t for word in DP_PANELS)
+        ]
+        assert len(found) == (len(DP_PANELS) if role in sides else 0), role
+
+
+@pytest.fixture(scope="module")
+def dense_prefill(synthesize) -> Synthesized:
+    return synthesize("deepseek-v3-pd", DENSE_PREFILL)
+
+
+def test_a_side_without_dp_keeps_its_half_of_the_group_rows(dense_prefill) -> None:
+    """Decode's group and rank panels stay on the right; prefill's half says why it is empty."""
+    widgets = _dashboard(dense_prefill)["widgets"]
+    decode = [
+        w
+        for w in widgets
+        if w["type"] == "metric" and any(word in w["properties"]["title"] for word in DP_PANELS)
+    ]
+    assert [w["properties"]["title"].split(": ")[0] for w in decode] == ["decode"] * 3
+    assert {w["x"] for w in decode} == {12}
+    beside = [w for w in widgets if w["x"] == 0 and w["y"] in {d["y"] for d in decode}]
+    (note,) = beside  # the first row's note; the others are empty space
+    assert note["type"] == "text"
+    assert "prefill" in note["properties"]["markdown"]
+
+
+def test_the_group_panel_counts_groups_of_the_sides_ranks(dense_prefill) -> None:
+    ranks = data_parallel_sides(_settings(dense_prefill))["decode"]
+    (panel,) = [w for t, w in _graphs(dense_prefill).items() if t.startswith("decode: DP groups")]
+    lines = _lines(panel)
+    assert f"healthy ranks / {ranks}" in lines
+    for legend, query in lines.items():
+        if "started" in legend:
+            assert selectors(query)[0].name == SERVE_REPLICA_STARTS.stored_name
+        else:
+            assert f"/ {ranks}" in query, legend
+    (axis,) = [i for line in panel["properties"]["metrics"] for i in line if "yAxis" in i]
+    assert axis["label"] == "ranks started (5 min)"
+    assert axis["yAxis"] == "right"
+
+
+def test_rank_panels_draw_one_line_per_rank_of_the_side(dense_prefill) -> None:
+    graphs = _graphs(dense_prefill)
+    requests = _lines(graphs["decode: Per DP rank: requests"])
+    kv_cache = _lines(graphs["decode: Per DP rank: KV cache usage (0-1)"])
+    expected = {
+        "running ${LABEL}": REQUESTS_RUNNING.name,
+        "waiting ${LABEL}": REQUESTS_WAITING.name,
+    }
+    for legend, name in expected.items():
+        assert requests[legend].startswith(f"sum by ({', '.join(RANK_LABELS)}) ")
+        ((selector,),) = [selectors(requests[legend])]
+        assert (selector.name, selector.labels) == (name, {ROLE_LABEL: "decode"})
+    (query,) = kv_cache.values()
+    assert query.startswith(f"max by ({', '.join(RANK_LABELS)}) ")
+    assert selectors(query)[0].name == KV_CACHE_USAGE.name
+
+
+def test_the_real_exporter_labels_every_vllm_series_with_the_rank_labels() -> None:
+    """Captured from Ray 2.58 + vLLM 0.26 engines (tests/data/gpu_check): the labels the rank
+    panels group by are on the series they read."""
+    read = {REQUESTS_RUNNING.name, REQUESTS_WAITING.name, KV_CACHE_USAGE.name}
+    samples = [
+        (path.name, sample)
+        for path in sorted(CAPTURED.glob("metrics-*.txt"))
+        for family in text_string_to_metric_families(path.read_text())
+        for sample in family.samples
+        if sample.name in read
+    ]
+    assert {sample.name for _, sample in samples} == read
+    for file, sample in samples:
+        assert set(RANK_LABELS) <= set(sample.labels), (file, sample.name)
 
 
 def test_container_insights_panels_use_published_metrics_and_dimensions(synthesized) -> None:
@@ -224,7 +349,11 @@ def test_scraper_keeps_the_catalog_series_of_this_rayservice_labelled_by_side(sy
     (keep_series,) = job["metric_relabel_configs"]
     assert (keep_series["action"], keep_series["source_labels"]) == ("keep", ["__name__"])
     pattern = re.compile(keep_series["regex"])
-    for metric in SCRAPED:
+    # The replica start counter (a series per replica) only where a DP rule and rows read it.
+    assert bool(data_parallel_sides(settings)) == bool(
+        pattern.fullmatch(SERVE_REPLICA_STARTS.stored_name)
+    )
+    for metric in kept_metrics(settings):
         assert all(pattern.fullmatch(name) for name in metric.queried_names())
         if metric.kind == "counter":  # the bare name is Ray's OpenCensus duplicate: not billed
             assert not pattern.fullmatch(metric.name)
