@@ -30,8 +30,10 @@ open_telemetry_metric_recorder.py:90-116, 133-149); every scenario runs both way
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from app_config import Settings
 from catalog.metrics import (
@@ -345,3 +347,59 @@ def test_restarts_of_a_single_engine_side_never_page_as_a_group(
         "prefill", {0: 2}, [Rank(0, 2), Rank(0, 2, stopped=40), Rank(41, 50)], "stays-zero"
     )
     check(promtool, tmp_path, settings, series, {42: False, 48: False})
+
+
+CAPTURED = Path(__file__).resolve().parents[1] / "data" / "gang_restart"
+# Which pod exports each family: the Serve controller's on the head, a replica's counter on its
+# worker pod (the side's role label, from the scraper's relabeling).
+EXPORTED_ON = {
+    SERVE_TARGET_REPLICAS.name: "head",
+    SERVE_HEALTHY_REPLICAS.name: "head",
+    "ray_serve_health_check_failures_total": "head",
+    SERVE_REPLICA_STARTS.stored_name: "decode",
+}
+
+
+def captured_series() -> list[dict[str, str]]:
+    """The captured scrapes as promtool input, one scrape a minute: the label sets and the order
+    of events are the real exporter's, the time between scrapes stretched. A series missing
+    from a scrape of a target still up gets Prometheus' staleness marker."""
+    scrapes = [
+        {
+            (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(path.read_text())
+            for sample in family.samples
+        }
+        for path in sorted(CAPTURED.glob("scrape-*.txt"))
+    ]
+    keys = sorted({key for scrape in scrapes for key in scrape})
+    series = []
+    for name, labels in keys:
+        role = EXPORTED_ON[name]
+        scraper = {"role": role, "ray_cluster": CLUSTER, "pod": f"{role}-0"}
+        text = ",".join(f'{k}="{v}"' for k, v in sorted({**dict(labels), **scraper}.items()))
+        values, seen = [], False
+        for scrape in scrapes:
+            if (name, labels) in scrape:
+                values.append(f"{scrape[(name, labels)]:g}")
+                seen = True
+            else:
+                values.append("stale" if seen and values[-1] != "stale" else "_")
+        series.append({"series": f"{name}{{{text}}}", "values": " ".join(values)})
+    return series
+
+
+def test_the_captured_gang_restart_pages_while_the_group_is_down(promtool, tmp_path) -> None:
+    """Ray 2.58's own series through a real RESTART_GANG (tests/data/gang_restart): the gang is
+    down in scrapes 06-07 and whole again from 08."""
+    settings = settings_for(
+        "deepseek-v3-pd",
+        **{
+            "serving.decode.data_parallel_size": "2",  # the captured gangs' size
+            "serving.decode.eplb.num_redundant_experts": "2",
+        },
+    )
+    series = captured_series()
+    healthy = [s for s in series if s["series"].startswith(SERVE_HEALTHY_REPLICAS.name + "{")]
+    assert any("0" in s["values"].split() for s in healthy)  # the stopped gang, as captured
+    check(promtool, tmp_path, settings, series, {5: False, 7: True, 9: False, 21: False})
