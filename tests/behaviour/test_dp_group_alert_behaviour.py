@@ -168,6 +168,9 @@ def test_the_rule_watches_only_sides_with_dp_groups(settings: Settings) -> None:
     assert DEPLOYMENT_PREFIX["decode"] in rule["expr"]
     assert DEPLOYMENT_PREFIX["prefill"] not in rule["expr"]
     assert f"% {data_parallel_sides(settings)['decode']})" in rule["expr"]
+    window = settings.observability.alarms.capacity_shortfall_minutes
+    assert f"[{window}m:1m]" in rule["expr"]  # hands over to ServingCapacityShortfall
+    assert f"[{PARTIAL_GROUP_MINUTES}m:1m]" in rule["expr"]
     for dense in ("default", "quickstart"):
         (group_,) = render_alert_rules(settings_for(dense))["groups"]
         assert ALERT not in [r["alert"] for r in group_["rules"]], dense

@@ -25,6 +25,7 @@ from catalog.metrics import (
     REQUESTS_RUNNING,
     ROLE_LABEL,
     SCRAPED,
+    SCRAPED_FOR_DATA_PARALLEL,
     SERVE_HEALTHY_REPLICAS,
     SERVE_TARGET_REPLICAS,
     TTFT,
@@ -139,7 +140,9 @@ def test_every_scraped_series_is_stored_with_its_side(
         return stored if wanted <= by_side(stored) else None
 
     stored = wait_for(complete, 90, 0.5, "every catalog series on its side")
-    kept_names = {name for metric in SCRAPED for name in metric.queried_names()}
+    # A side with DP groups also keeps the replica start counter (SCRAPED_FOR_DATA_PARALLEL).
+    kept = (*SCRAPED, *SCRAPED_FOR_DATA_PARALLEL)
+    kept_names = {name for metric in kept for name in metric.queried_names()}
     assert {series.name for series in stored} <= kept_names | {"up"}
     # The head's Serve controller series, one per side's deployment, stored with role=head.
     for metric in ON_HEAD:
