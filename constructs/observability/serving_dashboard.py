@@ -96,74 +96,72 @@ class ServingDashboard(Construct):
         self.dashboard.add_widgets(*(self._nodes_graph(role) for role in GPU_ROLES))
 
     def _rows(self) -> list[list[cloudwatch.IWidget]]:
-        return (
-            [
-                [self._promql_graph(role, panel) for role in GPU_ROLES]
-                for panel in (
-                    self._latency_panel("Time to first token", TTFT),
-                    self._latency_panel("Inter-token latency", INTER_TOKEN_LATENCY),
-                    Panel(
-                        "Requests",
-                        "requests",
-                        {
-                            "running": partial(promql.total, REQUESTS_RUNNING),
-                            "waiting": partial(promql.total, REQUESTS_WAITING),
-                        },
-                    ),
-                    Panel(
-                        "Scaling: Serve replicas and Ray worker pods",
-                        "count",
-                        {
-                            "replicas wanted": partial(
-                                promql.target_replicas, SERVE_TARGET_REPLICAS
-                            ),
-                            "replicas healthy": partial(
-                                promql.healthy_replicas, SERVE_HEALTHY_REPLICAS
-                            ),
-                            "worker pods pending": partial(
-                                promql.worker_pods, AUTOSCALER_PENDING_NODES
-                            ),
-                            "worker pods running": partial(
-                                promql.worker_pods, AUTOSCALER_ACTIVE_NODES
-                            ),
-                        },
-                    ),
-                    Panel(
-                        "KV cache usage (0-1)",
-                        "share",
-                        {"busiest engine": partial(promql.peak, KV_CACHE_USAGE)},
-                    ),
-                    self._latency_panel("NIXL KV transfer time", NIXL_TRANSFER_TIME),
-                    Panel(
-                        "NIXL failed transfers (per 5 min)",
-                        "transfers",
-                        {"failed": partial(promql.increase, NIXL_FAILED_TRANSFERS)},
-                    ),
-                    Panel(
-                        "Ray Serve replica processing latency p95, by deployment (ms)",
-                        "ms",
-                        {
-                            # One series per deployment; ${LABEL} is the data source's
-                            # "deployment=..." (CloudWatch dynamic labels).
-                            "p95 ${LABEL}": partial(
-                                promql.quantile, SERVE_PROCESSING_LATENCY, 0.95, by=("deployment",)
-                            )
-                        },
-                    ),
-                )
-            ]
-            + self._data_parallel_rows()
-            + [
-                [self._pod_graph(role, title, metrics) for role in GPU_ROLES]
-                for title, metrics in (
-                    (
-                        "GPU utilisation and memory (%)",
-                        (POD_GPU_UTILIZATION, POD_GPU_MEMORY_UTILIZATION),
-                    ),
-                    ("EFA throughput (bytes/s)", (POD_EFA_RX_BYTES, POD_EFA_TX_BYTES)),
-                )
-            ]
-        )
+        return self._promql_rows() + self._data_parallel_rows() + self._pod_rows()
+
+    def _promql_rows(self) -> list[list[cloudwatch.IWidget]]:
+        return [
+            [self._promql_graph(role, panel) for role in GPU_ROLES]
+            for panel in (
+                self._latency_panel("Time to first token", TTFT),
+                self._latency_panel("Inter-token latency", INTER_TOKEN_LATENCY),
+                Panel(
+                    "Requests",
+                    "requests",
+                    {
+                        "running": partial(promql.total, REQUESTS_RUNNING),
+                        "waiting": partial(promql.total, REQUESTS_WAITING),
+                    },
+                ),
+                Panel(
+                    "Scaling: Serve replicas and Ray worker pods",
+                    "count",
+                    {
+                        "replicas wanted": partial(promql.target_replicas, SERVE_TARGET_REPLICAS),
+                        "replicas healthy": partial(
+                            promql.healthy_replicas, SERVE_HEALTHY_REPLICAS
+                        ),
+                        "worker pods pending": partial(
+                            promql.worker_pods, AUTOSCALER_PENDING_NODES
+                        ),
+                        "worker pods running": partial(promql.worker_pods, AUTOSCALER_ACTIVE_NODES),
+                    },
+                ),
+                Panel(
+                    "KV cache usage (0-1)",
+                    "share",
+                    {"busiest engine": partial(promql.peak, KV_CACHE_USAGE)},
+                ),
+                self._latency_panel("NIXL KV transfer time", NIXL_TRANSFER_TIME),
+                Panel(
+                    "NIXL failed transfers (per 5 min)",
+                    "transfers",
+                    {"failed": partial(promql.increase, NIXL_FAILED_TRANSFERS)},
+                ),
+                Panel(
+                    "Ray Serve replica processing latency p95, by deployment (ms)",
+                    "ms",
+                    {
+                        # One series per deployment; ${LABEL} is the data source's
+                        # "deployment=..." (CloudWatch dynamic labels).
+                        "p95 ${LABEL}": partial(
+                            promql.quantile, SERVE_PROCESSING_LATENCY, 0.95, by=("deployment",)
+                        )
+                    },
+                ),
+            )
+        ]
+
+    def _pod_rows(self) -> list[list[cloudwatch.IWidget]]:
+        return [
+            [self._pod_graph(role, title, metrics) for role in GPU_ROLES]
+            for title, metrics in (
+                (
+                    "GPU utilisation and memory (%)",
+                    (POD_GPU_UTILIZATION, POD_GPU_MEMORY_UTILIZATION),
+                ),
+                ("EFA throughput (bytes/s)", (POD_EFA_RX_BYTES, POD_EFA_TX_BYTES)),
+            )
+        ]
 
     def _data_parallel_rows(self) -> list[list[cloudwatch.IWidget]]:
         """For sides whose replicas are DP groups: the groups' health and each rank's load. A
