@@ -163,6 +163,17 @@ SERVE_REPLICA_STARTS = PrometheusMetric(
     "ray-project/ray 2.58.0, python/ray/serve/_private/replica.py (ReplicaMetricsManager)",
     "serve/_private/replica.py",
 )
+# Counted by the Serve controller per replica (with its high-cardinality tags, on by default:
+# RAY_SERVE_CONTROLLER_METRICS_INCLUDE_HIGH_CARDINALITY_TAGS) for every failed health check, a
+# crashed actor included; a gang's siblings stopped with it have none (tests/data/gang_restart):
+# it names the rank that failed. Ray's own name ends in _total already; the exporter adds none.
+SERVE_HEALTH_CHECK_FAILURES = PrometheusMetric(
+    "ray_serve_health_check_failures",
+    "counter",
+    "Failed health checks, per replica: the rank whose failure restarted its group.",
+    RAY_SERVE_CONTROLLER_SOURCE,
+    "serve/_private/deployment_state.py",
+)
 # Ray's autoscaler exports these itself, without Ray's prefix, from the head's autoscaler
 # sidecar on its own port (ray/autoscaler/_private/prom_metrics.py, namespace "autoscaler";
 # v2/metrics_reporter.py labels them NodeType = the KubeRay worker group).
@@ -199,8 +210,11 @@ SCRAPED: tuple[PrometheusMetric, ...] = (
 )
 
 # Kept only when a side runs data parallel groups (its DPGroupRestarting rule and dashboard rows
-# read it): a dense deployment does not pay for a series per replica it never reads.
-SCRAPED_FOR_DATA_PARALLEL: tuple[PrometheusMetric, ...] = (SERVE_REPLICA_STARTS,)
+# read them): a dense deployment does not pay for series per replica it never reads.
+SCRAPED_FOR_DATA_PARALLEL: tuple[PrometheusMetric, ...] = (
+    SERVE_REPLICA_STARTS,
+    SERVE_HEALTH_CHECK_FAILURES,
+)
 
 # Labels that tell one data parallel rank from another on vLLM's series: Ray's stat logger adds
 # the Serve replica id (vllm/v1/metrics/ray_wrappers.py, _get_replica_id); vLLM's own ``engine``

@@ -99,6 +99,20 @@ def ranks_started(starts: PrometheusMetric, role: str, window: str) -> str:
     return f"count by (ray_cluster) ({born})"
 
 
+def failed_ranks(
+    failures: PrometheusMetric, starts: PrometheusMetric, role: str, window: str
+) -> str:
+    """Each replica of the side that failed a health check in the window (the controller's
+    count, on the head), with the pod and node its start counter was exported from: the rank
+    whose failure restarted its group, and where it ran. A counter born with its first failure
+    counts from that failure."""
+    failed = f"{failures.stored_name}{{{deployment_matcher(role)}}}"
+    counted = f"(last_over_time({failed}[{window}]) - ({failed} offset {window} or {failed} * 0))"
+    where = f"{starts.stored_name}{{{deployment_matcher(role)}}}"
+    placed = f"max by (replica, pod, node) (last_over_time({where}[{window}]))"
+    return f"sum by (replica) ({counted} > 0) * on (replica) group_left (pod, node) {placed}"
+
+
 def healthy_ranks_lost(
     target: PrometheusMetric, healthy: PrometheusMetric, role: str, window: str
 ) -> str:

@@ -31,6 +31,7 @@ from catalog.metrics import (
     POD_GPU_UTILIZATION,
     REQUESTS_RUNNING,
     REQUESTS_WAITING,
+    SERVE_HEALTH_CHECK_FAILURES,
     SERVE_HEALTHY_REPLICAS,
     SERVE_PROCESSING_LATENCY,
     SERVE_REPLICA_STARTS,
@@ -240,7 +241,22 @@ class ServingDashboard(Construct):
                 {"${LABEL}": partial(promql.per_rank, KV_CACHE_USAGE, aggregation="max")},
             )
 
-        return [groups, requests, kv_cache]
+        def failed(_ranks: int) -> Panel:
+            # One series per rank that failed; ${LABEL} is "node=...,pod=...,replica=...".
+            return Panel(
+                "Per DP rank: failed health checks (30 min), with its node",
+                "health checks",
+                {
+                    "${LABEL}": partial(
+                        promql.failed_ranks,
+                        SERVE_HEALTH_CHECK_FAILURES,
+                        SERVE_REPLICA_STARTS,
+                        window="30m",
+                    )
+                },
+            )
+
+        return [groups, failed, requests, kv_cache]
 
     @staticmethod
     def _latency_panel(title: str, metric: PrometheusMetric) -> Panel:

@@ -29,6 +29,7 @@ open_telemetry_metric_recorder.py:90-116, 133-149); every scenario runs both way
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,13 +39,19 @@ from prometheus_client.parser import text_string_to_metric_families
 from app_config import Settings
 from catalog.metrics import (
     DEPLOYMENT_PREFIX,
+    SERVE_HEALTH_CHECK_FAILURES,
     SERVE_HEALTHY_REPLICAS,
     SERVE_REPLICA_STARTS,
     SERVE_TARGET_REPLICAS,
 )
+from monitoring import promql
 from monitoring.alert_rules import PARTIAL_GROUP_MINUTES, render_alert_rules
 from monitoring.data_parallel import data_parallel_sides
-from tests.behaviour.test_alert_rules_behaviour import expect_alerts, healthy_scrapes
+from tests.behaviour.test_alert_rules_behaviour import (
+    expect_alerts,
+    healthy_scrapes,
+    run_promtool,
+)
 from tests.configurations import settings_for
 
 ALERT = "DPGroupRestarting"
@@ -358,7 +365,7 @@ CAPTURED = Path(__file__).resolve().parents[1] / "data" / "gang_restart"
 EXPORTED_ON = {
     SERVE_TARGET_REPLICAS.name: "head",
     SERVE_HEALTHY_REPLICAS.name: "head",
-    "ray_serve_health_check_failures_total": "head",
+    SERVE_HEALTH_CHECK_FAILURES.stored_name: "head",
     SERVE_REPLICA_STARTS.stored_name: "decode",
 }
 
@@ -379,7 +386,7 @@ def captured_series() -> list[dict[str, str]]:
     series = []
     for name, labels in keys:
         role = EXPORTED_ON[name]
-        scraper = {"role": role, "ray_cluster": CLUSTER, "pod": f"{role}-0"}
+        scraper = {"role": role, "ray_cluster": CLUSTER, "pod": f"{role}-0", "node": f"ip-{role}"}
         text = ",".join(f'{k}="{v}"' for k, v in sorted({**dict(labels), **scraper}.items()))
         values, seen = [], False
         for scrape in scrapes:
@@ -406,3 +413,24 @@ def test_the_captured_gang_restart_pages_while_the_group_is_down(promtool, tmp_p
     healthy = [s for s in series if s["series"].startswith(SERVE_HEALTHY_REPLICAS.name + "{")]
     assert any("0" in s["values"].split() for s in healthy)  # the stopped gang, as captured
     check(promtool, tmp_path, settings, series, {5: False, 7: True, 9: False, 21: False})
+
+
+def test_the_failed_rank_query_names_the_captured_replica_that_crashed(promtool, tmp_path):
+    """Of the captured gang, only the replica that exited failed a health check (its sibling
+    was stopped with it and counts none); the dashboard's query names it with its pod and node."""
+    series = captured_series()
+    failures = [s for s in series if s["series"].startswith(SERVE_HEALTH_CHECK_FAILURES.name)]
+    (failed,) = failures
+    replica = re.search(r'replica="([^"]+)"', failed["series"])[1]
+    query = promql.failed_ranks(SERVE_HEALTH_CHECK_FAILURES, SERVE_REPLICA_STARTS, "decode", "30m")
+    labels = f'{{node="ip-decode",pod="decode-0",replica="{replica}"}}'
+    test = {
+        "interval": "1m",
+        "input_series": series,
+        "promql_expr_test": [
+            {"expr": query, "eval_time": "3m", "exp_samples": []},
+            {"expr": query, "eval_time": "7m", "exp_samples": [{"labels": labels, "value": 1}]},
+        ],
+    }
+    result = run_promtool(promtool, tmp_path, {"groups": []}, [test])
+    assert result.returncode == 0, result.stdout + result.stderr

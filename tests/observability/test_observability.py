@@ -30,6 +30,7 @@ from catalog.metrics import (
     ROLE_LABEL,
     SCRAPED,
     SCRAPED_FOR_DATA_PARALLEL,
+    SERVE_HEALTH_CHECK_FAILURES,
     SERVE_REPLICA_STARTS,
 )
 from constructs.cluster.alarm_topic import PUBLISHERS
@@ -192,7 +193,12 @@ def test_dashboard_shows_prefill_and_decode_side_by_side(synthesized) -> None:
         assert prefill["x"] < decode["x"], word  # prefill on the left
 
 
-DP_PANELS = ("DP groups of", "Per DP rank: requests", "Per DP rank: KV cache usage")
+DP_PANELS = (
+    "DP groups of",
+    "Per DP rank: failed health checks",
+    "Per DP rank: requests",
+    "Per DP rank: KV cache usage",
+)
 
 
 def _graphs(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
@@ -237,7 +243,7 @@ def test_a_side_without_dp_keeps_its_half_of_the_group_rows(dense_prefill) -> No
         for w in widgets
         if w["type"] == "metric" and any(word in w["properties"]["title"] for word in DP_PANELS)
     ]
-    assert [w["properties"]["title"].split(": ")[0] for w in decode] == ["decode"] * 3
+    assert [w["properties"]["title"].split(": ")[0] for w in decode] == ["decode"] * len(DP_PANELS)
     assert {w["x"] for w in decode} == {12}
     beside = [w for w in widgets if w["x"] == 0 and w["y"] in {d["y"] for d in decode}]
     (note,) = beside  # the first row's note; the others are empty space
@@ -275,6 +281,16 @@ def test_rank_panels_draw_one_line_per_rank_of_the_side(dense_prefill) -> None:
     (query,) = kv_cache.values()
     assert query.startswith(f"max by ({', '.join(RANK_LABELS)}) ")
     assert selectors(query)[0].name == KV_CACHE_USAGE.name
+
+
+def test_the_failed_rank_panel_names_replicas_with_their_node(dense_prefill) -> None:
+    (panel,) = [
+        w for t, w in _graphs(dense_prefill).items() if t.startswith("decode: Per DP rank: failed")
+    ]
+    (query,) = _lines(panel).values()
+    read = {selector.name for selector in selectors(query)}
+    assert read == {SERVE_HEALTH_CHECK_FAILURES.stored_name, SERVE_REPLICA_STARTS.stored_name}
+    assert "group_left (pod, node)" in query
 
 
 def test_the_real_exporter_labels_every_vllm_series_with_the_rank_labels() -> None:
