@@ -1,6 +1,7 @@
 """`make gpu-check`: the synthesized engine configuration on real vLLM and Ray Serve, on one GPU.
 
-    python -m tools.gpu_check run [--model-config config.json] [--stage engines|all]
+    python -m tools.gpu_check run [--model-config config.json] [--deployment config.yaml]
+                                  [--stage engines|all]
     python -m tools.gpu_check report docs/gpu-check/*.json   # the docs' record of runs
 
 Stage 1 starts prefill and decode vLLM engines with the deployed engine arguments and checks the
@@ -111,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
         versions=versions(),
         changes=[str(change) for change in changes] + resource_changes,
         scale_down=scaled,
+        deployment=args.deployment or "",
     )
     print(f"gpu-check: {model_id} scaled down on {record.gpu}; {record.versions}")
     for change in record.changes:
@@ -162,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     run_parser = commands.add_parser("run", help="build the small model and run the checks")
     run_parser.add_argument("--cdk-out", default=str(ROOT / "cdk.out"))
     run_parser.add_argument("--model-config", help="config.json (file or model folder)")
+    run_parser.add_argument(
+        "--deployment", help="the configuration file cdk.out was synthesized from (recorded)"
+    )
     run_parser.add_argument("--out", default=str(ROOT / "build" / "gpu-check"))
     run_parser.add_argument("--stage", choices=("engines", "all"), default="all")
     report = commands.add_parser("report", help="the docs' tables from result files")
