@@ -109,7 +109,19 @@ class GpuNodesStack(Stack):
         stack cannot make safe by itself, said at synth."""
         for role, group in settings.gpu_nodes.groups().items():
             node_group = self.node_groups[role]
-            if group.scaling.min_size < 2:
+            nodes = settings.nodes_per_replica(role)
+            if nodes > 1 and group.scaling.min_size < 2 * nodes:
+                Annotations.of(node_group).add_warning_v2(
+                    f"pd-llm:one-group-{role}",
+                    f"gpu_nodes.{role}.scaling.min_size is {group.scaling.min_size}: the side "
+                    f"may run one DP group ({nodes} nodes), and Ray Serve restarts a group "
+                    "whole when any of its ranks fails: a node group update or drain of any "
+                    "one of those nodes stops the side (the endpoint answers nothing, P/D "
+                    "needs both sides) until the whole group has loaded the model again. Use "
+                    f"min_size >= {2 * nodes} (two groups) to keep the side serving through "
+                    "updates (docs/operating.md, 'What a node group update costs').",
+                )
+            elif group.scaling.min_size < 2:
                 Annotations.of(node_group).add_warning_v2(
                     f"pd-llm:one-node-{role}",
                     f"gpu_nodes.{role}.scaling.min_size is {group.scaling.min_size}: the side "
