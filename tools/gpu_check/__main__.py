@@ -16,6 +16,7 @@ import datetime
 import json
 import sys
 import urllib.request
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -45,6 +46,7 @@ ENVIRONMENT = {
 # carries the proof.
 MOE_TOLERANCE = 0.5
 PACKAGES = ("vllm", "ray", "nixl-cu13", "torch")
+PARSER_OPTIONS = ("tool_call_parser", "reasoning_parser")
 
 
 def model_config(source: str | None, model_id: str) -> dict[str, Any]:
@@ -58,6 +60,15 @@ def model_config(source: str | None, model_id: str) -> dict[str, Any]:
             return json.loads(answer.read())
     except OSError as error:
         sys.exit(f"gpu-check: cannot read {url} ({error}); pass --model-config <config.json>")
+
+
+def chat_parsers(serve_config: Mapping[str, Any]) -> dict[str, str]:
+    """The tool-call and reasoning parsers the deployed engines name (either side)."""
+    found: dict[str, str] = {}
+    for role in GPU_ROLES:
+        kwargs = engine_kwargs(serve_config, role)
+        found.update({key: kwargs[key] for key in PARSER_OPTIONS if kwargs.get(key)})
+    return found
 
 
 def efa_present() -> bool:
@@ -94,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     model_id, _ = served_model(deployed.serve_config)
     config = model_config(args.model_config, model_id)
     model_path = out / "model"
-    scaled = tiny_model.build(config, model_path)
+    scaled = tiny_model.build(config, model_path, chat_parsers(deployed.serve_config))
     serve_config, changes = one_gpu_serve_config(
         deployed.serve_config,
         str(model_path.resolve()),
