@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from catalog.metrics import NIXL_FAILED_TRANSFERS, SCRAPED, PrometheusMetric
 from pdctl.verify import kv_verdict, transfer_evidence
 from tests.conftest import Synthesized
+from tools.gpu_check.__main__ import chat_parsers
 from tools.gpu_check.deployed import DeployedRayService
 from tools.gpu_check.one_gpu import one_gpu_serve_config, vllm_cli_args
 from tools.gpu_check.results import Run, markdown_report
@@ -231,6 +232,13 @@ def test_the_moe_example_keeps_expert_parallel_and_runs_one_rank_per_side(
         for key in ("enable_expert_parallel", "all2all_backend"):
             assert kwargs[key] == deployed[key], key
         assert _vllm_refusal(kwargs) is None
+
+
+def test_the_tokenizer_is_built_for_the_parsers_the_deployed_engines_name(
+    synthesize: Callable[..., Synthesized],
+) -> None:
+    serve_config = DeployedRayService.read(synthesize(MOE_EXAMPLE).outdir).serve_config
+    assert chat_parsers(serve_config) == {"tool_call_parser": "deepseek_v3"}
 
 
 def test_eplb_is_turned_off_with_its_redundant_experts_and_nothing_else_of_it(
