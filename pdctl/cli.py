@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import time
 from collections.abc import Callable
@@ -301,7 +302,11 @@ def plan_command(
     if as_json:
         emit_json(
             {"side": role, "instance_type": instance.name, "tensor_parallel": tp}
-            | {"pipeline_parallel": pp, **result.as_dict()}
+            | {
+                "pipeline_parallel": pp,
+                "nodes_per_replica": math.ceil(result.gpus_per_replica / instance.gpus),
+            }
+            | result.as_dict()
         )
     else:
         _print_plan(result, model_config, instance, role, tp, pp, input_tokens)
@@ -350,11 +355,13 @@ def _print_plan(
                 f"{result.experts_per_gpu:g} ({result.expert_weights_bytes_per_gpu / gib:.1f} GiB)",
             )
         )
+    nodes = math.ceil(result.gpus_per_replica / instance.gpus)
     rows += [
         ("KV budget per GPU", f"{result.kv_budget_bytes_per_gpu / gib:.1f} GiB"),
         ("KV tokens per DP rank", f"{result.kv_tokens_per_dp_rank:,}"),
         (
-            f"KV tokens per replica ({result.gpus_per_replica} GPUs)",
+            f"KV tokens per replica ({result.gpus_per_replica} GPUs, {nodes} node"
+            f"{'s' if nodes > 1 else ''})",
             f"{result.kv_tokens_per_replica:,}",
         ),
         ("concurrent sequences per replica", f"{result.max_concurrent_sequences:,}"),

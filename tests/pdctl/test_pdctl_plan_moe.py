@@ -298,6 +298,7 @@ def test_cli_plans_mla_with_data_and_expert_parallel_options() -> None:
     assert body["kv_bytes_per_token"] == _mla_kv_bytes_per_token(DEEPSEEK_V3, 2)
     assert body["experts_per_gpu"] == 18
     assert body["expert_parallel"] is True
+    assert body["nodes_per_replica"] == math.ceil(16 / P5EN.gpus)
 
 
 def test_cli_exits_1_when_the_model_does_not_fit_and_2_for_a_layout_vllm_refuses() -> None:
