@@ -16,11 +16,14 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from catalog.expert_parallel import DUAL_BATCH_OVERLAP
+
 ARGS_FILE = Path(__file__).resolve().parent.parent / "catalog" / "vllm_engine_args.json"
 
 _PARALLELISM = (
-    "a replica spans serving.<side>.tensor_parallel_size x pipeline_parallel_size GPUs of one "
-    "node; the worker groups, placement bundles and node counts are sized from those two"
+    "a rank spans serving.<side>.tensor_parallel_size x pipeline_parallel_size GPUs of one "
+    "node and a replica serving.<side>.data_parallel_size ranks; the worker groups, placement "
+    "bundles and node counts are sized from those three, and Ray Serve LLM assigns the ranks"
 )
 # Keys the project sets itself, and where to change what they control.
 OWNED: dict[str, str] = {
@@ -28,7 +31,15 @@ OWNED: dict[str, str] = {
     "served_model_name": "set from serving.model.id (Ray Serve LLM refuses it in engine_kwargs)",
     "tensor_parallel_size": "use serving.<side>.tensor_parallel_size",
     "pipeline_parallel_size": "use serving.<side>.pipeline_parallel_size",
-    "data_parallel_size": _PARALLELISM,
+    "data_parallel_size": "use serving.<side>.data_parallel_size",
+    "enable_expert_parallel": "use serving.<side>.expert_parallel",
+    "all2all_backend": "use serving.<side>.all2all_backend (checked against what runs on EFA)",
+    "enable_eplb": "use serving.<side>.eplb.enabled",
+    "eplb_config": "use serving.<side>.eplb (its communicator is pinned to NCCL on EFA)",
+    "enable_dbo": DUAL_BATCH_OVERLAP,
+    "ubatch_size": DUAL_BATCH_OVERLAP,
+    "enable_elastic_ep": "elastic expert parallel resizes a DP group in place; Ray Serve LLM "
+    "2.58 restarts a gang whole and scales whole groups (data_parallel/dp_server.py)",
     "data_parallel_size_local": _PARALLELISM,
     "data_parallel_rank": _PARALLELISM,
     "data_parallel_start_rank": _PARALLELISM,

@@ -206,8 +206,31 @@ class Capacity(Section):
         "not fall back to On-Demand).",
     )
 
+    placement_group: str | None = Field(
+        None,
+        **matching(
+            r"^[\x21-\x7e]{1,255}$",
+            "a placement group name: 1 to 255 printable ASCII characters without spaces",
+        ),
+        description="capacity_reservation only: the cluster placement group the reservation "
+        "was created in (EC2 'Capacity Reservations in cluster placement groups'); the nodes "
+        "then launch into it, co-located. Without it a reservation's instances are placed "
+        "wherever EC2 has them, which a DP group spanning nodes feels in its all-to-all.",
+    )
+
     @model_validator(mode="after")
     def _reservation(self) -> Capacity:
+        if self.placement_group is not None and self.type != "capacity_reservation":
+            raise ValueError(
+                f"placement_group names the cluster placement group an On-Demand Capacity "
+                f"Reservation was created in; with type {self.type!r} "
+                + (
+                    "the stack makes and uses its own cluster placement group"
+                    if self.type == "on_demand"
+                    else "EC2 places the Capacity Block itself"
+                )
+                + ": remove placement_group"
+            )
         if self.type != "on_demand" and self.reservation_id is None:
             raise ValueError(f"capacity type {self.type!r} needs reservation_id (cr-...)")
         if self.type != "on_demand" and self.reserved_instances is None:
@@ -712,11 +735,22 @@ class Settings(Section):
         ]
 
     def replica_gpus(self, role: str) -> tuple[int, int]:
-        """(tensor parallel, pipeline parallel) of one engine replica of the side; TP defaults
-        to every GPU of one node."""
+        """(tensor parallel, pipeline parallel) of one engine rank of the side (a whole replica
+        unless the side runs data parallel); TP defaults to every GPU of one node."""
         engine = self.serving.engine(role)
         gpus = self.gpu_nodes.groups()[role].instance.gpus
         return engine.tensor_parallel_size or gpus, engine.pipeline_parallel_size
+
+    def dp_group_gpus(self, role: str) -> int:
+        """GPUs of one replica of the side: its data-parallel ranks times each rank's TP x PP."""
+        tp, pp = self.replica_gpus(role)
+        return self.serving.engine(role).data_parallel_size * tp * pp
+
+    def nodes_per_replica(self, role: str) -> int:
+        """Nodes one replica (DP group) occupies: Serve places a gang only whole, so node counts
+        come in these units."""
+        gpus = self.gpu_nodes.groups()[role].instance.gpus
+        return max(1, -(-self.dp_group_gpus(role) // gpus))
 
 
 def _zone_problems(settings: Settings) -> list[Problem]:
@@ -811,32 +845,81 @@ def _serving_problems(settings: Settings) -> list[Problem]:
             certificate,
         ))  # fmt: skip
     problems += [Problem(*found) for found in engine_options.section_problems(settings.serving)]
-    for role, group in settings.gpu_nodes.groups().items():
-        engine, gpus = settings.serving.engine(role), group.instance.gpus
-        tp, pp = settings.replica_gpus(role)
-        if tp * pp > gpus:
-            problems.append(Problem(
-                f"serving.{role}.tensor_parallel_size",
-                f"TP {tp} x PP {pp} needs more GPUs than one {group.instance_type} has ({gpus}); "
-                "a replica must fit one node",
-                tp,
-            ))  # fmt: skip
-        elif gpus % tp:
-            problems.append(Problem(
-                f"serving.{role}.tensor_parallel_size",
-                f"TP {tp} does not divide the {gpus} GPUs of a {group.instance_type}: replicas "
-                f"would leave GPUs idle, and models' head counts divide by powers of two; use "
-                f"one of {[d for d in range(1, gpus + 1) if gpus % d == 0]}",
-                tp,
-            ))  # fmt: skip
-        elif engine.max_replicas * tp * pp > gpus * group.scaling.max_size:
-            problems.append(Problem(
-                f"serving.{role}.max_replicas",
-                f"{engine.max_replicas} replicas x {tp * pp} GPUs exceed the GPUs gpu_nodes."
-                f"{role} can grow to ({group.scaling.max_size} nodes x {gpus} GPUs); raise "
-                f"gpu_nodes.{role}.scaling.max_size or lower max_replicas",
-                engine.max_replicas,
-            ))  # fmt: skip
+    for role in settings.gpu_nodes.groups():
+        problems += _replica_fit_problems(settings, role)
+    return problems
+
+
+def _replica_fit_problems(settings: Settings, role: str) -> list[Problem]:
+    """A rank fits one node and tiles it; a DP group tiles a node or fills whole nodes; the node
+    group holds max_replicas whole groups and scales in whole groups (Serve's gang placement
+    takes a group's GPUs together or not at all, so a node short of a group stays idle)."""
+    group, engine = settings.gpu_nodes.groups()[role], settings.serving.engine(role)
+    gpus, dp = group.instance.gpus, engine.data_parallel_size
+    tp, pp = settings.replica_gpus(role)
+    setting = f"serving.{role}"
+    if tp * pp > gpus:
+        return [Problem(
+            f"{setting}.tensor_parallel_size",
+            f"TP {tp} x PP {pp} needs more GPUs than one {group.instance_type} has ({gpus}); "
+            "a rank must fit one node (data_parallel_size spreads ranks over nodes)",
+            tp,
+        )]  # fmt: skip
+    if gpus % tp:
+        return [Problem(
+            f"{setting}.tensor_parallel_size",
+            f"TP {tp} does not divide the {gpus} GPUs of a {group.instance_type}: replicas "
+            f"would leave GPUs idle, and models' head counts divide by powers of two; use "
+            f"one of {[d for d in range(1, gpus + 1) if gpus % d == 0]}",
+            tp,
+        )]  # fmt: skip
+    group_gpus = settings.dp_group_gpus(role)
+    if dp > 1 and gpus % group_gpus and group_gpus % gpus:
+        fitting = [
+            n
+            for n in range(1, 4 * gpus + 1)
+            if (n * tp * pp) % gpus == 0 or gpus % (n * tp * pp) == 0
+        ]
+        return [Problem(
+            f"{setting}.data_parallel_size",
+            f"DP {dp} x TP {tp} x PP {pp} = {group_gpus} GPUs neither divides the {gpus} GPUs "
+            f"of a {group.instance_type} nor fills whole nodes: the GPUs left over on a node "
+            f"could never hold a rank of another group; use one of {fitting[:8]}",
+            dp,
+        )]  # fmt: skip
+    problems = []
+    if engine.max_replicas * group_gpus > gpus * group.scaling.max_size:
+        problems.append(Problem(
+            f"{setting}.max_replicas",
+            f"{engine.max_replicas} replicas x {group_gpus} GPUs exceed the GPUs gpu_nodes."
+            f"{role} can grow to ({group.scaling.max_size} nodes x {gpus} GPUs); raise "
+            f"gpu_nodes.{role}.scaling.max_size or lower max_replicas",
+            engine.max_replicas,
+        ))  # fmt: skip
+    if engine.eplb.enabled and tp * dp <= 1:
+        problems.append(Problem(
+            f"{setting}.eplb.enabled",
+            f"EPLB moves experts between expert-parallel ranks, and TP {tp} x DP {dp} is one "
+            "rank (vLLM 0.26 ParallelConfig: 'EPLB requires tensor, prefill-context, or data "
+            "parallelism'); raise data_parallel_size or disable eplb",
+            True,
+        ))  # fmt: skip
+    nodes = settings.nodes_per_replica(role)
+    if nodes > 1:
+        sizes = group.scaling.model_dump() | {
+            "reserved_instances": group.capacity.reserved_instances
+        }
+        for name, count in sizes.items():
+            if count is not None and count % nodes:
+                place = "capacity" if name == "reserved_instances" else "scaling"
+                problems.append(Problem(
+                    f"gpu_nodes.{role}.{place}.{name}",
+                    f"{count} nodes is not a whole number of DP groups: one {role} replica "
+                    f"(DP {dp} x TP {tp} x PP {pp} = {group_gpus} GPUs) spans {nodes} "
+                    f"{group.instance_type} nodes, and Serve places a group whole or not at "
+                    f"all; use a multiple of {nodes}",
+                    count,
+                ))  # fmt: skip
     return problems
 
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from app_config import engine_options
 from app_config.endpoint_health import seconds_until_new_targets_healthy
@@ -19,6 +26,7 @@ from app_config.section import (
     require_consent_for_anywhere,
     require_internet_sources,
 )
+from catalog.expert_parallel import ALL2ALL_BACKENDS, SUPPORTED_ALL2ALL
 from catalog.helm_charts import CHARTS
 from catalog.ray_llm_image import DEFAULT_IMAGE_TAG, IMAGES
 
@@ -174,8 +182,56 @@ class ReplicaAutoscaling(Section):
     )
 
 
+def _all2all_on_efa(backend: str) -> str:
+    if backend not in ALL2ALL_BACKENDS:
+        raise ValueError(
+            f"not an all-to-all backend of vLLM 0.26 (vllm/config/parallel.py All2AllBackend); "
+            f"on EFA use {SUPPORTED_ALL2ALL!r}"
+        )
+    reason = ALL2ALL_BACKENDS[backend]
+    if reason:
+        raise ValueError(f"{reason}; on EFA the image runs {SUPPORTED_ALL2ALL!r}")
+    return backend
+
+
+class ExpertLoadBalancing(Section):
+    """vLLM's expert-parallel load balancer (EPLB): it counts the tokens each expert receives and
+    every step_interval steps moves expert weights between ranks (optionally with redundant
+    copies of the busiest experts). On EFA the moves go over NCCL (catalog/expert_parallel.py)."""
+
+    enabled: bool = Field(
+        False,
+        description="Rebalance experts across the side's expert-parallel ranks (vLLM "
+        "enable_eplb). Needs expert_parallel and more than one rank (TP x DP > 1).",
+    )
+    num_redundant_experts: int = Field(
+        0,
+        ge=0,
+        le=1024,
+        description="Extra expert copies spread over the ranks (each costs one expert's weights "
+        "per rank that holds it); vLLM refuses them without EPLB.",
+    )
+    window_size: int = Field(
+        1000, ge=1, le=1_000_000, description="Steps of expert load EPLB remembers."
+    )
+    step_interval: int = Field(
+        3000, ge=1, le=1_000_000, description="Steps between two rebalancings."
+    )
+
+    @model_validator(mode="after")
+    def _redundant_needs_eplb(self) -> ExpertLoadBalancing:
+        if self.num_redundant_experts and not self.enabled:
+            raise ValueError(
+                f"num_redundant_experts {self.num_redundant_experts} without enabled: true; "
+                "vLLM 0.26 refuses redundant experts without EPLB (ParallelConfig); enable EPLB "
+                "or set num_redundant_experts to 0"
+            )
+        return self
+
+
 class Engine(Section):
-    """One side's vLLM engine and Serve replicas. One replica spans TP x PP GPUs."""
+    """One side's vLLM engine and Serve replicas. One rank spans TP x PP GPUs of one node; a
+    replica is data_parallel_size ranks (one, unless the side runs attention data parallel)."""
 
     tensor_parallel_size: int | None = Field(
         None, ge=1, le=64, description="GPUs per pipeline stage; default: all GPUs of a node."
@@ -184,14 +240,46 @@ class Engine(Section):
     gpu_memory_utilization: float = Field(
         0.90, gt=0.1, le=0.98, description="Share of each GPU's memory vLLM may use."
     )
+    data_parallel_size: int = Field(
+        1,
+        ge=1,
+        le=1024,
+        description="Attention data-parallel ranks per replica (vLLM data_parallel_size), each "
+        "a Serve replica of TP x PP GPUs: above 1 a replica is a DP group that Ray Serve "
+        "gang-schedules, scales and restarts as a whole (one failing rank restarts every rank), "
+        "and it may span nodes. For MoE models with expert_parallel; a dense model gains "
+        "nothing over separate replicas.",
+    )
+    expert_parallel: bool = Field(
+        False,
+        description="Split each MoE layer's experts over the replica's TP x DP ranks instead "
+        "of splitting every expert by TP (vLLM enable_expert_parallel); no effect on a dense "
+        "model.",
+    )
+    all2all_backend: Annotated[str, AfterValidator(_all2all_on_efa)] = Field(
+        SUPPORTED_ALL2ALL,
+        description="How expert-parallel ranks exchange tokens (vLLM all2all_backend). On EFA "
+        "the image runs 'allgather_reducescatter' (NCCL collectives over aws-ofi-nccl); the "
+        "others are refused with the reason (docs/architecture.md, 'Data and expert parallel').",
+    )
+    eplb: ExpertLoadBalancing = Field(
+        ExpertLoadBalancing(), description="Expert-parallel load balancing (vLLM EPLB)."
+    )
     min_replicas: int = Field(
         1,
         ge=0,
         le=64,
-        description="Serve autoscaling lower bound. Prefill may be 0 (the first request after "
-        "idle waits for a node and an engine load); decode at least 1: it receives requests.",
+        description="Serve autoscaling lower bound, in replicas (DP groups when "
+        "data_parallel_size > 1). Prefill may be 0 (the first request after idle waits for "
+        "nodes and an engine load); decode at least 1: it receives requests.",
     )
-    max_replicas: int = Field(1, ge=1, le=64, description="Serve autoscaling upper bound.")
+    max_replicas: int = Field(
+        1,
+        ge=1,
+        le=64,
+        description="Serve autoscaling upper bound, in replicas (DP groups when "
+        "data_parallel_size > 1).",
+    )
     autoscaling: ReplicaAutoscaling = Field(
         ReplicaAutoscaling(),
         description="How Serve turns this side's request load into replicas (between "
@@ -224,6 +312,16 @@ class Engine(Section):
             raise ValueError(
                 f"min_replicas ({self.min_replicas}) must not exceed max_replicas "
                 f"({self.max_replicas})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _eplb_needs_expert_parallel(self) -> Engine:
+        if self.eplb.enabled and not self.expert_parallel:
+            raise ValueError(
+                "eplb.enabled without expert_parallel: vLLM 0.26 balances experts only across "
+                "expert-parallel ranks (ParallelConfig: 'enable_expert_parallel must be True to "
+                "use EPLB'); set expert_parallel: true or disable eplb"
             )
         return self
 

@@ -207,8 +207,11 @@ def render_pod_disruption_budgets(settings: Settings) -> list[dict[str, Any]]:
         # drains (updates, repair) one node at a time, and the Cluster Autoscaler never drains a
         # Ray worker's node. A side whose floor is one node gets no budget: it could only
         # forbid draining that node.
+        # A DP group spanning nodes restarts whole when any of its pods goes (Ray Serve's
+        # RESTART_GANG): one node at a time then means one group at a time, and a side whose
+        # floor is a single group gets no budget, as a single node does not.
         floor = group.scaling.min_size
-        if floor < 2:
+        if floor < 2 * settings.nodes_per_replica(role):
             continue
         budget = load("pod-disruption-budget.yaml")
         budget["spec"]["minAvailable"] = floor - 1

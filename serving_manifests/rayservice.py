@@ -16,6 +16,7 @@ from app_config.node_labels import (
     ROLE_LABEL,
     SYSTEM_ROLE,
 )
+from catalog.expert_parallel import NCCL_ON_EFA_ENV
 from catalog.ray_llm_image import IMAGES
 from serving_manifests import drain
 from serving_manifests.image import pod_image
@@ -189,6 +190,12 @@ def _worker_group(
             ),
         }.items()
     )
+    if settings.nodes_per_replica(role) > 1:
+        # The replica's ranks talk NCCL across nodes (the all-to-all, EPLB, DP sync): over EFA
+        # through aws-ofi-nccl, and never silently over TCP sockets.
+        container["env"].extend(
+            {"name": name, "value": value} for name, value in NCCL_ON_EFA_ENV.items()
+        )
     memory_gib = int(instance.memory_gib * MEMORY_REQUEST_SHARE)
     resources = {
         "cpu": str(instance.vcpus - RESERVED_VCPUS),

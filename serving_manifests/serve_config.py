@@ -8,6 +8,8 @@ from typing import Any
 
 from app_config import Settings
 from app_config.node_labels import GPU_ROLES
+from app_config.serving import Engine
+from catalog.expert_parallel import EPLB_CONFIG_ON_EFA
 from serving_manifests.names import SERVE_PORT
 from serving_manifests.templates import load
 
@@ -60,6 +62,7 @@ def _fill_llm_config(llm: dict[str, Any], settings: Settings, role: str) -> None
         gpu_memory_utilization=engine.gpu_memory_utilization,
         block_size=serving.kv_transfer.block_size,
     )
+    kwargs.update(_expert_and_data_parallel(engine))
     kwargs["kv_transfer_config"]["kv_connector_extra_config"]["backends"] = [
         serving.kv_transfer.backend
     ]
@@ -81,6 +84,29 @@ def _fill_llm_config(llm: dict[str, Any], settings: Settings, role: str) -> None
     # autoscaler/_private/kuberay/autoscaling_config.py), so it would never add a pod for such a
     # replica. The side's own resource already pins the bundles to the side's GPU nodes.
     llm["placement_group_config"]["bundle_per_worker"] = {"CPU": 1, "GPU": 1, ray_resource(role): 1}
+
+
+def _expert_and_data_parallel(engine: Engine) -> dict[str, Any]:
+    """vLLM's MoE parallelism, written only where it departs from vLLM's defaults so that a dense
+    configuration's Serve config (and its engines) stay as they were. With data_parallel_size > 1
+    Ray Serve LLM 2.58 builds DPPDPrefillServer/DPPDDecodeServer and gang-schedules each group
+    (prefill_decode/builder.py, data_parallel/dp_server.py)."""
+    kwargs: dict[str, Any] = {}
+    if engine.data_parallel_size > 1:
+        kwargs["data_parallel_size"] = engine.data_parallel_size
+    if engine.expert_parallel:
+        kwargs.update(enable_expert_parallel=True, all2all_backend=engine.all2all_backend)
+    if engine.eplb.enabled:
+        kwargs.update(
+            enable_eplb=True,
+            eplb_config={
+                "window_size": engine.eplb.window_size,
+                "step_interval": engine.eplb.step_interval,
+                "num_redundant_experts": engine.eplb.num_redundant_experts,
+                **EPLB_CONFIG_ON_EFA,
+            },
+        )
+    return kwargs
 
 
 def _model_source(settings: Settings) -> str | dict[str, str]:

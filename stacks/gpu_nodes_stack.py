@@ -109,7 +109,19 @@ class GpuNodesStack(Stack):
         stack cannot make safe by itself, said at synth."""
         for role, group in settings.gpu_nodes.groups().items():
             node_group = self.node_groups[role]
-            if group.scaling.min_size < 2:
+            nodes = settings.nodes_per_replica(role)
+            if nodes > 1 and group.scaling.min_size < 2 * nodes:
+                Annotations.of(node_group).add_warning_v2(
+                    f"pd-llm:one-group-{role}",
+                    f"gpu_nodes.{role}.scaling.min_size is {group.scaling.min_size}: the side "
+                    f"may run one DP group ({nodes} nodes), and Ray Serve restarts a group "
+                    "whole when any of its ranks fails: a node group update or drain of any "
+                    "one of those nodes stops the side (the endpoint answers nothing, P/D "
+                    "needs both sides) until the whole group has loaded the model again. Use "
+                    f"min_size >= {2 * nodes} (two groups) to keep the side serving through "
+                    "updates (docs/operating.md, 'What a node group update costs').",
+                )
+            elif group.scaling.min_size < 2:
                 Annotations.of(node_group).add_warning_v2(
                     f"pd-llm:one-node-{role}",
                     f"gpu_nodes.{role}.scaling.min_size is {group.scaling.min_size}: the side "
@@ -118,6 +130,21 @@ class GpuNodesStack(Stack):
                     "the model. Use min_size >= 2 (and max_size to match) to keep the side "
                     "serving through updates (docs/operating.md, 'What a node group update "
                     "costs').",
+                )
+            capacity = group.capacity
+            if (
+                nodes > 1
+                and capacity.type == "capacity_reservation"
+                and not capacity.placement_group
+            ):
+                Annotations.of(node_group).add_warning_v2(
+                    f"pd-llm:dp-group-not-co-located-{role}",
+                    f"gpu_nodes.{role}: a DP group spans {nodes} nodes of an On-Demand "
+                    "Capacity Reservation without capacity.placement_group; its nodes are "
+                    "co-located only if the reservation was made in a cluster placement "
+                    "group and the nodes launch into it. Name that group in "
+                    f"gpu_nodes.{role}.capacity.placement_group, or use a Capacity Block "
+                    "(placed in an EC2 UltraCluster).",
                 )
             if group.capacity.type == "capacity_block":
                 Annotations.of(node_group).add_warning_v2(

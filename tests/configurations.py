@@ -95,7 +95,7 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
 
 # The example files users start from (examples/*.yaml), each read as `cdk synth -c config=...`
 # reads it: every one passes every check that the configurations above pass.
-EXAMPLES = ("quickstart", "trial-g6e", "capacity-block")
+EXAMPLES = ("quickstart", "trial-g6e", "capacity-block", "deepseek-v3-pd", "qwen3-235b-a22b-pd")
 for _example in EXAMPLES:
     CONFIGURATIONS[_example] = {"config": str(PROJECT_ROOT / "examples" / f"{_example}.yaml")}
 
