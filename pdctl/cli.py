@@ -189,11 +189,12 @@ class Side(StrEnum):
 @guarded
 def plan_command(
     model_config: Annotated[
-        str,
+        str | None,
         typer.Option(
-            help="the model's config.json (or its folder), or a Hugging Face model id (owner/name)"
+            help="the model's config.json (or its folder), or a Hugging Face model id "
+            "(owner/name); default: serving.model.id"
         ),
-    ],
+    ] = None,
     input_tokens: Annotated[int, typer.Option(min=1, max=10_000_000)] = 4096,
     output_tokens: Annotated[int, typer.Option(min=1, max=10_000_000)] = 512,
     side: Annotated[
@@ -240,6 +241,7 @@ def plan_command(
     from pdctl.expert_placement import ParallelismError
 
     settings = _settings(config, context)
+    model_config = model_config or settings.serving.model.id
     role = side.value
     engine = settings.serving.engine(role)
     chosen = instance_type or getattr(settings.gpu_nodes, role).instance_type
@@ -253,17 +255,14 @@ def plan_command(
             f"TP {tp} x PP {pp} needs {tp * pp} GPUs; one {instance.name} has {instance.gpus}",
             "lower --tensor-parallel",
         )
-    # The data/expert parallel settings of issue 24 (serving.<side>.data_parallel_size,
-    # expert_parallel, eplb); a configuration model without them means DP 1, no EP.
-    eplb = getattr(engine, "eplb", None)
-    dp = data_parallel or getattr(engine, "data_parallel_size", 1)
-    ep = getattr(engine, "expert_parallel", False) if expert_parallel is None else expert_parallel
+    dp = data_parallel or engine.data_parallel_size
+    ep = engine.expert_parallel if expert_parallel is None else expert_parallel
     redundant = (
-        getattr(eplb, "num_redundant_experts", 0)
+        engine.eplb.num_redundant_experts
         if eplb_redundant_experts is None
         else eplb_redundant_experts
     )
-    eplb_on = bool(getattr(eplb, "enabled", False)) or redundant > 0
+    eplb_on = engine.eplb.enabled or redundant > 0
     cache_dtype = kv_cache_dtype or str(
         settings.serving.engine_options_for(role).get("kv_cache_dtype") or "auto"
     )

@@ -19,9 +19,9 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 from typer.testing import CliRunner
 
-from app_config.serving import Serving
 from catalog.instances import CATALOG
 from pdctl.cli import app
 from pdctl.expert_placement import Parallelism, ParallelismError, WeightParts
@@ -310,38 +310,64 @@ def test_cli_exits_1_when_the_model_does_not_fit_and_2_for_a_layout_vllm_refuses
     assert "EPLB needs expert parallel" in " ".join(refused.stderr.split())
 
 
-def test_cli_reads_the_sides_data_and_expert_parallel_settings(monkeypatch) -> None:
-    """serving.<side>.data_parallel_size / expert_parallel / eplb (issue 24's configuration) are
-    the defaults; the options override them."""
+# The examples' models: DeepSeek-V3 as tests/data holds it; Qwen3-235B-A22B-Instruct-2507-FP8 as
+# the shape above with the FP8 checkpoints' quantization_config (128 x 128 blocks).
+EXAMPLE_MODELS = {
+    "deepseek-v3-pd.yaml": DEEPSEEK_V3,
+    "qwen3-235b-a22b-pd.yaml": {
+        **QWEN3_235B_A22B,
+        "quantization_config": {
+            "activation_scheme": "dynamic",
+            "fmt": "e4m3",
+            "quant_method": "fp8",
+            "weight_block_size": [128, 128],
+        },
+    },
+}
 
-    class Eplb:
-        enabled, num_redundant_experts = True, 32
 
-    class EngineWithParallelSettings:
-        data_parallel_size, expert_parallel, eplb = 16, True, Eplb
-
-        def __init__(self, engine) -> None:
-            self.engine = engine
-
-        def __getattr__(self, name: str):
-            return getattr(self.engine, name)
-
-    original = Serving.engine
-
-    def engine_with_parallel_settings(self, role):
-        return EngineWithParallelSettings(original(self, role))
-
-    monkeypatch.setattr(Serving, "engine", engine_with_parallel_settings)
-    result = _cli("--instance-type=p5en.48xlarge", "--tensor-parallel=1", "--json")
+@pytest.mark.parametrize("side", ["prefill", "decode"])
+@pytest.mark.parametrize("example", sorted(EXAMPLE_MODELS))
+def test_each_moe_example_side_is_planned_from_its_configuration_and_fits(
+    example: str, side: str, tmp_path: Path
+) -> None:
+    """serving.<side>.data_parallel_size, expert_parallel and eplb are plan's defaults; the
+    examples' layouts leave every DP rank room for max_model_len."""
+    example_file = PROJECT_ROOT / "examples" / example
+    serving = yaml.safe_load(example_file.read_text())["serving"]
+    engine = serving[side]
+    model = tmp_path / "config.json"
+    model.write_text(json.dumps(EXAMPLE_MODELS[example]))
+    arguments = ["--model-config", str(model), "--config", str(example_file), "--side", side]
+    result = CliRunner().invoke(app, ["plan", *arguments, "--json"], env={"COLUMNS": "300"})
     assert result.exit_code == 0, result.output
     body = json.loads(result.stdout)
-    assert (body["data_parallel"], body["experts_per_gpu"]) == (16, 18)
-    overridden = _cli(
-        "--instance-type=p5en.48xlarge", "--tensor-parallel=1", "--data-parallel=8", "--json"
+    dp = engine.get("data_parallel_size", 1)
+    ranks = dp * engine.get("tensor_parallel_size", 1)
+    experts = model_shape(EXAMPLE_MODELS[example]).experts
+    redundant = engine.get("eplb", {}).get("num_redundant_experts", 0)
+    assert body["data_parallel"] == dp
+    assert body["expert_parallel"] is engine["expert_parallel"]
+    assert body["experts_per_gpu"] == math.ceil((experts + redundant) / ranks)
+    assert body["max_model_len"] == serving["max_model_len"]
+    assert body["sequences_at_max_model_len"] >= dp
+
+
+def test_options_override_the_sides_configuration() -> None:
+    example = PROJECT_ROOT / "examples" / "deepseek-v3-pd.yaml"
+    result = _cli(
+        *("--config", str(example), "--side=decode", "--data-parallel=8"),
+        *("--eplb-redundant-experts=0", "--no-expert-parallel", "--json"),
     )
-    assert overridden.exit_code in (0, 1), overridden.output
-    body = json.loads(overridden.stdout)
-    assert (body["data_parallel"], body["experts_per_gpu"]) == (8, (256 + 32) / 8)
+    assert result.exit_code == 2, result.output  # the example's decode side enables EPLB
+    assert "EPLB needs expert parallel" in " ".join(result.stderr.split())
+    result = _cli(
+        *("--config", str(example), "--side=decode", "--data-parallel=8"),
+        *("--eplb-redundant-experts=0", "--json"),
+    )
+    assert result.exit_code in (0, 1), result.output
+    body = json.loads(result.stdout)
+    assert (body["data_parallel"], body["experts_per_gpu"]) == (8, 256 / 8)
 
 
 BAD_MLA = [
