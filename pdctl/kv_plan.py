@@ -284,7 +284,7 @@ def _moe_layers(config: dict[str, Any], layers: int) -> int:
     if config.get("n_routed_experts"):
         first = _count(config, "first_k_dense_replace", 0, layers)
         every = _size(config, "moe_layer_freq", 1)
-        return sum(1 for i in range(first, layers) if i % every == 0)
+        return len(range(math.ceil(first / every) * every, layers, every))
     if config.get("num_experts"):
         dense = config.get("mlp_only_layers") or []
         if not isinstance(dense, list) or not all(
@@ -292,7 +292,8 @@ def _moe_layers(config: dict[str, Any], layers: int) -> int:
         ):
             raise UnsupportedModelError("mlp_only_layers is not a list of layer numbers")
         every = _size(config, "decoder_sparse_step", 1)
-        return sum(1 for i in range(layers) if i not in dense and (i + 1) % every == 0)
+        sparse = {i for i in dense if 0 <= i < layers and (i + 1) % every == 0}
+        return layers // every - len(sparse)
     return layers
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -426,3 +427,16 @@ def test_bad_plan_options_exit_2_without_a_traceback(options: list[str]) -> None
     result = _cli(*options)
     assert result.exit_code == 2, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_absurd_layer_counts_are_sized_at_once_and_do_not_fit(tmp_path: Path) -> None:
+    """MoE layers are counted arithmetically, not by walking 2**31 layers."""
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**DEEPSEEK_V3, "num_hidden_layers": 2**31 - 1}))
+    started = time.monotonic()
+    result = CliRunner().invoke(
+        app, ["plan", "--model-config", str(path), "--json"], env={"COLUMNS": "300"}
+    )
+    assert time.monotonic() - started < 10
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stdout)["fits"] is False
