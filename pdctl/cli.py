@@ -239,6 +239,7 @@ def plan_command(
     from catalog.instances import CATALOG
     from pdctl import kv_plan
     from pdctl.expert_placement import ParallelismError
+    from pdctl.model_architecture import UnsupportedModelError, model_shape
 
     settings = _settings(config, context)
     model_config = model_config or settings.serving.model.id
@@ -267,10 +268,10 @@ def plan_command(
         settings.serving.engine_options_for(role).get("kv_cache_dtype") or "auto"
     )
     try:
-        shape = kv_plan.model_shape(kv_plan.load_model_config(model_config), cache_dtype)
+        shape = model_shape(kv_plan.load_model_config(model_config), cache_dtype)
     except OSError as error:
         fail(f"{model_config}: cannot read it: {error}")
-    except kv_plan.UnsupportedModelError as error:
+    except UnsupportedModelError as error:
         fail(f"{model_config}: cannot size this model: {error}")
     if shape.attention_heads % tp:
         fail(

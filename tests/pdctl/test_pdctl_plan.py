@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from catalog.instances import CATALOG
 from pdctl.cli import app
-from pdctl.kv_plan import UnsupportedModelError, model_shape, plan
+from pdctl.kv_plan import plan
+from pdctl.model_architecture import UnsupportedModelError, model_shape
 
 # Public config.json values (Hugging Face model cards), reduced to what the estimate reads.
 LLAMA_3_1_8B = {

@@ -26,7 +26,8 @@ from typer.testing import CliRunner
 from catalog.instances import CATALOG
 from pdctl.cli import app
 from pdctl.expert_placement import Parallelism, ParallelismError, WeightParts
-from pdctl.kv_plan import UnsupportedModelError, model_shape, plan
+from pdctl.kv_plan import plan
+from pdctl.model_architecture import UnsupportedModelError, model_shape
 from tests.configurations import PROJECT_ROOT
 from tests.pdctl.test_pdctl_plan import LLAMA_3_1_70B, QWEN3_30B_A3B
 
@@ -67,7 +68,8 @@ def _mla_kv_bytes_per_token(config: dict, element_bytes: int) -> int:
 def test_mla_kv_bytes_are_one_latent_per_layer_worked_by_hand() -> None:
     # DeepSeek-V3, bf16 cache ("auto" = torch_dtype bfloat16, 2 bytes):
     #   (kv_lora_rank 512 + qk_rope_head_dim 64) x 61 layers x 2 bytes = 576 x 122 = 70,272.
-    # The same model sized as GQA would be 2 x 61 x 128 KV heads x 192 x 2 = 5,996,544 (85x).
+    # Its 128 heads' keys (192) and values (128) cached per head would be
+    #   61 x 128 x (192 + 128) x 2 = 4,997,120 bytes (71x).
     assert _mla_kv_bytes_per_token(DEEPSEEK_V3, 2) == (512 + 64) * 61 * 2 == 70_272
     shape = model_shape(DEEPSEEK_V3)
     assert shape.kv_bytes_per_token == _mla_kv_bytes_per_token(DEEPSEEK_V3, 2)
