@@ -41,7 +41,8 @@ ALL2ALL_BACKENDS: dict[str, str | None] = {
     ),
     # deepseek-ai/DeepEP v1.2.1 csrc/kernels/internode_ll.cu calls nvshmemi_ibgda_put_nbi_warp
     # (csrc/kernels/ibgda_device.cuh) and deep_ep/buffer.py sets NVSHMEM_IB_ENABLE_IBGDA=1 with
-    # RC queue pairs per peer; docs/legacy.md: "fully tested with InfiniBand", RoCE in theory.
+    # RC queue pairs per peer; DeepEP/docs/legacy.md: "fully tested with InfiniBand" (RoCE:
+    # "theoretically compatible").
     "deepep_high_throughput": (
         "DeepEP v1's kernels post InfiniBand RDMA writes from the GPU through NVSHMEM's IBGDA "
         "transport (reliable-connected queue pairs on ConnectX NICs), which EFA's SRD devices do "

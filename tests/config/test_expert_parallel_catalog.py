@@ -8,6 +8,7 @@ tests/e2e/test_expert_parallel_catalog.py."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -88,3 +89,22 @@ def test_nccl_settings_leave_libfabric_to_the_worker_manifest() -> None:
     assert all(name.startswith("NCCL_") for name in NCCL_ON_EFA_ENV)
     for name, value in NCCL_ON_EFA_ENV.items():
         assert worker_env.get(name, value) == value
+
+
+def _docs_table() -> dict[str, str]:
+    """Backend -> the docs' verdict, from docs/architecture.md's "Expert parallel on EFA" table."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    section = text.split("## Expert parallel on EFA", 1)[1].split("\n## ", 1)[0]
+    verdicts = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 3 and cells[1] in ("yes", "no"):
+            for name in re.findall(r"`(\w+)`", cells[0]):
+                verdicts[name] = cells[1]
+    return verdicts
+
+
+def test_the_architecture_page_tables_every_backend_with_the_catalogs_verdict() -> None:
+    assert _docs_table() == {
+        name: "yes" if reason is None else "no" for name, reason in ALL2ALL_BACKENDS.items()
+    }
