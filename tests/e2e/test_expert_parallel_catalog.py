@@ -22,7 +22,8 @@ from catalog.expert_parallel import (
 
 # Runs in the child: prints one JSON object with what the installed packages say or do.
 PROBE = r"""
-import ast, inspect, json, sys, typing
+import ast, importlib.util, inspect, json, sys, typing
+from pathlib import Path
 import vllm.config.parallel as parallel
 import vllm.config.vllm as vllm_config
 import vllm.distributed.eplb.eplb_communicator as eplb_communicator
@@ -72,6 +73,7 @@ def microbatching_backends():
     return None
 
 
+nixl_cu13 = Path(importlib.util.find_spec("nixl_cu13").origin).parent
 print(json.dumps({
     "all2all_backends": list(typing.get_args(parallel.All2AllBackend)),
     "pin_accepted": pin_error is None and accepted.communicator == pin["communicator"],
@@ -85,6 +87,12 @@ print(json.dumps({
     ],
     "nixl_default_backends": nixl_utils.nixl_agent_config(capture_telemetry=False).backends,
     "microbatching_backends": microbatching_backends(),
+    "nixl_ep_installed": importlib.util.find_spec("nixl_ep") is not None,
+    # The UCX transports the nixl-cu13 wheel bundles (what NIXL's UCX backend can use).
+    "ucx_transports": sorted(
+        path.name.split(".so")[0]
+        for path in (nixl_cu13.parent / "nixl_cu13.libs" / "ucx").glob("libuct_*.so")
+    ),
 }))
 """
 
@@ -123,3 +131,15 @@ def test_without_the_pin_vllm_would_move_expert_weights_with_nixl_on_ucx(install
 
 def test_dual_batch_overlap_needs_exactly_the_backends_the_catalog_names(installed) -> None:
     assert sorted(installed["microbatching_backends"]) == sorted(MICROBATCHING_ALL2ALL_BACKENDS)
+
+
+def test_nixl_ep_is_installed_but_ucx_drives_only_connectx_from_the_gpu(installed) -> None:
+    """The image has NIXL EP (vLLM would load it); its GPU-initiated path needs a UCX transport
+    with the GPU device API, and the bundled UCX has one, for mlx5 (ConnectX) only: EFA's
+    transport (SRD) is there, host-driven, with no GPU-device variant."""
+    assert installed["nixl_ep_installed"]
+    transports = installed["ucx_transports"]
+    assert "libuct_ib_efa" in transports
+    device_transports = [name for name in transports if "gda" in name]
+    assert device_transports
+    assert all("mlx5" in name for name in device_transports)
