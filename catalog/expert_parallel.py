@@ -64,15 +64,18 @@ ALL2ALL_BACKENDS: dict[str, str | None] = {
         "while the image has EFA installer 1.49, NCCL 2.28.9 and no deep_ep package; it needs "
         "an image built with all three"
     ),
-    # ROCm/mori: AMD's expert-parallel kernels for Instinct GPUs (vLLM's MoriAll2AllManager:
-    # "MoRI kernels not found", install from ROCm/mori).
+    # ROCm/mori, whose README asks for ROCm >= 6.4, offers building blocks for IBGDA and lists
+    # "Supported NICs: AMD Pensando DSC, Broadcom Thor2, NVIDIA Mellanox ConnectX-7" (vLLM's
+    # MoriAll2AllManager asserts has_mori(): "MoRI kernels not found").
     "mori_high_throughput": (
-        "MoRI is AMD's ROCm expert-parallel library for AMD Instinct GPUs, not for the NVIDIA GPUs "
-        "of these instances, and the image has no mori package; use allgather_reducescatter"
+        "MoRI is AMD's ROCm expert-parallel library, for AMD GPUs with GPU-initiated RDMA on "
+        "Pensando, Thor2 or ConnectX-7 NICs, not for these instances' NVIDIA GPUs and EFA, and "
+        "the image has no mori package; use allgather_reducescatter"
     ),
     "mori_low_latency": (
-        "MoRI is AMD's ROCm expert-parallel library for AMD Instinct GPUs, not for the NVIDIA GPUs "
-        "of these instances, and the image has no mori package; use allgather_reducescatter"
+        "MoRI is AMD's ROCm expert-parallel library, for AMD GPUs with GPU-initiated RDMA on "
+        "Pensando, Thor2 or ConnectX-7 NICs, not for these instances' NVIDIA GPUs and EFA, and "
+        "the image has no mori package; use allgather_reducescatter"
     ),
     # ai-dynamo/nixl v1.3.1 examples/device/ep/README.md: "built on top of NIXL's device API";
     # csrc/nixl_ep.cpp creates the "UCX" backend with ucx_num_device_channels, and meson.build
