@@ -163,7 +163,8 @@ NCCL_ON_EFA_ENV: dict[str, str] = {
     # comes up: "Failed to initialize any NET plugin", ncclInvalidUsage. aws-ofi-nccl's NVIDIA
     # interface has been named "Libfabric" since 1.13.0 (commit 7c014f0d, "nvidia: Change default
     # network name to Libfabric"; still so at 1.21.1), and the EFA installer has bundled the
-    # plugin since 1.39 (plugin 1.14), so every installer that ships it, 1.49 included, names it
+    # plugin since 1.39 (plugin 1.14: mosaicml/composer#3844; EC2's EFA release notes list
+    # libnccl-ofi 1.14.2 in 1.40.0), so every installer that ships it, 1.49 included, names it
     # so. ("AWS Libfabric" is the Neuron build's name, and the NVIDIA one's before 1.13.) The
     # image finds the plugin by NCCL's default search: the DLC's own multi-node EKS test
     # (aws/deep-learning-containers test/ray-llm/eks-multi-node/run_eks_test.sh) greps the
