@@ -12,7 +12,7 @@ import pytest
 from app_config import ConfigError, load_settings
 from app_config import engine_options as options
 from app_config.node_labels import GPU_ROLES
-from catalog.expert_parallel import ALL2ALL_BACKENDS, SUPPORTED_ALL2ALL
+from catalog.expert_parallel import ALL2ALL_BACKENDS, SUPPORTED_ALL2ALL_BACKENDS
 from catalog.instances import CATALOG
 from serving_manifests.serve_config import render_serve_config
 from tests.configurations import context_for, settings_for
@@ -129,7 +129,7 @@ def test_each_all2all_backend_runs_on_efa_or_is_refused_with_its_reason(backend:
     problems = _problems(**overrides)
     message = problems["serving.prefill.all2all_backend"]
     assert ALL2ALL_BACKENDS[backend] in message
-    assert repr(SUPPORTED_ALL2ALL) in message
+    assert repr(SUPPORTED_ALL2ALL_BACKENDS[0]) in message
 
 
 def test_an_unknown_all2all_backend_is_refused() -> None:
