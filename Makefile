@@ -11,7 +11,8 @@ CHECKOV_VENV := .venv-checkov
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
 CDK := node_modules/.bin/cdk
-CDK_FLAGS := --no-notices
+# CONFIG=<file.yaml> synthesizes that configuration (`cdk synth -c config=<file>`).
+CDK_FLAGS := --no-notices $(if $(CONFIG),-c config=$(CONFIG))
 PIP := $(BIN)/python -m pip install -qq --disable-pip-version-check
 
 .PHONY: help setup setup-dev synth test lint format diff deploy destroy snapshots bench config-docs manifests clean e2e-setup e2e e2e-bench gpu-check
@@ -111,7 +112,8 @@ e2e-bench: synth e2e-setup ## Latency the P/D graph adds over Ray's aggregated a
 # configured architecture (docs/verification.md). Same venv as e2e: the image's vLLM, Ray Serve
 # LLM and NIXL. MODEL_CONFIG=<config.json> when the Hugging Face Hub is out of reach.
 gpu-check: synth e2e-setup ## Third tier, one NVIDIA GPU: deployed engine config on real vLLM + Ray Serve
-	"$$($(E2E_TOOL) venv)/bin/python" -m tools.gpu_check run $(if $(MODEL_CONFIG),--model-config $(MODEL_CONFIG))
+	"$$($(E2E_TOOL) venv)/bin/python" -m tools.gpu_check run \
+		$(if $(CONFIG),--deployment $(CONFIG)) $(if $(MODEL_CONFIG),--model-config $(MODEL_CONFIG))
 
 # Each says in one line what is missing (credentials, bootstrap) before the CDK CLI starts.
 diff: setup ## cdk diff against the deployed stacks (needs credentials)

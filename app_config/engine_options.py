@@ -16,7 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from catalog.expert_parallel import DUAL_BATCH_OVERLAP
+from catalog.expert_parallel import DUAL_BATCH_OVERLAP_REFUSAL
 
 ARGS_FILE = Path(__file__).resolve().parent.parent / "catalog" / "vllm_engine_args.json"
 
@@ -36,8 +36,8 @@ OWNED: dict[str, str] = {
     "all2all_backend": "use serving.<side>.all2all_backend (checked against what runs on EFA)",
     "enable_eplb": "use serving.<side>.eplb.enabled",
     "eplb_config": "use serving.<side>.eplb (its communicator is pinned to NCCL on EFA)",
-    "enable_dbo": DUAL_BATCH_OVERLAP,
-    "ubatch_size": DUAL_BATCH_OVERLAP,
+    "enable_dbo": DUAL_BATCH_OVERLAP_REFUSAL,
+    "ubatch_size": DUAL_BATCH_OVERLAP_REFUSAL,
     "enable_elastic_ep": "elastic expert parallel resizes a DP group in place; Ray Serve LLM "
     "2.58 restarts a gang whole and scales whole groups (data_parallel/dp_server.py)",
     "data_parallel_size_local": _PARALLELISM,

@@ -206,8 +206,31 @@ class Capacity(Section):
         "not fall back to On-Demand).",
     )
 
+    placement_group: str | None = Field(
+        None,
+        **matching(
+            r"^[\x21-\x7e]{1,255}$",
+            "a placement group name: 1 to 255 printable ASCII characters without spaces",
+        ),
+        description="capacity_reservation only: the cluster placement group the reservation "
+        "was created in (EC2 'Capacity Reservations in cluster placement groups'); the nodes "
+        "then launch into it, co-located. Without it a reservation's instances are placed "
+        "wherever EC2 has them, which a DP group spanning nodes feels in its all-to-all.",
+    )
+
     @model_validator(mode="after")
     def _reservation(self) -> Capacity:
+        if self.placement_group is not None and self.type != "capacity_reservation":
+            raise ValueError(
+                f"placement_group names the cluster placement group an On-Demand Capacity "
+                f"Reservation was created in; with type {self.type!r} "
+                + (
+                    "the stack makes and uses its own cluster placement group"
+                    if self.type == "on_demand"
+                    else "EC2 places the Capacity Block itself"
+                )
+                + ": remove placement_group"
+            )
         if self.type != "on_demand" and self.reservation_id is None:
             raise ValueError(f"capacity type {self.type!r} needs reservation_id (cr-...)")
         if self.type != "on_demand" and self.reserved_instances is None:

@@ -26,7 +26,7 @@ from app_config.section import (
     require_consent_for_anywhere,
     require_internet_sources,
 )
-from catalog.expert_parallel import ALL2ALL_BACKENDS, SUPPORTED_ALL2ALL
+from catalog.expert_parallel import ALL2ALL_BACKENDS, SUPPORTED_ALL2ALL_BACKENDS
 from catalog.helm_charts import CHARTS
 from catalog.ray_llm_image import DEFAULT_IMAGE_TAG, IMAGES
 
@@ -182,15 +182,18 @@ class ReplicaAutoscaling(Section):
     )
 
 
+_ON_EFA = " or ".join(repr(name) for name in SUPPORTED_ALL2ALL_BACKENDS)
+
+
 def _all2all_on_efa(backend: str) -> str:
     if backend not in ALL2ALL_BACKENDS:
         raise ValueError(
             f"not an all-to-all backend of vLLM 0.26 (vllm/config/parallel.py All2AllBackend); "
-            f"on EFA use {SUPPORTED_ALL2ALL!r}"
+            f"on EFA use {_ON_EFA}"
         )
     reason = ALL2ALL_BACKENDS[backend]
     if reason:
-        raise ValueError(f"{reason}; on EFA the image runs {SUPPORTED_ALL2ALL!r}")
+        raise ValueError(f"{reason} (on EFA the image runs {_ON_EFA})")
     return backend
 
 
@@ -257,10 +260,10 @@ class Engine(Section):
         "model.",
     )
     all2all_backend: Annotated[str, AfterValidator(_all2all_on_efa)] = Field(
-        SUPPORTED_ALL2ALL,
+        SUPPORTED_ALL2ALL_BACKENDS[0],
         description="How expert-parallel ranks exchange tokens (vLLM all2all_backend). On EFA "
         "the image runs 'allgather_reducescatter' (NCCL collectives over aws-ofi-nccl); the "
-        "others are refused with the reason (docs/architecture.md, 'Data and expert parallel').",
+        "others are refused with the reason (docs/architecture.md, 'Expert parallel on EFA').",
     )
     eplb: ExpertLoadBalancing = Field(
         ExpertLoadBalancing(), description="Expert-parallel load balancing (vLLM EPLB)."

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import time
 from collections.abc import Callable
@@ -179,49 +180,98 @@ def preflight_command(
     _report(checks, as_json, f"Preflight for {settings.region}")
 
 
+class Side(StrEnum):
+    prefill = "prefill"
+    decode = "decode"
+
+
 @app.command("plan")
 @guarded
 def plan_command(
     model_config: Annotated[
-        str,
+        str | None,
         typer.Option(
-            help="the model's config.json (or its folder), or a Hugging Face model id (owner/name)"
+            help="the model's config.json (or its folder), or a Hugging Face model id "
+            "(owner/name); default: serving.model.id"
         ),
-    ],
+    ] = None,
     input_tokens: Annotated[int, typer.Option(min=1, max=10_000_000)] = 4096,
     output_tokens: Annotated[int, typer.Option(min=1, max=10_000_000)] = 512,
-    instance_type: Annotated[str | None, typer.Option(help="default: the prefill nodes'")] = None,
+    side: Annotated[
+        Side, typer.Option(help="whose nodes, parallelism and engine options to size")
+    ] = Side.prefill,
+    instance_type: Annotated[str | None, typer.Option(help="default: the side's nodes'")] = None,
     tensor_parallel: Annotated[
-        int | None, typer.Option(min=1, help="default: the configured TP")
+        int | None, typer.Option(min=1, max=64, help="default: the side's TP")
+    ] = None,
+    data_parallel: Annotated[
+        int | None,
+        typer.Option(min=1, max=1024, help="DP ranks per replica; default: the side's"),
+    ] = None,
+    expert_parallel: Annotated[
+        bool | None,
+        typer.Option(
+            "--expert-parallel/--no-expert-parallel", help="default: the side's expert_parallel"
+        ),
+    ] = None,
+    eplb_redundant_experts: Annotated[
+        int | None,
+        typer.Option(
+            min=0, max=4096, help="EPLB's extra expert copies (enables EPLB); default: the side's"
+        ),
+    ] = None,
+    kv_cache_dtype: Annotated[
+        str | None, typer.Option(help="auto, bfloat16, fp8, fp8_ds_mla, ...; default: the side's")
+    ] = None,
+    max_model_len: Annotated[
+        int | None,
+        typer.Option(min=1, max=10_000_000, help="default: serving.max_model_len"),
     ] = None,
     config: ConfigOption = None,
     context: ContextOption = [],  # noqa: B006
     as_json: JsonOption = False,
 ) -> None:
-    """KV-cache sizing and a verdict on disaggregation for a model.
+    """KV-cache sizing and a verdict on disaggregation for a model, on one side.
 
-    KV bytes per token and per request, EFA vs TCP transfer time, memory (quantized weights
-    sized from the config's quantization_config); exits 1 when the model does not fit."""
+    KV bytes per token (GQA or MLA) and per request, EFA vs TCP transfer time, memory per GPU
+    (quantized weights, experts spread by expert parallel), KV tokens per DP rank and replica;
+    exits 1 when the model does not fit."""
     from catalog.instances import CATALOG
     from pdctl import kv_plan
+    from pdctl.expert_placement import ParallelismError
+    from pdctl.model_architecture import UnsupportedModelError, model_shape
 
     settings = _settings(config, context)
-    chosen = instance_type or settings.gpu_nodes.prefill.instance_type
+    model_config = model_config or settings.serving.model.id
+    role = side.value
+    engine = settings.serving.engine(role)
+    chosen = instance_type or getattr(settings.gpu_nodes, role).instance_type
     if chosen not in CATALOG:
         fail(f"--instance-type {chosen}: not in the catalog", f"valid: {', '.join(CATALOG)}")
     instance = CATALOG[chosen]
-    configured_tp, pp = settings.replica_gpus("prefill")
+    configured_tp, pp = settings.replica_gpus(role)
     tp = tensor_parallel or configured_tp
     if tp * pp > instance.gpus:
         fail(
             f"TP {tp} x PP {pp} needs {tp * pp} GPUs; one {instance.name} has {instance.gpus}",
             "lower --tensor-parallel",
         )
+    dp = data_parallel or engine.data_parallel_size
+    ep = engine.expert_parallel if expert_parallel is None else expert_parallel
+    redundant = (
+        engine.eplb.num_redundant_experts
+        if eplb_redundant_experts is None
+        else eplb_redundant_experts
+    )
+    eplb_on = engine.eplb.enabled or redundant > 0
+    cache_dtype = kv_cache_dtype or str(
+        settings.serving.engine_options_for(role).get("kv_cache_dtype") or "auto"
+    )
     try:
-        shape = kv_plan.model_shape(kv_plan.load_model_config(model_config))
+        shape = model_shape(kv_plan.load_model_config(model_config), cache_dtype)
     except OSError as error:
         fail(f"{model_config}: cannot read it: {error}")
-    except kv_plan.UnsupportedModelError as error:
+    except UnsupportedModelError as error:
         fail(f"{model_config}: cannot size this model: {error}")
     if shape.attention_heads % tp:
         fail(
@@ -229,31 +279,61 @@ def plan_command(
             "vLLM refuses such a split",
             "choose a --tensor-parallel that divides them",
         )
-    result = kv_plan.plan(
-        shape,
-        instance,
-        tensor_parallel=tp,
-        pipeline_parallel=pp,
-        input_tokens=input_tokens,
-        output_tokens=output_tokens,
-        gpu_memory_utilization=settings.serving.prefill.gpu_memory_utilization,
-    )
+    try:
+        result = kv_plan.plan(
+            shape,
+            instance,
+            tensor_parallel=tp,
+            pipeline_parallel=pp,
+            data_parallel=dp,
+            expert_parallel=ep,
+            eplb=eplb_on,
+            redundant_experts=redundant,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            gpu_memory_utilization=engine.gpu_memory_utilization,
+            max_model_len=max_model_len or settings.serving.max_model_len,
+        )
+    except ParallelismError as error:
+        fail(
+            f"{role}: {error}",
+            "change --data-parallel, --expert-parallel or --eplb-redundant-experts",
+        )
     if as_json:
-        emit_json({"instance_type": instance.name, "tensor_parallel": tp, **result.as_dict()})
+        emit_json(
+            {"side": role, "instance_type": instance.name, "tensor_parallel": tp}
+            | {
+                "pipeline_parallel": pp,
+                "nodes_per_replica": math.ceil(result.gpus_per_replica / instance.gpus),
+            }
+            | result.as_dict()
+        )
     else:
-        _print_plan(result, model_config, instance, tp, input_tokens)
+        _print_plan(result, model_config, instance, role, tp, pp, input_tokens)
     if not result.fits:
         raise typer.Exit(output.EXIT_CHECK_FAILED)
 
 
-def _print_plan(result: Any, model_config: str, instance: Any, tp: int, input_tokens: int) -> None:
+def _print_plan(
+    result: Any, model_config: str, instance: Any, role: str, tp: int, pp: int, input_tokens: int
+) -> None:
     from pdctl import kv_plan
 
-    table = Table(title=plain(f"{model_config} on {instance.name}, TP {tp}"))
+    layout = f"DP {result.data_parallel} x TP {tp}" + (f" x PP {pp}" if pp > 1 else "")
+    if result.expert_parallel:
+        layout += " with EP"
+    title = f"{model_config} on {instance.name}, {role}: {layout}"
+    table = Table(title=plain(title))
     table.add_column("figure")
     table.add_column("value", justify="right")
+    attention = "MLA latent" if result.attention == "mla" else "GQA"
+    gib = 2**30
     rows = [
-        ("KV bytes per token", f"{result.kv_bytes_per_token:,}"),
+        (
+            f"KV bytes per token ({attention}, {result.kv_cache_dtype})",
+            f"{result.kv_bytes_per_token:,}",
+        ),
+        ("KV bytes per token per GPU", f"{result.kv_bytes_per_token_per_gpu:,}"),
         (f"KV bytes per request ({input_tokens} input tokens)", f"{result.kv_bytes_per_request:,}"),
         (
             f"transfer over EFA ({instance.efa_bandwidth_gbps} Gbps x {kv_plan.EFA_EFFICIENCY})",
@@ -265,10 +345,34 @@ def _print_plan(result: Any, model_config: str, instance: Any, tp: int, input_to
         ),
         ("prefill compute (estimate)", f"{result.prefill_seconds * 1000:.1f} ms"),
         ("weight precision (quantization_config)", result.weight_precision),
-        ("weights per GPU", f"{result.weights_bytes_per_gpu / 2**30:.1f} GiB"),
-        ("KV budget per GPU", f"{result.kv_budget_bytes_per_gpu / 2**30:.1f} GiB"),
+        ("weights per GPU", f"{result.weights_bytes_per_gpu / gib:.1f} GiB"),
+    ]
+    if result.experts_per_gpu:
+        split = "whole, EP" if result.expert_parallel else "sliced, TP x DP"
+        rows.append(
+            (
+                f"routed experts per GPU per MoE layer ({split})",
+                f"{result.experts_per_gpu:g} ({result.expert_weights_bytes_per_gpu / gib:.1f} GiB)",
+            )
+        )
+    nodes = math.ceil(result.gpus_per_replica / instance.gpus)
+    rows += [
+        ("KV budget per GPU", f"{result.kv_budget_bytes_per_gpu / gib:.1f} GiB"),
+        ("KV tokens per DP rank", f"{result.kv_tokens_per_dp_rank:,}"),
+        (
+            f"KV tokens per replica ({result.gpus_per_replica} GPUs, {nodes} node"
+            f"{'s' if nodes > 1 else ''})",
+            f"{result.kv_tokens_per_replica:,}",
+        ),
         ("concurrent sequences per replica", f"{result.max_concurrent_sequences:,}"),
     ]
+    if result.max_model_len is not None:
+        rows.append(
+            (
+                f"sequences at max_model_len {result.max_model_len:,} per replica",
+                f"{result.sequences_at_max_model_len:,}",
+            )
+        )
     for figure, value in rows:
         table.add_row(styled(figure), styled(value))
     console.print(table)

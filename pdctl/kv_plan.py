@@ -1,10 +1,9 @@
 """KV-cache sizing for prefill/decode disaggregation, from a model's Hugging Face config.json.
 
-KV bytes per token = 2 (K and V) x layers x KV heads x head dim x bytes per element. Grouped-query
-attention is handled through num_key_value_heads. Not handled, and refused with a clear error:
-multi-head latent attention (DeepSeek's kv_lora_rank), whose cache is a compressed latent.
-Sliding-window layers are counted at full length (an upper bound). Weights are sized at the
-precision the checkpoint's quantization_config gives each kind of layer (weight_precision.py).
+KV bytes per token follow vLLM 0.26's cache layout (kv_cache_bytes.py): grouped-query attention
+stores K and V per KV head per layer; multi-head latent attention one latent of kv_lora_rank +
+qk_rope_head_dim per layer, whole on every TP rank. Weights (model_architecture.py) are placed
+per GPU as vLLM places them under TP, PP, DP and expert parallel (expert_placement.py).
 """
 
 from __future__ import annotations
@@ -14,15 +13,14 @@ import math
 import re
 import urllib.error
 import urllib.request
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from catalog.instances import GpuInstance
+from pdctl.expert_placement import Parallelism
 from pdctl.http_call import within
-from pdctl.weight_precision import UNQUANTIZED, QuantizationError, WeightPrecision, weight_precision
-
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float8_e4m3fn": 1, "fp8": 1}
+from pdctl.model_architecture import ModelShape, UnsupportedModelError
 
 # Share of EFA's line rate a NIXL READ achieves (NIXL over LIBFABRIC, large blocks).
 EFA_EFFICIENCY = 0.7
@@ -38,89 +36,11 @@ MIN_INPUT_TOKENS = 1024
 MAX_TRANSFER_SHARE = 0.2
 
 
-class UnsupportedModelError(ValueError):
-    """The config describes an attention layout this estimate cannot size."""
-
-
-@dataclass(frozen=True)
-class ModelShape:
-    layers: int
-    attention_heads: int
-    kv_heads: int
-    head_dim: int
-    hidden_size: int
-    intermediate_size: int
-    vocab_size: int
-    tied_embeddings: bool
-    experts: int
-    experts_per_token: int
-    dtype_bytes: int
-    precision: WeightPrecision = field(default=UNQUANTIZED)
-
-    @property
-    def kv_bytes_per_token(self) -> int:
-        return 2 * self.layers * self.kv_heads * self.head_dim * self.dtype_bytes
-
-    def kv_bytes_per_token_per_gpu(self, tensor_parallel: int) -> int:
-        """Each rank holds its share of KV heads, and at least one: with TP above the KV head
-        count vLLM replicates heads across ranks."""
-        heads = math.ceil(self.kv_heads / tensor_parallel)
-        return 2 * self.layers * heads * self.head_dim * self.dtype_bytes
-
-    def _parameters(self, experts: int) -> int:
-        """Attention and gated MLP (times the experts counted) per layer, plus the embeddings;
-        norms and biases are negligible."""
-        h, q = self.hidden_size, self.attention_heads * self.head_dim
-        kv = self.kv_heads * self.head_dim
-        attention = h * q + 2 * h * kv + q * h
-        mlp = 3 * h * self.intermediate_size * max(experts, 1)
-        embeddings = self.vocab_size * h * (1 if self.tied_embeddings else 2)
-        return self.layers * (attention + mlp) + embeddings
-
-    @property
-    def parameters(self) -> int:
-        """All weights: what must sit in GPU memory."""
-        return self._parameters(self.experts)
-
-    @property
-    def weight_bytes(self) -> int:
-        """All weights at the precision the checkpoint stores each kind of layer in: attention
-        and MLP (or experts) as quantized, embeddings in the model's dtype."""
-        h, q = self.hidden_size, self.attention_heads * self.head_dim
-        kv = self.kv_heads * self.head_dim
-        attention = self.layers * (h * q + 2 * h * kv + q * h)
-        mlp = self.layers * 3 * h * self.intermediate_size * max(self.experts, 1)
-        embedding = self.vocab_size * h
-        lm_head = 0 if self.tied_embeddings else self.vocab_size * h
-        size, dtype = self.precision.bytes_for, self.dtype_bytes
-        total = (
-            attention * size("attention", dtype)
-            + mlp * size("expert" if self.experts else "mlp", dtype)
-            + embedding * dtype
-            + lm_head * size("lm_head", dtype)
-        )
-        return math.ceil(total)
-
-    @property
-    def active_parameters(self) -> int:
-        """Weights one token passes through: what the compute costs (MoE routes to a few)."""
-        return self._parameters(self.experts_per_token if self.experts else 0)
-
-
 # Hugging Face answers a config download in well under this; a stalled one ends here.
 DOWNLOAD_TIMEOUT_SECONDS = 20
 CONFIG_BYTES_MAX = 10_000_000
 # Hugging Face repository ids: `owner/name`, letters, digits, '-', '_', '.', at most 96 each.
 HF_MODEL_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")
-# The largest size any config key here holds in a real model is below 2**31 (vLLM keeps them in
-# int32); beyond it the estimate's floats would overflow.
-SIZE_MAX = 2**31 - 1
-REQUIRED_SIZES = (
-    "num_hidden_layers",
-    "num_attention_heads",
-    "hidden_size",
-    "vocab_size",
-)
 
 
 def is_model_id(source: str) -> bool:
@@ -190,72 +110,6 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a number a model config can hold")
 
 
-def _size(config: dict[str, Any], key: str, default: int | None = None) -> int:
-    """A positive whole number, or a clear error naming the key."""
-    value = config.get(key)
-    if value is None:  # absent, or null as some configs write it
-        value = default
-    if value is None:
-        raise UnsupportedModelError(f"{key} is missing")
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= SIZE_MAX:
-        raise UnsupportedModelError(
-            f"{key} = {str(value)[:40]}; expected a whole number from 1 to {SIZE_MAX}"
-        )
-    return value
-
-
-def model_shape(model_config: dict[str, Any]) -> ModelShape:
-    # Multimodal configs nest the language model; the quantization_config stays on top.
-    config = model_config.get("text_config", model_config)
-    if not isinstance(config, dict):
-        raise UnsupportedModelError("text_config is not a JSON object")
-    try:
-        precision = weight_precision(
-            model_config if "quantization_config" in model_config else config
-        )
-    except QuantizationError as error:
-        raise UnsupportedModelError(str(error)) from None
-    if "kv_lora_rank" in config:
-        raise UnsupportedModelError("multi-head latent attention (kv_lora_rank) is not handled")
-    sizes = {key: _size(config, key) for key in REQUIRED_SIZES}
-    heads = sizes["num_attention_heads"]
-    kv_heads = _size(config, "num_key_value_heads", heads)
-    if heads % kv_heads:
-        raise UnsupportedModelError(
-            f"num_key_value_heads = {kv_heads} does not divide num_attention_heads = {heads}"
-        )
-    head_dim = _size(config, "head_dim", sizes["hidden_size"] // heads or None)
-    intermediate_key = (
-        "moe_intermediate_size" if config.get("moe_intermediate_size") else "intermediate_size"
-    )
-    experts_key = "num_experts" if config.get("num_experts") else "num_local_experts"
-    experts = _size(config, experts_key) if config.get(experts_key) else 0
-    experts_per_token = (
-        _size(config, "num_experts_per_tok") if config.get("num_experts_per_tok") else 0
-    )
-    if experts_per_token > max(experts, 1) and experts:
-        raise UnsupportedModelError(
-            f"num_experts_per_tok = {experts_per_token} exceeds the {experts} experts"
-        )
-    dtype = str(config.get("torch_dtype") or config.get("dtype") or "bfloat16")
-    if dtype not in DTYPE_BYTES:
-        raise UnsupportedModelError(f"dtype {dtype!r}; known: {', '.join(DTYPE_BYTES)}")
-    return ModelShape(
-        layers=sizes["num_hidden_layers"],
-        attention_heads=heads,
-        kv_heads=kv_heads,
-        head_dim=head_dim,
-        hidden_size=sizes["hidden_size"],
-        intermediate_size=_size(config, intermediate_key),
-        vocab_size=sizes["vocab_size"],
-        tied_embeddings=bool(config.get("tie_word_embeddings", False)),
-        experts=experts,
-        experts_per_token=experts_per_token,
-        dtype_bytes=DTYPE_BYTES[dtype],
-        precision=precision,
-    )
-
-
 @dataclass(frozen=True)
 class KvPlan:
     kv_bytes_per_token: int
@@ -265,13 +119,27 @@ class KvPlan:
     prefill_seconds: float
     weights_bytes_per_gpu: int
     kv_budget_bytes_per_gpu: int
-    max_concurrent_sequences: int
+    max_concurrent_sequences: int  # per replica (DP group) at input + output tokens each
     verdict: str
     pays_off: bool
     weight_precision: str = "none"
+    attention: str = "gqa"  # or "mla": one latent per layer
+    kv_cache_dtype: str = "auto"
+    kv_bytes_per_token_per_gpu: int = 0
+    data_parallel: int = 1
+    expert_parallel: bool = False
+    gpus_per_replica: int = 1  # DP x TP x PP
+    experts_per_gpu: float = 0  # routed experts of each MoE layer on the fullest GPU
+    expert_weights_bytes_per_gpu: int = 0
+    kv_tokens_per_dp_rank: int = 0
+    kv_tokens_per_replica: int = 0
+    max_model_len: int | None = None
+    sequences_at_max_model_len: int | None = None  # per replica (DP group)
 
     @property
     def fits(self) -> bool:
+        if self.max_model_len is not None and self.kv_tokens_per_dp_rank < self.max_model_len:
+            return False
         return self.max_concurrent_sequences >= 1
 
     def as_dict(self) -> dict[str, Any]:
@@ -284,24 +152,48 @@ def plan(
     *,
     tensor_parallel: int,
     pipeline_parallel: int = 1,
+    data_parallel: int = 1,
+    expert_parallel: bool = False,
+    eplb: bool = False,
+    redundant_experts: int = 0,
     input_tokens: int,
     output_tokens: int,
     gpu_memory_utilization: float = 0.9,
+    max_model_len: int | None = None,
 ) -> KvPlan:
+    """One side's sizing. Raises ParallelismError for a layout vLLM refuses."""
+    parallelism = Parallelism(
+        tensor_parallel=tensor_parallel,
+        pipeline_parallel=pipeline_parallel,
+        data_parallel=data_parallel,
+        expert_parallel=expert_parallel,
+        eplb=eplb or redundant_experts > 0,
+        redundant_experts=redundant_experts,
+    )
+    parallelism.check(shape.experts)
     per_request = shape.kv_bytes_per_token * input_tokens
     efa_bytes_per_second = instance.efa_bandwidth_gbps * 1e9 / 8 * EFA_EFFICIENCY
     transfer_efa = per_request / efa_bytes_per_second
     transfer_tcp = per_request / (TCP_SINGLE_FLOW_GBPS * 1e9 / 8)
-    gpus = tensor_parallel * pipeline_parallel
-    weights_per_gpu = shape.weight_bytes // gpus
+    parts = shape.weight_parts()
+    weights_per_gpu = parts.bytes_per_gpu(parallelism)
     usable = int(instance.gpu_memory_gib * 2**30 * gpu_memory_utilization)
     kv_budget = max(usable - weights_per_gpu, 0)
-    # Each pipeline stage holds its layers' KV; each rank its heads' share of it.
-    per_gpu_token = shape.kv_bytes_per_token_per_gpu(tensor_parallel) // pipeline_parallel
-    sequences = kv_budget // (per_gpu_token * (input_tokens + output_tokens))
+    # Each pipeline stage holds its layers' KV; each rank its heads' share of it (GQA) or the
+    # whole latent (MLA). Every GPU of a DP rank holds the same tokens; DP ranks hold their own.
+    per_gpu_token = shape.kv_bytes_per_token_per_gpu(tensor_parallel, pipeline_parallel)
+    tokens_per_rank = kv_budget // per_gpu_token
+    sequences = data_parallel * (tokens_per_rank // (input_tokens + output_tokens))
+    at_max_len = None if max_model_len is None else tokens_per_rank // max_model_len
     flops = 2 * shape.active_parameters * input_tokens
-    prefill = flops / (instance.gpu_bf16_tflops * 1e12 * gpus * PREFILL_MFU)
+    prefill = flops / (instance.gpu_bf16_tflops * 1e12 * parallelism.rank_gpus * PREFILL_MFU)
     verdict, pays_off = _verdict(input_tokens, transfer_efa, prefill, sequences)
+    if sequences and at_max_len == 0:
+        verdict, pays_off = (
+            f"does not fit: one DP rank's KV cache holds {tokens_per_rank:,} tokens, fewer "
+            f"than max_model_len {max_model_len:,} (vLLM refuses to start)",
+            False,
+        )
     return KvPlan(
         kv_bytes_per_token=shape.kv_bytes_per_token,
         kv_bytes_per_request=per_request,
@@ -314,6 +206,18 @@ def plan(
         verdict=verdict,
         pays_off=pays_off,
         weight_precision=shape.precision.method,
+        attention="mla" if shape.mla else "gqa",
+        kv_cache_dtype=shape.kv_layout.cache_dtype,
+        kv_bytes_per_token_per_gpu=per_gpu_token,
+        data_parallel=data_parallel,
+        expert_parallel=parallelism.uses_expert_parallel,
+        gpus_per_replica=parallelism.group_gpus,
+        experts_per_gpu=parallelism.experts_per_gpu(shape.experts),
+        expert_weights_bytes_per_gpu=parts.expert_bytes_per_gpu(parallelism),
+        kv_tokens_per_dp_rank=tokens_per_rank,
+        kv_tokens_per_replica=data_parallel * tokens_per_rank,
+        max_model_len=max_model_len,
+        sequences_at_max_model_len=None if at_max_len is None else data_parallel * at_max_len,
     )
 
 
@@ -321,7 +225,10 @@ def _verdict(
     input_tokens: int, transfer: float, prefill: float, sequences: int
 ) -> tuple[str, bool]:
     if sequences < 1:
-        return "does not fit: weights leave no room for one sequence's KV cache at this TP", False
+        return (
+            "does not fit: weights leave no room for one sequence's KV cache at this layout",
+            False,
+        )
     share = transfer / prefill if prefill else math.inf
     if share > MAX_TRANSFER_SHARE:
         return (

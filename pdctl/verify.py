@@ -348,12 +348,16 @@ def await_transfers(
     interval: float = 0.5,
 ) -> TransferEvidence:
     """Reads the metrics until they show what the completion did (a transfer, a failure, a
-    restart, no NIXL metrics at all) or ``wait_seconds`` have passed; what they show then."""
+    restart) or ``wait_seconds`` have passed; what they show then. No NIXL metrics at all is an
+    answer only at the deadline: Ray exports a series after its first observation, at the
+    worker's next report (metrics_report_interval_ms, 10 s in Ray 2.58, later on a busy node),
+    so a decode that never transferred before this request shows none until then (seen on an
+    H200, 2026-12-01: read at once, decode's NIXL and inter-token series were not there yet)."""
     deadline = clock() + wait_seconds
     while True:
         during = transfers_during(before, read())
         settled = during.transfers > 0 or during.failed_transfers > 0 or during.reset
-        if settled or not during.seen or clock() >= deadline:
+        if settled or clock() >= deadline:
             return during
         sleep(interval)
 

@@ -131,6 +131,21 @@ class GpuNodesStack(Stack):
                     "serving through updates (docs/operating.md, 'What a node group update "
                     "costs').",
                 )
+            capacity = group.capacity
+            if (
+                nodes > 1
+                and capacity.type == "capacity_reservation"
+                and not capacity.placement_group
+            ):
+                Annotations.of(node_group).add_warning_v2(
+                    f"pd-llm:dp-group-not-co-located-{role}",
+                    f"gpu_nodes.{role}: a DP group spans {nodes} nodes of an On-Demand "
+                    "Capacity Reservation without capacity.placement_group; its nodes are "
+                    "co-located only if the reservation was made in a cluster placement "
+                    "group and the nodes launch into it. Name that group in "
+                    f"gpu_nodes.{role}.capacity.placement_group, or use a Capacity Block "
+                    "(placed in an EC2 UltraCluster).",
+                )
             if group.capacity.type == "capacity_block":
                 Annotations.of(node_group).add_warning_v2(
                     f"pd-llm:capacity-block-update-{role}",

@@ -152,7 +152,11 @@ class EfaNodeGroup(Construct):
             placement=(
                 ec2.CfnLaunchTemplate.PlacementProperty(group_name=props.placement_group_name)
                 if capacity.type == "on_demand"
-                else None  # a reservation replaces the placement group (ClusterPlacementGroup)
+                # A reservation replaces the stack's placement group (ClusterPlacementGroup);
+                # one made in a cluster placement group must be launched into that group.
+                else ec2.CfnLaunchTemplate.PlacementProperty(group_name=capacity.placement_group)
+                if capacity.placement_group
+                else None
             ),
             capacity_reservation_specification=(
                 ec2.CfnLaunchTemplate.CapacityReservationSpecificationProperty(

@@ -36,7 +36,8 @@ BAD_OPTIONS = [
     # What the project sets itself: refused with the setting to use instead.
     ({DECODE: '{"tensor_parallel_size": 4}'}, f"{DECODE}.tensor_parallel_size",
      "serving.<side>.tensor_parallel_size"),
-    ({PREFILL: '{"data_parallel_size": 2}'}, f"{PREFILL}.data_parallel_size", "one node"),
+    ({PREFILL: '{"data_parallel_size": 2}'}, f"{PREFILL}.data_parallel_size",
+     "use serving.<side>.data_parallel_size"),
     ({BOTH: '{"block_size": 64}'}, f"{BOTH}.block_size", "serving.kv_transfer.block_size"),
     ({BOTH: '{"kv_transfer_config": {"kv_connector": "NixlConnector"}}'},
      f"{BOTH}.kv_transfer_config", "serving.kv_transfer"),

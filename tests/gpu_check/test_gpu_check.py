@@ -16,6 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from catalog.metrics import NIXL_FAILED_TRANSFERS, SCRAPED, PrometheusMetric
 from pdctl.verify import kv_verdict, transfer_evidence
 from tests.conftest import Synthesized
+from tools.gpu_check.__main__ import chat_parsers
 from tools.gpu_check.deployed import DeployedRayService
 from tools.gpu_check.one_gpu import one_gpu_serve_config, vllm_cli_args
 from tools.gpu_check.results import Run, markdown_report
@@ -129,9 +130,47 @@ def test_configurations_it_cannot_reproduce_are_refused(
         scale_down(config, vocab_size=VOCAB)
 
 
+# The MoE example gpu-check runs (`make gpu-check CONFIG=examples/deepseek-v3-pd.yaml`): data
+# parallel ranks with expert parallel per side.
+MOE_EXAMPLE = "deepseek-v3-pd"
+# EPLB with redundant experts on both sides, the settings one GPU cannot hold.
+EPLB = {
+    f"serving.{side}.eplb": '{"enabled": true, "num_redundant_experts": 32}'
+    for side in ("prefill", "decode")
+}
+
+
 @pytest.fixture(scope="module")
 def deployed(synthesize: Callable[[str], Synthesized]) -> DeployedRayService:
     return DeployedRayService.read(synthesize("default").outdir)
+
+
+@pytest.fixture(scope="module", params=["default", MOE_EXAMPLE, "eplb"])
+def any_deployed(
+    request: pytest.FixtureRequest, synthesize: Callable[..., Synthesized]
+) -> DeployedRayService:
+    if request.param == "eplb":
+        return DeployedRayService.read(synthesize(MOE_EXAMPLE, EPLB).outdir)
+    return DeployedRayService.read(synthesize(request.param).outdir)
+
+
+def _vllm_refusal(kwargs: Mapping[str, Any]) -> str | None:
+    """vLLM 0.26.0's expert-parallel rules for one engine (vllm/config/parallel.py,
+    ParallelConfig._validate_parallel_config; prefill-context parallel is never set here)."""
+    ranks = int(kwargs.get("tensor_parallel_size", 1)) * int(kwargs.get("data_parallel_size", 1))
+    if kwargs.get("enable_eplb"):
+        if not kwargs.get("enable_expert_parallel"):
+            return "enable_expert_parallel must be True to use EPLB."
+        if ranks <= 1:
+            return "EPLB requires tensor, prefill-context, or data parallelism"
+    elif (kwargs.get("eplb_config") or {}).get("num_redundant_experts", 0):
+        return "num_redundant_experts is set but EPLB is not enabled"
+    return None
+
+
+def _sides(serve_config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    (application,) = serve_config["applications"]
+    return {side: application["args"][f"{side}_config"] for side in ("prefill", "decode")}
 
 
 def _paths(value: Any, prefix: str = "") -> dict[str, Any]:
@@ -149,8 +188,9 @@ def _paths(value: Any, prefix: str = "") -> dict[str, Any]:
 
 @pytest.mark.parametrize("efa", [True, False])
 def test_the_checked_serve_config_differs_from_the_synthesized_one_only_where_it_says(
-    deployed: DeployedRayService, efa: bool
+    any_deployed: DeployedRayService, efa: bool
 ) -> None:
+    deployed = any_deployed
     original = deployed.serve_config
     local, changes = one_gpu_serve_config(original, "/models/small", efa=efa, http_port=18000)
     before, after = _paths(original), _paths(local)
@@ -174,6 +214,53 @@ def test_the_checked_serve_config_differs_from_the_synthesized_one_only_where_it
                 "block_size"
             ]
         )
+
+
+def test_the_moe_example_keeps_expert_parallel_and_runs_one_rank_per_side(
+    synthesize: Callable[..., Synthesized],
+) -> None:
+    original = DeployedRayService.read(synthesize(MOE_EXAMPLE).outdir).serve_config
+    local, changes = one_gpu_serve_config(original, "/models/small", efa=False, http_port=18000)
+    reasons = {change.setting: change.reason for change in changes}
+    for side, llm in _sides(local).items():
+        deployed = _sides(original)[side]["engine_kwargs"]
+        kwargs = llm["engine_kwargs"]
+        assert deployed["data_parallel_size"] > 1  # the example is what this test is about
+        assert deployed["enable_expert_parallel"] is True
+        assert kwargs["data_parallel_size"] == kwargs["tensor_parallel_size"] == 1
+        assert "Duplicate GPU" in reasons[f"{side}_config.engine_kwargs.data_parallel_size"]
+        for key in ("enable_expert_parallel", "all2all_backend"):
+            assert kwargs[key] == deployed[key], key
+        assert _vllm_refusal(kwargs) is None
+
+
+def test_the_tokenizer_is_built_for_the_parsers_the_deployed_engines_name(
+    synthesize: Callable[..., Synthesized],
+) -> None:
+    serve_config = DeployedRayService.read(synthesize(MOE_EXAMPLE).outdir).serve_config
+    assert chat_parsers(serve_config) == {"tool_call_parser": "deepseek_v3"}
+
+
+def test_eplb_is_turned_off_with_its_redundant_experts_and_nothing_else_of_it(
+    synthesize: Callable[..., Synthesized],
+) -> None:
+    original = DeployedRayService.read(synthesize(MOE_EXAMPLE, EPLB).outdir).serve_config
+    local, changes = one_gpu_serve_config(original, "/models/small", efa=False, http_port=18000)
+    reasons = {change.setting: change.reason for change in changes}
+    for side, llm in _sides(local).items():
+        deployed = _sides(original)[side]["engine_kwargs"]
+        kwargs = llm["engine_kwargs"]
+        assert deployed["enable_eplb"] is True
+        # Only dropping the ranks would leave a config vLLM refuses: each change is needed.
+        one_rank = {**deployed, "tensor_parallel_size": 1, "data_parallel_size": 1}
+        assert "EPLB requires" in (_vllm_refusal(one_rank) or "")
+        assert _vllm_refusal({**one_rank, "enable_eplb": False}) is not None
+        assert _vllm_refusal(kwargs) is None
+        assert kwargs["enable_eplb"] is False
+        assert kwargs["eplb_config"] == {**deployed["eplb_config"], "num_redundant_experts": 0}
+        assert "EPLB requires" in reasons[f"{side}_config.engine_kwargs.enable_eplb"]
+        setting = f"{side}_config.engine_kwargs.eplb_config.num_redundant_experts"
+        assert "not enabled" in reasons[setting]
 
 
 def test_each_side_keeps_its_own_resource_on_a_one_gpu_node(deployed: DeployedRayService) -> None:

@@ -20,7 +20,7 @@ from pdctl.cost import (
     cost_lines,
     total_per_hour,
 )
-from tests.configurations import context_for
+from tests.configurations import PROJECT_ROOT, context_for, settings_for
 
 
 def _product(price: str) -> str:
@@ -127,3 +127,16 @@ def test_catalog_prices_mark_what_they_cannot_price() -> None:
     assert (
         prefill.unit_price_per_hour == INSTANCE_HOURLY_USD[settings.gpu_nodes.prefill.instance_type]
     )
+
+
+def test_the_readmes_moe_example_costs_are_what_pdctl_cost_computes() -> None:
+    """README, 'Starting points': the figures quoted for the MoE examples at catalog prices."""
+    readme = " ".join((PROJECT_ROOT / "README.md").read_text().split())
+    qwen = cost_lines(CatalogPrices(), settings_for("qwen3-235b-a22b-pd"))
+    total, complete = total_per_hour(qwen)
+    assert complete
+    assert f"gives **USD {round(total)} per hour**" in readme
+    deepseek = cost_lines(CatalogPrices(), settings_for("deepseek-v3-pd"))
+    rest, complete = total_per_hour(deepseek)
+    assert not complete  # p5en has no catalog list price, and the README says so
+    assert f"the rest of that stack is USD {rest:.2f} per hour" in readme

@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from catalog.instances import CATALOG
 from pdctl.cli import app
-from pdctl.kv_plan import UnsupportedModelError, model_shape, plan
+from pdctl.kv_plan import plan
+from pdctl.model_architecture import UnsupportedModelError, model_shape
 
 # Public config.json values (Hugging Face model cards), reduced to what the estimate reads.
 LLAMA_3_1_8B = {
@@ -65,12 +66,18 @@ def test_kv_bytes_and_parameters_match_hand_computation(config, kv_bytes, parame
     assert shape.parameters == pytest.approx(parameters, rel=0.02)
 
 
-def test_gqa_defaults_and_mla_refusal() -> None:
+def test_kv_heads_default_to_the_attention_heads() -> None:
     no_gqa = {**LLAMA_3_1_8B}
     del no_gqa["num_key_value_heads"]
     assert model_shape(no_gqa).kv_heads == no_gqa["num_attention_heads"]
-    with pytest.raises(UnsupportedModelError, match="kv_lora_rank"):
-        model_shape({**LLAMA_3_1_8B, "kv_lora_rank": 512})
+
+
+def test_a_null_kv_lora_rank_is_not_mla_as_in_vllm() -> None:
+    """vLLM 0.26 takes a config as MLA only when kv_lora_rank is set and not null
+    (transformers_utils/model_arch_config_convertor.py is_deepseek_mla); MLA itself is sized in
+    test_pdctl_plan_moe.py."""
+    shape = model_shape({**LLAMA_3_1_8B, "kv_lora_rank": None})
+    assert shape.kv_bytes_per_token == model_shape(LLAMA_3_1_8B).kv_bytes_per_token
 
 
 def test_request_transfer_and_capacity_on_p5() -> None:

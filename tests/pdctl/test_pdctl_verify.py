@@ -136,6 +136,19 @@ def test_the_first_transfer_of_a_fresh_decode_worker_counts(serve) -> None:
     assert checks[-1]["name"].endswith(": yes")
 
 
+def test_a_fresh_decode_workers_first_series_is_awaited_not_taken_as_absent(serve) -> None:
+    """Ray exports a series at the worker's next report after its first observation: right after
+    the first-ever transfer the NIXL series is not there yet, which is not an answer before the
+    wait is over (seen on an H200 with real engines, 2026-12-01)."""
+    url, handler = serve
+    handler.transfers_at_start = handler.failed_at_start = 0
+    handler.absent_until_first_transfer = True
+    handler.transfers_per_request, handler.export_lag_reads = 3, 2
+    code, checks = _verify(url, metrics_wait=10)
+    assert code == 0, checks[-1]
+    assert "3 NIXL transfers, 0 failed" in checks[-1]["detail"]
+
+
 def test_no_kv_transferred_fails_even_after_startup_prewarm(serve) -> None:
     url, _ = serve  # counters stay at their start-up values: prewarm transfers only
     code, checks = _verify(url)

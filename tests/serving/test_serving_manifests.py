@@ -338,16 +338,28 @@ def test_gcs_fault_tolerance_uses_the_store_over_tls_with_the_synced_token(rende
 
 
 def test_disruption_budgets_keep_each_sides_floor_less_one(rendered) -> None:
-    """At the floor Ray's autoscaler keeps (minReplicas), a drain may take one worker."""
+    """At the floor Ray's autoscaler keeps (minReplicas), a drain may take one worker: one DP
+    group, where a group spans nodes (Ray Serve restarts a gang whole when one pod goes)."""
     settings, manifests = rendered
     workers = _workers(manifests)
     budgets = {
         b["spec"]["selector"]["matchLabels"][ROLE_LABEL]: b
         for b in manifests.pod_disruption_budgets
     }
+    (application,) = manifests.serve_config["applications"]
     for role in GPU_ROLES:
         pods = workers[role]["minReplicas"]
-        if pods < 2:  # a budget could only forbid draining the side's one node
+        kwargs = application["args"][f"{role}_config"]["engine_kwargs"]
+        group_gpus = (
+            kwargs.get("data_parallel_size", 1)
+            * kwargs["tensor_parallel_size"]
+            * kwargs["pipeline_parallel_size"]
+        )
+        pod_gpus = int(
+            workers[role]["template"]["spec"]["containers"][0]["resources"]["limits"][GPU_RESOURCE]
+        )
+        pods_per_group = -(-group_gpus // pod_gpus)
+        if pods < 2 * pods_per_group:  # a budget could only forbid draining the side's one group
             assert role not in budgets
             continue
         spec = budgets[role]["spec"]

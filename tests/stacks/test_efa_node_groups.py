@@ -29,6 +29,12 @@ CAPACITIES = {
     "capacity_block": Capacity(
         type="capacity_block", reservation_id="cr-0fedcba9876543210", reserved_instances=2
     ),
+    "capacity_reservation_in_group": Capacity(
+        type="capacity_reservation",
+        reservation_id="cr-0123456789abcdef0",
+        reserved_instances=2,
+        placement_group="llm-serving-decode",
+    ),
 }
 
 
@@ -36,6 +42,7 @@ Case = tuple[str, str]  # (instance type, capacity kind)
 CASES: list[Case] = [(name, "on_demand") for name in CATALOG] + [
     ("p5.48xlarge", "capacity_reservation"),
     ("p5.48xlarge", "capacity_block"),
+    ("p5.48xlarge", "capacity_reservation_in_group"),
 ]
 TAGS = {"team": "ml-platform"}
 
@@ -116,6 +123,25 @@ def test_capacity_reservation_targets_it_without_placement_group(rendered: dict)
     assert nodegroup["CapacityType"] == "ON_DEMAND"
     assert "Placement" not in data
     assert "InstanceMarketOptions" not in data
+
+
+def test_a_reservation_made_in_a_cluster_placement_group_launches_into_it(rendered: dict) -> None:
+    data, _ = rendered[("p5.48xlarge", "capacity_reservation_in_group")]
+    capacity = CAPACITIES["capacity_reservation_in_group"]
+    assert data["Placement"] == {"GroupName": capacity.placement_group}
+    target = data["CapacityReservationSpecification"]["CapacityReservationTarget"]
+    assert target == {"CapacityReservationId": capacity.reservation_id}
+
+
+@pytest.mark.parametrize("kind", ["on_demand", "capacity_block"])
+def test_only_a_reservation_names_its_placement_group(kind: str) -> None:
+    extra = (
+        {}
+        if kind == "on_demand"
+        else {"reservation_id": "cr-0123456789abcdef0", "reserved_instances": 2}
+    )
+    with pytest.raises(ValueError, match="remove placement_group"):
+        Capacity(type=kind, placement_group="pg", **extra)
 
 
 def test_capacity_block_uses_the_capacity_block_market(rendered: dict) -> None:

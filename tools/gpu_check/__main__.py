@@ -1,6 +1,7 @@
 """`make gpu-check`: the synthesized engine configuration on real vLLM and Ray Serve, on one GPU.
 
-    python -m tools.gpu_check run [--model-config config.json] [--stage engines|all]
+    python -m tools.gpu_check run [--model-config config.json] [--deployment config.yaml]
+                                  [--stage engines|all]
     python -m tools.gpu_check report docs/gpu-check/*.json   # the docs' record of runs
 
 Stage 1 starts prefill and decode vLLM engines with the deployed engine arguments and checks the
@@ -15,6 +16,7 @@ import datetime
 import json
 import sys
 import urllib.request
+from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -44,6 +46,7 @@ ENVIRONMENT = {
 # carries the proof.
 MOE_TOLERANCE = 0.5
 PACKAGES = ("vllm", "ray", "nixl-cu13", "torch")
+PARSER_OPTIONS = ("tool_call_parser", "reasoning_parser")
 
 
 def model_config(source: str | None, model_id: str) -> dict[str, Any]:
@@ -57,6 +60,15 @@ def model_config(source: str | None, model_id: str) -> dict[str, Any]:
             return json.loads(answer.read())
     except OSError as error:
         sys.exit(f"gpu-check: cannot read {url} ({error}); pass --model-config <config.json>")
+
+
+def chat_parsers(serve_config: Mapping[str, Any]) -> dict[str, str]:
+    """The tool-call and reasoning parsers the deployed engines name (either side)."""
+    found: dict[str, str] = {}
+    for role in GPU_ROLES:
+        kwargs = engine_kwargs(serve_config, role)
+        found.update({key: kwargs[key] for key in PARSER_OPTIONS if kwargs.get(key)})
+    return found
 
 
 def efa_present() -> bool:
@@ -93,7 +105,7 @@ def run(args: argparse.Namespace) -> int:
     model_id, _ = served_model(deployed.serve_config)
     config = model_config(args.model_config, model_id)
     model_path = out / "model"
-    scaled = tiny_model.build(config, model_path)
+    scaled = tiny_model.build(config, model_path, chat_parsers(deployed.serve_config))
     serve_config, changes = one_gpu_serve_config(
         deployed.serve_config,
         str(model_path.resolve()),
@@ -111,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         versions=versions(),
         changes=[str(change) for change in changes] + resource_changes,
         scale_down=scaled,
+        deployment=args.deployment or "",
     )
     print(f"gpu-check: {model_id} scaled down on {record.gpu}; {record.versions}")
     for change in record.changes:
@@ -162,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     run_parser = commands.add_parser("run", help="build the small model and run the checks")
     run_parser.add_argument("--cdk-out", default=str(ROOT / "cdk.out"))
     run_parser.add_argument("--model-config", help="config.json (file or model folder)")
+    run_parser.add_argument(
+        "--deployment", help="the configuration file cdk.out was synthesized from (recorded)"
+    )
     run_parser.add_argument("--out", default=str(ROOT / "build" / "gpu-check"))
     run_parser.add_argument("--stage", choices=("engines", "all"), default="all")
     report = commands.add_parser("report", help="the docs' tables from result files")

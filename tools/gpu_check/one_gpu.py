@@ -1,7 +1,8 @@
 """The deployed Serve config, changed only where one GPU forces it.
 
 Everything else (the builder, the connector, kv_role, block size, autoscaling and routing
-options, health checks, drains, the pre-warm, placement strategy and bundle shape) is what
+options, health checks, drains, expert parallel and its all-to-all backend, placement
+strategy and bundle shape) is what
 ``cdk synth`` wrote into cdk.out. Each change is returned as a line, and the run prints them, so
 a reader sees exactly how far the checked configuration is from the deployed one.
 """
@@ -20,6 +21,26 @@ LOOPBACK = "127.0.0.1"
 # to the KV cache, which is what NIXL moves).
 MEMORY_SHARE = 0.35
 MAX_MODEL_LEN = 2048
+# Each side becomes one engine of one rank on the one GPU. What the deployed config asks beyond
+# that, and why one GPU cannot hold it (vLLM 0.26.0 and NCCL sources). enable_expert_parallel
+# and all2all_backend stay as deployed: vLLM accepts them at one rank (see docs/verification.md
+# for what they then change).
+ONE_RANK = {
+    "tensor_parallel_size": "one GPU: vLLM gives each tensor-parallel rank its own GPU",
+    "pipeline_parallel_size": "one GPU: vLLM gives each pipeline stage its own GPU",
+    "data_parallel_size": (
+        "one GPU hosts one DP rank: a DP group's ranks join NCCL communicators, and NCCL refuses "
+        "two ranks on one GPU (init.cc: 'Duplicate GPU detected', ncclInvalidUsage)"
+    ),
+}
+EPLB_OFF = (
+    "vLLM ParallelConfig refuses EPLB at one rank: the EP group spans TP x PCP x DP ranks "
+    "('EPLB requires tensor, prefill-context, or data parallelism', config/parallel.py)"
+)
+REDUNDANT_EXPERTS_OFF = (
+    "vLLM ParallelConfig refuses redundant experts without EPLB "
+    "('num_redundant_experts is set ... but EPLB is not enabled', config/parallel.py)"
+)
 
 
 @dataclass(frozen=True)
@@ -51,9 +72,20 @@ def one_gpu_serve_config(
         llm = application["args"][f"{role}_config"]
         prefix = f"{role}_config"
         kwargs = llm["engine_kwargs"]
-        for key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+        for key, reason in ONE_RANK.items():
             if key in kwargs:
-                change(kwargs, key, 1, f"{prefix}.engine_kwargs.{key}", "one GPU")
+                change(kwargs, key, 1, f"{prefix}.engine_kwargs.{key}", reason)
+        if kwargs.get("enable_eplb"):
+            change(kwargs, "enable_eplb", False, f"{prefix}.engine_kwargs.enable_eplb", EPLB_OFF)
+        eplb = kwargs.get("eplb_config") or {}
+        if not kwargs.get("enable_eplb") and eplb.get("num_redundant_experts"):
+            change(
+                eplb,
+                "num_redundant_experts",
+                0,
+                f"{prefix}.engine_kwargs.eplb_config.num_redundant_experts",
+                REDUNDANT_EXPERTS_OFF,
+            )
         change(
             kwargs,
             "max_model_len",

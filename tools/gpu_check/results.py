@@ -31,6 +31,7 @@ class Run:
     scale_down: list[str] = field(default_factory=list)
     checks: list[Check] = field(default_factory=list)
     metrics: dict[str, str] = field(default_factory=dict)  # metric name -> present / absent...
+    deployment: str = ""  # the configuration file synthesized (`-c config=`), "" for cdk.json's
 
     @property
     def passed(self) -> bool:
@@ -55,8 +56,10 @@ def markdown_report(runs: Iterable[Run]) -> str:
     parts = []
     for run in runs:
         versions = ", ".join(f"{name} {version}" for name, version in run.versions.items())
+        source = f" from `{run.deployment}`" if run.deployment else ""
         rows = [
-            f"**{run.date}, {run.gpu}: {run.architecture}**, served as `{run.model}` ({versions})",
+            f"**{run.date}, {run.gpu}: {run.architecture}**, served as `{run.model}`{source} "
+            f"({versions})",
             "",
             "| check | result |",
             "|---|---|",

@@ -28,7 +28,7 @@ from pdctl.checks import Check
 from tools.gpu_check.one_gpu import LOOPBACK
 
 RUNNING_TIMEOUT_S = 540.0
-METRICS_WAIT_S = 30.0
+METRICS_WAIT_S = 60.0
 WORKER_CPUS = 8
 # Ray's autoscaler sidecar exports these on its own port; there is none on a local cluster.
 _NOT_LOCAL = {"autoscaler_pending_nodes", "autoscaler_active_nodes"}
@@ -282,10 +282,16 @@ def run(
         during = await_transfers(
             lambda: transfer_evidence([cluster.metrics("decode")]), before, METRICS_WAIT_S
         )
-        texts = {node: cluster.metrics(node) for node in cluster.metrics_ports}
+        # Each node's series appear at its workers' next report: read until all are there.
+        deadline = time.monotonic() + METRICS_WAIT_S
+        while True:
+            texts = {node: cluster.metrics(node) for node in cluster.metrics_ports}
+            presence = metric_presence(texts.values())
+            if "absent" not in presence.values() or time.monotonic() > deadline:
+                break
+            time.sleep(2)
         for node, text in texts.items():
             (logs / f"metrics-{node}.txt").write_text(text)
-        presence = metric_presence(texts.values())
         missing = [name for name, state in presence.items() if state == "absent"]
         unverified = [name for name, state in presence.items() if state.startswith("absent ")]
         checks.append(
