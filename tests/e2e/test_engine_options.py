@@ -8,14 +8,13 @@ tests need Ray imported only after the local cluster's environment is set (harne
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 from harness import PROJECT_ROOT
+from installed_probe import probe
 
 ARGS = json.loads((PROJECT_ROOT / "catalog" / "vllm_engine_args.json").read_text())
 EXAMPLES = sorted((PROJECT_ROOT / "examples").glob("*.yaml"))
@@ -69,15 +68,7 @@ OPTIONS = {
 
 @pytest.fixture(scope="module")
 def installed() -> dict[str, Any]:
-    result = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(OPTIONS)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return probe(PROBE, OPTIONS)
 
 
 def test_the_shipped_list_is_the_installed_vllms_argument_classes(installed) -> None:

@@ -7,12 +7,10 @@ other e2e tests import only after the local cluster's environment is set."""
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from typing import Any
 
 import pytest
+from installed_probe import probe
 
 from catalog.expert_parallel import (
     ALL2ALL_BACKENDS,
@@ -99,15 +97,7 @@ print(json.dumps({
 
 @pytest.fixture(scope="module")
 def installed() -> dict[str, Any]:
-    result = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(EPLB_CONFIG_ON_EFA)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return probe(PROBE, EPLB_CONFIG_ON_EFA)
 
 
 def test_the_catalog_judges_every_all2all_backend_of_the_installed_vllm(installed) -> None:
