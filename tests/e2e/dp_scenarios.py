@@ -1,0 +1,175 @@
+"""A data-parallel P/D variant on a Ray cluster of its own (a process of its own: `LocalRay`
+refuses a second `import ray`). test_data_parallel.py renders the variant's RayService with the
+project's code and runs this with the e2e venv's Python; this writes what it saw as JSON:
+
+    python tests/e2e/dp_scenarios.py RAYSERVICE.json OUT.json
+
+One cluster start: deploy (each side a gang of data_parallel_size ranks over several fake-GPU
+nodes), requests through the endpoint (decode ranks call prefill ranks), then one decode rank's
+replica actor is killed and Serve's gang restart is timed until the endpoint answers again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from harness import PROJECT_ROOT, LocalRay, Synthesized, http, wait_for
+
+RUN_DIR = Path(os.environ.get("PD_E2E_RUN_DIR", PROJECT_ROOT / "build" / "e2e")) / "data-parallel"
+DEPLOY_TIMEOUT_S = 420.0
+RESTART_TIMEOUT_S = 300.0
+SIDES = {"prefill": "Prefill:", "decode": "Decode:"}
+
+
+def side_deployment(cluster: LocalRay, side: str) -> dict[str, Any]:
+    """Serve's view of the side's deployment (GET /api/serve/applications/)."""
+    deployments = cluster.applications()[cluster.app_name]["deployments"]
+    (found,) = [d for name, d in deployments.items() if name.startswith(SIDES[side])]
+    return found
+
+
+def replicas(cluster: LocalRay, side: str) -> list[dict[str, Any]]:
+    return [
+        {key: replica.get(key) for key in ("replica_id", "state", "node_id", "actor_name")}
+        for replica in side_deployment(cluster, side)["replicas"]
+    ]
+
+
+def serve_view(cluster: LocalRay, side: str) -> dict[str, Any]:
+    deployment = side_deployment(cluster, side)
+    config = deployment["deployment_config"]
+    return {
+        "status": deployment["status"],
+        "target_num_replicas": deployment.get("target_num_replicas"),
+        "autoscaling_config": {
+            key: (config.get("autoscaling_config") or {}).get(key)
+            for key in ("min_replicas", "max_replicas", "initial_replicas")
+        },
+        "gang_scheduling_config": config.get("gang_scheduling_config"),
+        "replicas": replicas(cluster, side),
+    }
+
+
+def engine_starts(cluster: LocalRay) -> list[dict[str, Any]]:
+    return [r for r in cluster.records() if r["event"] == "start"]
+
+
+def complete(cluster: LocalRay, model: str, marker: str, timeout: float = 60) -> dict[str, Any]:
+    status, body = http(
+        "POST",
+        f"{cluster.base_url}/v1/completions",
+        {"model": model, "prompt": f"{marker} tell me about gangs", "max_tokens": 4},
+        timeout=timeout,
+    )
+    return {"marker": marker, "status": status, "body": json.loads(body) if status == 200 else body}
+
+
+def requests_through_the_endpoint(cluster: LocalRay, model: str, count: int) -> list[dict]:
+    """``count`` completions; each record pair (prefill, decode) is found by its marker."""
+    sent = [complete(cluster, model, f"marker-{uuid.uuid4().hex}") for _ in range(count)]
+    records = [r for r in cluster.records() if r["event"] == "request"]
+    for request in sent:
+        request["records"] = [r for r in records if request["marker"] in r.get("prompt", "")]
+    return sent
+
+
+def kill_one_rank(cluster: LocalRay, side: str, rank: int) -> dict[str, Any]:
+    """Kill the replica actor of ``rank`` on ``side`` (as when its process or node dies) and
+    wait until Serve has the side RUNNING on replicas that are all new; then until the
+    endpoint answers. Times from the kill."""
+    import ray
+
+    before = {side_name: replicas(cluster, side_name) for side_name in SIDES}
+    started = {r["replica"]: r for r in engine_starts(cluster)}
+    (victim,) = [
+        r
+        for r in before[side]
+        if (started.get(r["replica_id"], {}).get("data_parallel") or {}).get("rank") == rank
+    ]
+    old_ids = {r["replica_id"] for r in before[side]}
+    killed_at = time.monotonic()
+    ray.kill(ray.get_actor(victim["actor_name"], namespace="serve"), no_restart=True)
+    seen_states: list[list[Any]] = []
+
+    def replaced() -> bool:
+        now = replicas(cluster, side)
+        states = sorted((r["replica_id"] in old_ids, r["state"]) for r in now)
+        if not seen_states or seen_states[-1][1] != states:
+            seen_states.append([round(time.monotonic() - killed_at, 1), states])
+        running = [r for r in now if r["state"] == "RUNNING"]
+        return len(running) == len(old_ids) and not {r["replica_id"] for r in now} & old_ids
+
+    wait_for(replaced, RESTART_TIMEOUT_S, 0.5, f"{side} gang replaced")
+    running_at = time.monotonic()
+    model = cluster.config["applications"][0]["args"]["decode_config"]["model_loading_config"][
+        "model_id"
+    ]
+    answer = wait_for(
+        lambda: (lambda a: a if a["status"] == 200 else None)(
+            complete(cluster, model, f"after-{uuid.uuid4().hex}", timeout=30)
+        ),
+        RESTART_TIMEOUT_S,
+        1.0,
+        "an answer after the gang restart",
+    )
+    answered_at = time.monotonic()
+    return {
+        "side": side,
+        "killed_rank": rank,
+        "killed_replica": victim["replica_id"],
+        "before": before,
+        "after": {side_name: replicas(cluster, side_name) for side_name in SIDES},
+        "states_seen": seen_states,  # (is an old replica, state), by seconds since the kill
+        "replaced_and_running_s": round(running_at - killed_at, 1),
+        "endpoint_answers_s": round(answered_at - killed_at, 1),
+        "answer_status": answer["status"],
+    }
+
+
+def data_parallel_pd(synthesized: Synthesized, options: argparse.Namespace) -> dict[str, Any]:
+    cluster = LocalRay(synthesized, RUN_DIR)
+    try:
+        cluster.start()
+        start = time.monotonic()
+        cluster.deploy(cluster.config, DEPLOY_TIMEOUT_S)
+        result: dict[str, Any] = {
+            "nodes": [{"role": n.role, "node_id": n.node_id} for n in cluster.nodes],
+            "ray_start_s": round(cluster.timings["ray_start_s"], 1),
+            "running_after_s": round(time.monotonic() - start, 1),
+            "serve": {side: serve_view(cluster, side) for side in SIDES},
+            "starts": engine_starts(cluster),
+        }
+        model = cluster.config["applications"][0]["args"]["decode_config"]["model_loading_config"][
+            "model_id"
+        ]
+        result["requests"] = requests_through_the_endpoint(cluster, model, options.requests)
+        result["gang_restart"] = kill_one_rank(cluster, "decode", options.kill_rank)
+        result["starts_after_restart"] = engine_starts(cluster)
+        return result
+    finally:
+        cluster.stop()
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("rayservice", type=Path, help="the rendered RayService, as JSON")
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--requests", type=int, default=16)
+    parser.add_argument("--kill-rank", type=int, default=1)
+    options = parser.parse_args(argv)
+    rayservice = json.loads(options.rayservice.read_text())
+    synthesized = Synthesized(rayservice=rayservice, scrape_config={}, queries="")
+    result = data_parallel_pd(synthesized, options)
+    options.out.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
