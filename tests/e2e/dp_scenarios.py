@@ -6,7 +6,9 @@ project's code and runs this with the e2e venv's Python; this writes what it saw
 
 One cluster start: deploy (each side a gang of data_parallel_size ranks over several fake-GPU
 nodes), requests through the endpoint (decode ranks call prefill ranks), then one decode rank's
-replica actor is killed and Serve's gang restart is timed until the endpoint answers again.
+replica actor is killed and Serve's gang restart is timed until the endpoint answers again;
+last, decode's nodes for one more DP group arrive (as Ray's autoscaler would launch them) and a
+load that asks for one replica more than a group makes Serve add a whole group.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -25,6 +28,11 @@ from harness import PROJECT_ROOT, LocalRay, Synthesized, http, wait_for
 RUN_DIR = Path(os.environ.get("PD_E2E_RUN_DIR", PROJECT_ROOT / "build" / "e2e")) / "data-parallel"
 DEPLOY_TIMEOUT_S = 420.0
 RESTART_TIMEOUT_S = 300.0
+SCALE_TIMEOUT_S = 300.0
+# Each output token of the stand-in takes this long here, so that the scale-up load is a few
+# requests held for a minute each (not thousands of tokens on a busy machine).
+TOKEN_DELAY_S = 0.05
+LOAD_TOKENS = 1200  # 60 s per request at TOKEN_DELAY_S
 SIDES = {"prefill": "Prefill:", "decode": "Decode:"}
 
 
@@ -133,8 +141,57 @@ def kill_one_rank(cluster: LocalRay, side: str, rank: int) -> dict[str, Any]:
     }
 
 
+def scale_up_one_group(
+    cluster: LocalRay, model: str, side: str, nodes: int, requests: int
+) -> dict[str, Any]:
+    """``nodes`` more nodes of ``side`` (one DP group's), then ``requests`` long requests in
+    flight: with target_ongoing_requests 1 Serve's policy asks for ``requests`` replicas, and
+    its gang policy rounds that up to whole groups. Records every target Serve set."""
+    before = {r["replica_id"] for r in replicas(cluster, side)}
+    for _ in range(nodes):
+        cluster.add_worker(side)
+    answers: list[dict[str, Any]] = []
+
+    def one() -> None:
+        status, _ = http(
+            "POST",
+            f"{cluster.base_url}/v1/completions",
+            {"model": model, "prompt": f"load-{uuid.uuid4().hex}", "max_tokens": LOAD_TOKENS},
+            timeout=SCALE_TIMEOUT_S,
+        )
+        answers.append({"status": status})
+
+    threads = [threading.Thread(target=one, daemon=True) for _ in range(requests)]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    targets: list[list[Any]] = []
+
+    def scaled() -> bool:
+        view = serve_view(cluster, side)
+        if not targets or targets[-1][1] != view["target_num_replicas"]:
+            targets.append([round(time.monotonic() - started, 1), view["target_num_replicas"]])
+        running = [r for r in view["replicas"] if r["state"] == "RUNNING"]
+        return len(running) > len(before)
+
+    wait_for(scaled, SCALE_TIMEOUT_S, 1.0, f"{side} scaled up")
+    running_at = time.monotonic()
+    return {
+        "side": side,
+        "nodes_added": nodes,
+        "requests_in_flight": requests,
+        "targets_seen": targets,  # (seconds since the load started, Serve's target replicas)
+        "before": sorted(before),
+        "after": replicas(cluster, side),
+        "running_after_s": round(running_at - started, 1),
+        "answers_so_far": answers,  # the load's requests are still running
+    }
+
+
 def data_parallel_pd(synthesized: Synthesized, options: argparse.Namespace) -> dict[str, Any]:
-    cluster = LocalRay(synthesized, RUN_DIR)
+    cluster = LocalRay(
+        synthesized, RUN_DIR, extra_env={"STANDIN_TOKEN_DELAY_S": str(TOKEN_DELAY_S)}
+    )
     try:
         cluster.start()
         start = time.monotonic()
@@ -152,6 +209,10 @@ def data_parallel_pd(synthesized: Synthesized, options: argparse.Namespace) -> d
         result["requests"] = requests_through_the_endpoint(cluster, model, options.requests)
         result["gang_restart"] = kill_one_rank(cluster, "decode", options.kill_rank)
         result["starts_after_restart"] = engine_starts(cluster)
+        result["scale_up"] = scale_up_one_group(
+            cluster, model, "decode", options.group_nodes, options.load_requests
+        )
+        result["starts_after_scale_up"] = engine_starts(cluster)
         return result
     finally:
         cluster.stop()
@@ -163,6 +224,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--requests", type=int, default=16)
     parser.add_argument("--kill-rank", type=int, default=1)
+    parser.add_argument("--group-nodes", type=int, default=2, help="nodes of one DP group")
+    parser.add_argument("--load-requests", type=int, default=3)
     options = parser.parse_args(argv)
     rayservice = json.loads(options.rayservice.read_text())
     synthesized = Synthesized(rayservice=rayservice, scrape_config={}, queries="")

@@ -45,6 +45,8 @@ LOCAL_VARIANT = {
             "expert_parallel": True,
             "max_replicas": 2,
             "eplb": {"enabled": True, "num_redundant_experts": 2},
+            # Scale on the first request in flight above one per rank, at once.
+            "autoscaling": {"target_ongoing_requests": 1, "upscale_delay_s": 0},
         }
     ),
 }
