@@ -1,6 +1,7 @@
 """What Ray 2.58's own autoscaler would launch for a pending data-parallel gang of a rendered
-RayService. No cluster: Ray's code is called directly, in a process of its own (importing Ray
-in the test session would start Ray before the local cluster's environment is set):
+RayService. No cluster is needed: Ray's code is called directly, never in the test session
+(importing Ray there would start it before the local cluster's environment is set).
+dp_scenarios.py calls ``view`` in its process, where Ray is connected; alone:
 
     python tests/e2e/autoscaler_view.py RAYSERVICE.json OUT.json GPU_MODEL
 

@@ -2,13 +2,16 @@
 refuses a second `import ray`). test_data_parallel.py renders the variant's RayService with the
 project's code and runs this with the e2e venv's Python; this writes what it saw as JSON:
 
-    python tests/e2e/dp_scenarios.py RAYSERVICE.json OUT.json
+    python tests/e2e/dp_scenarios.py RAYSERVICE.json OUT.json [--autoscaler-view RAYSERVICE GPU]
 
 One cluster start: deploy (each side a gang of data_parallel_size ranks over several fake-GPU
 nodes), requests through the endpoint (decode ranks call prefill ranks), then one decode rank's
 replica actor is killed and Serve's gang restart is timed until the endpoint answers again;
 last, decode's nodes for one more DP group arrive (as Ray's autoscaler would launch them) and a
 load that asks for one replica more than a group makes Serve add a whole group.
+``--autoscaler-view`` also runs autoscaler_view.py's check of another rendered RayService in this
+process, while it is connected to the local cluster (a process of its own would start a Ray
+instance of its own only for the runtime context Ray Serve LLM reads).
 """
 
 from __future__ import annotations
@@ -172,7 +175,9 @@ def scale_up_one_group(
         if not targets or targets[-1][1] != view["target_num_replicas"]:
             targets.append([round(time.monotonic() - started, 1), view["target_num_replicas"]])
         running = [r for r in view["replicas"] if r["state"] == "RUNNING"]
-        return len(running) > len(before)
+        # A gang's ranks turn RUNNING one by one: wait for all of them.
+        target = view["target_num_replicas"]
+        return target > len(before) and len(running) == target
 
     wait_for(scaled, SCALE_TIMEOUT_S, 1.0, f"{side} scaled up")
     running_at = time.monotonic()
@@ -206,6 +211,11 @@ def data_parallel_pd(synthesized: Synthesized, options: argparse.Namespace) -> d
         model = cluster.config["applications"][0]["args"]["decode_config"]["model_loading_config"][
             "model_id"
         ]
+        if options.autoscaler_view:
+            from autoscaler_view import view
+
+            rayservice, gpu = options.autoscaler_view
+            result["autoscaler_view"] = view(json.loads(Path(rayservice).read_text()), gpu)
         result["requests"] = requests_through_the_endpoint(cluster, model, options.requests)
         result["gang_restart"] = kill_one_rank(cluster, "decode", options.kill_rank)
         result["starts_after_restart"] = engine_starts(cluster)
@@ -213,6 +223,9 @@ def data_parallel_pd(synthesized: Synthesized, options: argparse.Namespace) -> d
             cluster, model, "decode", options.group_nodes, options.load_requests
         )
         result["starts_after_scale_up"] = engine_starts(cluster)
+        result["nodes_after_scale_up"] = [
+            {"role": n.role, "node_id": n.node_id} for n in cluster.nodes
+        ]
         return result
     finally:
         cluster.stop()
@@ -226,6 +239,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--kill-rank", type=int, default=1)
     parser.add_argument("--group-nodes", type=int, default=2, help="nodes of one DP group")
     parser.add_argument("--load-requests", type=int, default=3)
+    parser.add_argument("--autoscaler-view", nargs=2, metavar=("RAYSERVICE", "GPU_MODEL"))
     options = parser.parse_args(argv)
     rayservice = json.loads(options.rayservice.read_text())
     synthesized = Synthesized(rayservice=rayservice, scrape_config={}, queries="")

@@ -91,11 +91,18 @@ def dp(
     tmp_path_factory: pytest.TempPathFactory, project_python: Path, figures: dict[str, Any]
 ) -> dict[str, Any]:
     folder = tmp_path_factory.mktemp("data-parallel")
-    rayservice = render_rayservice(project_python, folder / "manifests", overrides=LOCAL_VARIANT)
+    rayservice = render_rayservice(project_python, folder / "local", overrides=LOCAL_VARIANT)
+    deepseek = render_rayservice(project_python, folder / "deepseek", config=DEEPSEEK)
     out = folder / "result.json"
-    run("dp_scenarios.py", str(rayservice), str(out))
+    run(
+        "dp_scenarios.py",
+        *(str(rayservice), str(out)),
+        *("--group-nodes", str(DP_SIZE * TP_SIZE // NODE_GPUS), "--load-requests", "3"),
+        *("--autoscaler-view", str(deepseek), DEEPSEEK_GPU),
+    )
     result = json.loads(out.read_text())
     result["rayservice"] = json.loads(rayservice.read_text())
+    result["autoscaler_view"]["rayservice"] = json.loads(deepseek.read_text())
     restart = result["gang_restart"]
     figures["data_parallel"] = {
         "ray_start_s": result["ray_start_s"],
@@ -103,6 +110,8 @@ def dp(
         "gang_replaced_and_running_s": restart["replaced_and_running_s"],
         "endpoint_answers_after_kill_s": restart["endpoint_answers_s"],
         "replica_states_after_kill": restart["states_seen"],
+        "second_group_running_after_load_s": result["scale_up"]["running_after_s"],
+        "decode_targets_seen": result["scale_up"]["targets_seen"],
         # Ranks whose engine core (the replica actor) runs on another node than its GPUs.
         "ranks_with_engine_core_off_their_gpus_node": sum(
             set(r["data_parallel"]["bundle_nodes"].values()) != {r["node_id"]}
@@ -243,14 +252,10 @@ def test_one_dead_rank_restarts_its_whole_gang_and_only_it(dp: dict[str, Any]) -
 
 # ------------------------------------------------------------------- the Ray autoscaler's view
 @pytest.fixture(scope="module")
-def autoscaler(tmp_path_factory: pytest.TempPathFactory, project_python: Path) -> dict[str, Any]:
-    folder = tmp_path_factory.mktemp("autoscaler")
-    rayservice = render_rayservice(project_python, folder / "manifests", config=DEEPSEEK)
-    out = folder / "view.json"
-    run("autoscaler_view.py", str(rayservice), str(out), DEEPSEEK_GPU)
-    result = json.loads(out.read_text())
-    result["rayservice"] = json.loads(rayservice.read_text())
-    return result
+def autoscaler(dp: dict[str, Any]) -> dict[str, Any]:
+    """autoscaler_view.py's verdicts on examples/deepseek-v3-pd.yaml (run in the DP scenario's
+    process, which has Ray connected already)."""
+    return dp["autoscaler_view"]
 
 
 def deepseek_side(side: str) -> dict[str, Any]:
@@ -295,3 +300,35 @@ def test_an_accelerator_type_in_the_bundles_would_never_scale(
     case = autoscaler["cases"][f"accelerator-type-{side}"]
     assert f"accelerator_type:{DEEPSEEK_GPU}" in case["bundle"]
     assert (case["launch"], case["infeasible_gangs"]) == ({}, 1)
+
+
+def test_a_side_scales_up_by_a_whole_group(dp: dict[str, Any]) -> None:
+    """Three requests in flight at one per replica: Serve's queue-length policy asks for three
+    decode replicas, its gang policy rounds that up to whole groups (Ray 2.58
+    serve/_private/gang_scheduling_autoscaling_policy.py): four, never three. The new group is
+    a gang of its own on the nodes that arrived; the running one is left alone."""
+    scale = dp["scale_up"]
+    assert scale["requests_in_flight"] % DP_SIZE != 0
+    targets = [target for _, target in scale["targets_seen"]]
+    assert all(target % DP_SIZE == 0 for target in targets), targets
+    assert max(targets) == 2 * DP_SIZE
+    after = {r["replica_id"]: r for r in scale["after"]}
+    running = [r for r in after.values() if r["state"] == "RUNNING"]
+    assert len(running) == 2 * DP_SIZE
+    assert set(scale["before"]) <= set(after)  # the first group kept
+    new = [
+        r["data_parallel"]
+        for r in dp["starts_after_scale_up"]
+        if r["role"] == "decode" and r["replica"] in set(after) - set(scale["before"])
+    ]
+    assert sorted(r["rank"] for r in new) == list(range(DP_SIZE))
+    assert len({r["gang_id"] for r in new}) == 1
+    old_gangs = {
+        r["data_parallel"]["gang_id"] for r in dp["starts_after_restart"] if r.get("data_parallel")
+    }
+    assert not {r["gang_id"] for r in new} & old_gangs
+    added = {n["node_id"] for n in dp["nodes_after_scale_up"] if n["role"] == "decode"} - {
+        n["node_id"] for n in dp["nodes"] if n["role"] == "decode"
+    }
+    assert len(added) == scale["nodes_added"]
+    assert {node for r in new for node in r["bundle_nodes"].values()} == added
