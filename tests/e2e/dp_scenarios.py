@@ -156,12 +156,15 @@ def scale_up_one_group(
     answers: list[dict[str, Any]] = []
 
     def one() -> None:
-        status, _ = http(
-            "POST",
-            f"{cluster.base_url}/v1/completions",
-            {"model": model, "prompt": f"load-{uuid.uuid4().hex}", "max_tokens": LOAD_TOKENS},
-            timeout=SCALE_TIMEOUT_S,
-        )
+        try:
+            status, _ = http(
+                "POST",
+                f"{cluster.base_url}/v1/completions",
+                {"model": model, "prompt": f"load-{uuid.uuid4().hex}", "max_tokens": LOAD_TOKENS},
+                timeout=SCALE_TIMEOUT_S,
+            )
+        except OSError as cut:  # the cluster stops while the load still runs
+            status = repr(cut)
         answers.append({"status": status})
 
     threads = [threading.Thread(target=one, daemon=True) for _ in range(requests)]
