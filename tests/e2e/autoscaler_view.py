@@ -31,6 +31,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -216,6 +217,7 @@ def main(argv: list[str]) -> int:
         result = view(json.loads(rayservice_path.read_text()), accelerator_type)
     finally:
         ray.shutdown()
+        shutil.rmtree(temp_dir, ignore_errors=True)
     out.write_text(json.dumps(result, indent=2, default=str) + "\n")
     return 0
 
