@@ -9,6 +9,14 @@ Nothing is downloaded: no tokenizer, chat template or weights. Prompts are "toke
 whitespace; output tokens are words picked from a hash of the prompt, so a response is
 reproducible from its prompt.
 
+Data parallel (``engine_kwargs.data_parallel_size`` > 1, Ray's DPPDPrefillServer/DPPDDecodeServer):
+each rank is one Serve replica of a gang; Ray's DPServer adds ``data_parallel_rank``,
+``data_parallel_address`` and ``data_parallel_rpc_port`` to the engine kwargs and sets
+``VLLM_RAY_BUNDLE_INDICES`` before the engine starts. The stand-in builds vLLM's own
+``AsyncEngineArgs`` and ``ParallelConfig`` from them as vLLM's ``create_engine_config`` does
+(data_parallel.py), so an argument vLLM would refuse fails the replica here too, and records its
+rank, gang and bundles (with the node of each) for the tests.
+
 P/D as vLLM's NixlConnector does it (pull mode, vllm .../kv_connector/v1/nixl/):
   * prefill gets ``kv_transfer_params`` with ``do_remote_decode`` (Ray clamps the request to one
     token, not streamed) and returns one token and the params naming its blocks, engine id and
@@ -40,6 +48,7 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 import ray
+from data_parallel import data_parallel_record
 from ray import serve
 from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
 from ray.llm._internal.serve.core.configs.openai_api_models import (
@@ -166,7 +175,9 @@ class StandinEngine(LLMEngine):
         # NixlConnector it also sets VLLM_NIXL_SIDE_CHANNEL_HOST/PORT and a unique engine_id.
         llm_config.setup_engine_backend()
         # As VLLMEngine.start() (_prepare_engine_config): Ray's check of engine_kwargs.
-        llm_config.get_engine_config()
+        engine_config = llm_config.get_engine_config()
+        # vLLM's own checks of the parallel arguments (None without data parallelism).
+        self.data_parallel = data_parallel_record(engine_config)
         self._running = False
         self._in_flight = 0
         self._next_block = 0
@@ -198,6 +209,7 @@ class StandinEngine(LLMEngine):
                 "pid": os.getpid(),
                 "engine_id": self.engine_id,
                 "engine_kwargs": engine_kwargs,
+                "data_parallel": self.data_parallel,
                 "side_channel": [
                     os.environ.get("VLLM_NIXL_SIDE_CHANNEL_HOST"),
                     os.environ.get("VLLM_NIXL_SIDE_CHANNEL_PORT"),
@@ -324,6 +336,7 @@ class StandinEngine(LLMEngine):
             "deployment": self.deployment,
             "replica": self.replica_id,
             "node_id": self.node_id,
+            "dp_rank": (self.data_parallel or {}).get("rank"),
             "request_id": getattr(request, "request_id", None),
             "model": request.model,
             "prompt": prompt,
