@@ -250,8 +250,9 @@ class Engine(Section):
         description="Attention data-parallel ranks per replica (vLLM data_parallel_size), each "
         "a Serve replica of TP x PP GPUs: above 1 a replica is a DP group that Ray Serve "
         "gang-schedules, scales and restarts as a whole (one failing rank restarts every rank), "
-        "and it may span nodes. For MoE models with expert_parallel; a dense model gains "
-        "nothing over separate replicas.",
+        "and it may span nodes. MoE models only: vLLM 0.26 refuses data parallel for a "
+        "dense model at engine start (Ray's DP ranks run in vLLM's external DP mode); `pdctl "
+        "plan` reads the model's config and says so before deploy.",
     )
     expert_parallel: bool = Field(
         False,

@@ -64,6 +64,15 @@ class Parallelism:
 
     def check(self, routed_experts: int) -> None:
         """vLLM's refusals, before any sizing."""
+        if self.data_parallel > 1 and not routed_experts:
+            # vllm/engine/arg_utils.py create_engine_config: Ray Serve LLM's DPServer always
+            # passes data_parallel_rank, which is vLLM's external DP mode.
+            raise ParallelismError(
+                f"data parallel {self.data_parallel} on a model without routed experts: vLLM "
+                "0.26 refuses it ('Non-MoE models do not support external data parallel mode', "
+                "and Ray Serve LLM's DP ranks run in that mode); serve a dense model with "
+                "data_parallel_size 1 and more replicas"
+            )
         if self.redundant_experts and not self.eplb:
             raise ParallelismError(
                 f"{self.redundant_experts} redundant experts without EPLB: vLLM refuses them "

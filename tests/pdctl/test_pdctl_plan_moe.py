@@ -224,6 +224,7 @@ def test_shared_experts_are_whole_on_every_rank_under_sequence_parallel_moe() ->
     ("parallel", "experts", "fragment"),
     [
         ({"redundant_experts": 8}, 256, "without EPLB"),
+        ({"data_parallel": 2}, 0, "Non-MoE models do not support external data parallel mode"),
         ({"eplb": True, "data_parallel": 16}, 256, "EPLB needs expert parallel"),
         ({"eplb": True, "expert_parallel": True}, 256, "TP x DP > 1"),
         ({"eplb": True, "expert_parallel": True, "data_parallel": 16}, 0, "without routed"),
