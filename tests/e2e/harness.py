@@ -20,6 +20,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -580,3 +581,18 @@ class LocalRay:
                 self._cluster = None
             shutil.rmtree(self.ray_tmpdir, ignore_errors=True)
         self.timings["ray_stop_s"] = time.monotonic() - start
+
+
+def run_script(script: str, *args: str, timeout: float) -> None:
+    """A scenario script of this folder in its own interpreter (each starts and stops its own
+    local Ray), failing the test with the end of its stderr."""
+    done = subprocess.run(
+        [sys.executable, str(HERE / script), *args],
+        cwd=HERE,
+        env={**os.environ, "PYTHONPATH": str(HERE)},
+        timeout=timeout,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-6000:]

@@ -14,16 +14,14 @@ RayService `cdk synth` embeds, from the same settings and validation), never wri
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from harness import HERE, PROJECT_ROOT
+from harness import PROJECT_ROOT, run_script
 
 SIDES = ("prefill", "decode")
 SCENARIO_TIMEOUT_S = 900
@@ -74,16 +72,7 @@ def render_rayservice(
 
 
 def run(script: str, *args: str) -> None:
-    done = subprocess.run(
-        [sys.executable, str(HERE / script), *args],
-        cwd=HERE,
-        env={**os.environ, "PYTHONPATH": str(HERE)},
-        timeout=SCENARIO_TIMEOUT_S,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-6000:]
+    run_script(script, *args, timeout=SCENARIO_TIMEOUT_S)
 
 
 @pytest.fixture(scope="module")

@@ -14,14 +14,11 @@ Ray cluster per scenario; the session's `pd` cluster is not used):
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import HERE, Synthesized
+from harness import Synthesized, run_script
 
 RAY_DEFAULT_GCS_RECONNECT_S = 60  # Ray 2.58 ray_config_def.h gcs_rpc_server_reconnect_timeout_s
 SCENARIO_TIMEOUT_S = 900
@@ -29,16 +26,7 @@ SCENARIO_TIMEOUT_S = 900
 
 def run_scenario(tmp_path: Path, scenario: str, *options: str) -> dict[str, Any]:
     out = tmp_path / f"{scenario}.json"
-    completed = subprocess.run(
-        [sys.executable, str(HERE / "lifecycle_scenarios.py"), scenario, str(out), *options],
-        cwd=HERE,
-        env={**os.environ, "PYTHONPATH": str(HERE)},
-        timeout=SCENARIO_TIMEOUT_S,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stderr[-4000:]
+    run_script("lifecycle_scenarios.py", scenario, str(out), *options, timeout=SCENARIO_TIMEOUT_S)
     return json.loads(out.read_text())
 
 
