@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import os
 import time
 from collections.abc import Callable
@@ -302,10 +301,7 @@ def plan_command(
     if as_json:
         emit_json(
             {"side": role, "instance_type": instance.name, "tensor_parallel": tp}
-            | {
-                "pipeline_parallel": pp,
-                "nodes_per_replica": math.ceil(result.gpus_per_replica / instance.gpus),
-            }
+            | {"pipeline_parallel": pp}
             | result.as_dict()
         )
     else:
@@ -355,7 +351,7 @@ def _print_plan(
                 f"{result.experts_per_gpu:g} ({result.expert_weights_bytes_per_gpu / gib:.1f} GiB)",
             )
         )
-    nodes = math.ceil(result.gpus_per_replica / instance.gpus)
+    nodes = result.nodes_per_replica
     rows += [
         ("KV budget per GPU", f"{result.kv_budget_bytes_per_gpu / gib:.1f} GiB"),
         ("KV tokens per DP rank", f"{result.kv_tokens_per_dp_rank:,}"),

@@ -129,6 +129,7 @@ class KvPlan:
     data_parallel: int = 1
     expert_parallel: bool = False
     gpus_per_replica: int = 1  # DP x TP x PP
+    nodes_per_replica: int = 1  # of the planned instance type
     experts_per_gpu: float = 0  # routed experts of each MoE layer on the fullest GPU
     expert_weights_bytes_per_gpu: int = 0
     kv_tokens_per_dp_rank: int = 0
@@ -212,6 +213,7 @@ def plan(
         data_parallel=data_parallel,
         expert_parallel=parallelism.uses_expert_parallel,
         gpus_per_replica=parallelism.group_gpus,
+        nodes_per_replica=math.ceil(parallelism.group_gpus / instance.gpus),
         experts_per_gpu=parallelism.experts_per_gpu(shape.experts),
         expert_weights_bytes_per_gpu=parts.expert_bytes_per_gpu(parallelism),
         kv_tokens_per_dp_rank=tokens_per_rank,
