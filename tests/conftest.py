@@ -40,6 +40,15 @@ class Synthesized:
             if resource["Type"] == resource_type
         }
 
+    def gpu_node_warnings(self) -> list[str]:
+        """The gpu-nodes stack's synth warnings (`cdk synth` prints them), as text."""
+        import aws_cdk as cdk
+
+        found = cdk.assertions.Annotations.from_stack(self.built.stacks.gpu_nodes).find_warning(
+            "*", cdk.assertions.Match.any_value()
+        )
+        return [str(message.entry.data) for message in found]
+
     def irsa_trust(self, role: str, role_id: str) -> tuple[dict[str, Any], str]:
         """The role's one trust statement, and its claims as JSON text: the conditions sit in a
         CfnJson resource because their keys contain the OIDC issuer (a token)."""

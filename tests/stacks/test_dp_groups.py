@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import aws_cdk as cdk
 import pytest
 
 from app_config.node_labels import GPU_ROLES, ROLE_LABEL
@@ -19,10 +18,7 @@ MOE_EXAMPLES = ["deepseek-v3-pd", "qwen3-235b-a22b-pd"]
 
 
 def _warnings(synthesized: Synthesized) -> str:
-    messages = cdk.assertions.Annotations.from_stack(
-        synthesized.built.stacks.gpu_nodes
-    ).find_warning("*", cdk.assertions.Match.any_value())
-    return "\n".join(str(message.entry.data) for message in messages)
+    return "\n".join(synthesized.gpu_node_warnings())
 
 
 @pytest.mark.parametrize("example", MOE_EXAMPLES)

@@ -295,11 +295,7 @@ def test_a_gpu_capacity_failure_rolls_back_neither_the_control_plane_nor_the_vpc
 
 
 def _warnings(synthesized: Synthesized) -> list[str]:
-    import aws_cdk as cdk
-
-    annotations = cdk.assertions.Annotations.from_stack(synthesized.built.stacks.gpu_nodes)
-    found = annotations.find_warning("*", cdk.assertions.Match.any_value())
-    return [json.dumps(message.entry.data) for message in found]
+    return [json.dumps(warning) for warning in synthesized.gpu_node_warnings()]
 
 
 @pytest.mark.parametrize("app_name", ["default_app", "reserved_app"])

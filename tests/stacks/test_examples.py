@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-import aws_cdk as cdk
 import pytest
 import yaml
 
@@ -20,10 +19,7 @@ ON_DEMAND_P_CLASS = "On-Demand P-class capacity is rarely available"
 
 
 def _warnings(synthesized: Synthesized) -> list[str]:
-    messages = cdk.assertions.Annotations.from_stack(
-        synthesized.built.stacks.gpu_nodes
-    ).find_warning("*", cdk.assertions.Match.any_value())
-    return [str(message.entry.data) for message in messages]
+    return synthesized.gpu_node_warnings()
 
 
 def test_the_default_on_demand_p5_warns_at_synth(default_app: Synthesized) -> None:
