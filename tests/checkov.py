@@ -18,7 +18,7 @@ CHECKOV = Path(os.environ.get("CHECKOV_BIN", PROJECT_ROOT / ".venv-checkov" / "b
 
 @dataclass(frozen=True)
 class CheckovResult:
-    failed: list[tuple[str, str]]  # (check id, resource)
+    failed: list[tuple[str, str, str]]  # (check id, file, resource)
     passed: int
     skipped: int
     stderr: str
@@ -58,7 +58,7 @@ def run_checkov(directory: Path, framework: str) -> CheckovResult:
     reports = reports if isinstance(reports, list) else [reports]
     return CheckovResult(
         failed=[
-            (check["check_id"], check["resource"])
+            (check["check_id"], check.get("file_path", ""), check["resource"])
             for report in reports
             for check in report.get("results", {}).get("failed_checks", [])
         ],

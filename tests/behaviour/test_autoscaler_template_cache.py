@@ -40,7 +40,7 @@ def _nodegroup(app: Synthesized, role: str) -> dict:
 
 
 def _provider_template(app: Synthesized, role: str) -> TemplateNode:
-    instance = app.built.settings.gpu_nodes.groups()[role].instance
+    instance = app.settings.gpu_nodes.groups()[role].instance
     return template_node(
         role, _nodegroup(app, role), instance.vcpus, instance.memory_gib, instance.gpus
     )
@@ -69,7 +69,7 @@ def _without_gpu_label(node: RealNode) -> RealNode:
 
 
 def _worker(app: Synthesized, role: str) -> dict:
-    groups = app.built.stacks.serving.ray_service.manifests.rayservice["spec"]["rayClusterConfig"]
+    groups = app.manifests.rayservice["spec"]["rayClusterConfig"]
     (group,) = [g for g in groups["workerGroupSpecs"] if g["groupName"] == role]
     return group["template"]["spec"]
 
@@ -91,7 +91,7 @@ def _fits_after_the_group_empties(
 @pytest.mark.parametrize("role", GPU_ROLES)
 def test_gpu_nodes_carry_the_autoscalers_gpu_label(app, role) -> None:
     labels = _nodegroup(app, role)["Labels"]
-    instance = app.built.settings.gpu_nodes.groups()[role].instance
+    instance = app.settings.gpu_nodes.groups()[role].instance
     assert labels[ACCELERATOR_LABEL] == f"nvidia-{instance.gpu_model.lower()}"
 
 

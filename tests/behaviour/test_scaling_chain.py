@@ -33,7 +33,7 @@ def app(request, synthesize) -> Synthesized:
 
 
 def _ray_service(app: Synthesized) -> dict:
-    return app.built.stacks.serving.ray_service.manifests.rayservice
+    return app.manifests.rayservice
 
 
 def _worker_groups(app: Synthesized) -> dict[str, dict]:
@@ -43,7 +43,7 @@ def _worker_groups(app: Synthesized) -> dict[str, dict]:
 
 def _templates(app: Synthesized) -> dict[str, TemplateNode]:
     """The node the Cluster Autoscaler imagines for each node group, GPU and system."""
-    settings = app.built.settings
+    settings = app.settings
     templates = {}
     nodegroups = app.resources("gpu-nodes", "AWS::EKS::Nodegroup")
     for role, group in settings.gpu_nodes.groups().items():
@@ -73,8 +73,8 @@ def _nodegroup_scaling(app: Synthesized, role: str) -> dict:
 
 @pytest.mark.parametrize("role", GPU_ROLES)
 def test_load_to_replicas_is_servess_own_valid_autoscaling(app, role) -> None:
-    settings = app.built.settings
-    serve = app.built.stacks.serving.ray_service.manifests.serve_config
+    settings = app.settings
+    serve = app.manifests.serve_config
     (application,) = serve["applications"]
     options = dict(application["args"][f"{role}_config"]["deployment_config"])
     options.pop("request_router_config")  # its import needs pyarrow (test_serving_schemas)
@@ -91,7 +91,7 @@ def test_load_to_replicas_is_servess_own_valid_autoscaling(app, role) -> None:
 def test_replicas_to_worker_pods_never_outgrow_the_node_group(app, role) -> None:
     """Ray's autoscaler adds a worker pod per node's worth of pending replicas, between the
     group's bounds, which are the node group's: one worker pod holds a whole node."""
-    settings = app.built.settings
+    settings = app.settings
     cluster = _ray_service(app)["spec"]["rayClusterConfig"]
     assert cluster["enableInTreeAutoscaling"] is True
     group, scaling = _worker_groups(app)[role], _nodegroup_scaling(app, role)
@@ -127,7 +127,7 @@ def bundle_resources(llm_config: dict) -> set[str]:
 def test_every_resource_a_replica_asks_for_is_one_rays_autoscaler_can_add(app, role) -> None:
     """Else Ray's autoscaler finds the pending replica infeasible and never adds a worker pod:
     a replica that fits a running node may still never get a new one."""
-    serve = app.built.stacks.serving.ray_service.manifests.serve_config
+    serve = app.manifests.serve_config
     (application,) = serve["applications"]
     llm = application["args"][f"{role}_config"]
     group = _worker_groups(app)[role]
@@ -163,13 +163,13 @@ def test_without_the_node_template_tags_a_worker_never_fits_an_empty_group(app) 
 @pytest.mark.parametrize("role", GPU_ROLES)
 def test_the_efa_check_pods_fit_the_same_template(app, role) -> None:
     """`pdctl efa-check` on a busy group gets a node from the autoscaler like a worker would."""
-    plan = efa_jobs.plan_for(app.built.settings, "x", account="123456789012")
+    plan = efa_jobs.plan_for(app.settings, "x", account="123456789012")
     job = efa_jobs.job_manifest(plan, role)
     assert unfit_reasons(job["spec"]["template"]["spec"], _templates(app)[role]) == []
 
 
 def test_the_cluster_autoscaler_discovers_this_cluster_and_runs_on_system_nodes(app) -> None:
-    settings = app.built.settings
+    settings = app.settings
     (chart,) = [
         c
         for c in app.resources("cluster", "Custom::AWSCDK-EKS-HelmChart").values()
@@ -194,7 +194,7 @@ def test_the_cluster_autoscaler_discovers_this_cluster_and_runs_on_system_nodes(
 
 
 def test_the_cluster_autoscaler_may_resize_only_this_clusters_groups(app) -> None:
-    settings = app.built.settings
+    settings = app.settings
     statements = [
         statement
         for policy in app.resources("cluster", "AWS::IAM::Policy").values()

@@ -33,7 +33,7 @@ def test_no_resource_carries_more_tags_of_the_app_than_the_room_left_for_users(
     """`public-endpoint` sets user tags; what remains on each resource is the app's and the
     CDK's. aws: tags do not count against AWS's limit."""
     built = synthesize("public-endpoint")
-    user_keys = set(built.built.settings.tags)
+    user_keys = set(built.settings.tags)
     assert user_keys
     most = 0
     for template in built.templates.values():

@@ -103,7 +103,7 @@ def _as_list(value: str | list[str]) -> list[str]:
 
 
 def _settings(synthesized: Synthesized) -> Settings:
-    return synthesized.built.settings
+    return synthesized.settings
 
 
 # What the catalog claims, checked against sources we did not write.
@@ -511,8 +511,8 @@ def test_observability_addons_are_pinned_and_the_agent_role_trusts_one_account(
         (t["key"], t["value"])
         for t in json.loads(monitoring["ConfigurationValues"])["dcgmAgent"]["tolerations"]
     }
-    for group in synthesized.built.stacks.gpu_nodes.node_groups.values():
-        assert {(t.key, t.value) for t in group.placement.taints} <= tolerated
+    for placement in synthesized.settings.gpu_nodes.placements():
+        assert {(t.key, t.value) for t in placement.taints} <= tolerated
 
 
 def test_container_insights_log_groups_are_ours_encrypted_and_kept(synthesized) -> None:
@@ -586,8 +586,7 @@ def test_addons_wait_for_nodes_and_the_observability_stack_for_the_service(synth
             NODE_MONITORING_AGENT.name,
         ):
             assert system_nodes in addon["DependsOn"]
-    stacks = synthesized.built.stacks
-    assert stacks.serving in stacks.observability.dependencies
+    assert "serving" in synthesized.dependencies("observability")
 
 
 def test_the_autoscaler_port_the_scraper_reads_is_rays_own() -> None:

@@ -57,7 +57,7 @@ def test_the_cluster_its_nodes_and_kube_proxy_run_the_configured_version(
     synthesize: Callable[[str], Synthesized], name: str
 ) -> None:
     synthesized = synthesize(name)
-    minor = synthesized.built.settings.cluster.kubernetes_version
+    minor = synthesized.settings.cluster.kubernetes_version
     assert _cluster(synthesized)["Version"] == minor
     groups = [
         group["Properties"]
@@ -97,7 +97,7 @@ def test_endpoint_is_private_by_default(default_app: Synthesized) -> None:
 
 def test_public_endpoint_only_admits_the_configured_cidrs(public_app: Synthesized) -> None:
     vpc_config = _cluster(public_app)["ResourcesVpcConfig"]
-    expected = [str(cidr) for cidr in public_app.built.settings.cluster.public_access_cidrs]
+    expected = [str(cidr) for cidr in public_app.settings.cluster.public_access_cidrs]
     assert vpc_config["EndpointPublicAccess"] is True
     assert vpc_config["PublicAccessCidrs"] == expected
 
@@ -106,7 +106,7 @@ def test_access_entries_not_the_aws_auth_config_map(public_app: Synthesized) -> 
     assert _cluster(public_app)["AccessConfig"]["AuthenticationMode"] == "API"
     entries = public_app.resources("cluster", "AWS::EKS::AccessEntry").values()
     principals = json.dumps([entry["Properties"]["PrincipalArn"] for entry in entries])
-    for arn in public_app.built.settings.cluster.admin_principal_arns:
+    for arn in public_app.settings.cluster.admin_principal_arns:
         assert arn in principals
     # Nobody else but aws-cdk-lib's kubectl provider: no role any principal could assume.
     others = [
@@ -126,7 +126,7 @@ def test_access_entries_not_the_aws_auth_config_map(public_app: Synthesized) -> 
 def test_operators_get_no_eks_access_policy_only_the_kubernetes_group_our_roles_bind(
     public_app: Synthesized,
 ) -> None:
-    settings = public_app.built.settings
+    settings = public_app.settings
     entries = [
         entry["Properties"]
         for entry in public_app.resources("cluster", "AWS::EKS::AccessEntry").values()
@@ -187,13 +187,13 @@ def test_system_nodes_require_imdsv2_and_encrypt_their_disk(default_app: Synthes
     (device,) = data["BlockDeviceMappings"]
     assert device["Ebs"]["Encrypted"] is True
     assert device["Ebs"]["VolumeType"] == "gp3"
-    system = default_app.built.settings.cluster.system_nodes
+    system = default_app.settings.cluster.system_nodes
     assert device["Ebs"]["VolumeSize"] == system.disk_size_gib
 
 
 def test_system_node_group_matches_configuration(default_app: Synthesized) -> None:
     props = _system(default_app, "AWS::EKS::Nodegroup")["Properties"]
-    system = default_app.built.settings.cluster.system_nodes
+    system = default_app.settings.cluster.system_nodes
     assert props["AmiType"] == "AL2023_x86_64_STANDARD"
     # In the launch template: a new type rolls the nodes instead of replacing the group.
     assert "InstanceTypes" not in props
@@ -220,7 +220,7 @@ def test_node_role_has_only_the_node_policies(default_app: Synthesized) -> None:
 def test_outputs_tell_how_to_reach_the_cluster(default_app: Synthesized) -> None:
     outputs = default_app.templates["cluster"]["Outputs"]
     command = json.dumps(outputs["UpdateKubeconfigCommand"]["Value"])
-    settings = default_app.built.settings
+    settings = default_app.settings
     assert (
         f"aws eks update-kubeconfig --name {settings.cluster_name} --region {settings.region}"
         in command
@@ -232,7 +232,7 @@ def test_outputs_tell_how_to_reach_the_cluster(default_app: Synthesized) -> None
 def test_control_plane_logs_are_ours_before_eks_makes_them(default_app: Synthesized) -> None:
     """EKS creates /aws/eks/<name>/cluster itself, with no retention and no key, unless it
     exists; the cluster waits for ours."""
-    settings = default_app.built.settings
+    settings = default_app.settings
     resources = default_app.templates["cluster"]["Resources"]
     (log_id,) = [
         logical_id

@@ -21,7 +21,7 @@ def synthesized(request, synthesize) -> Synthesized:
 
 
 def test_every_data_resource_follows_retain_data_on_destroy(synthesized: Synthesized) -> None:
-    expected = KEPT if synthesized.built.settings.retain_data_on_destroy else "Delete"
+    expected = KEPT if synthesized.settings.retain_data_on_destroy else "Delete"
     checked = 0
     for role in STACK_ROLES:
         for resource_type in DATA:

@@ -26,7 +26,7 @@ def test_both_plugins_tolerate_every_gpu_taint(
     synthesized = synthesize(configuration)
     taints = {
         (taint.key, taint.value, taint.effect)
-        for role, group in synthesized.built.settings.gpu_nodes.groups().items()
+        for role, group in synthesized.settings.gpu_nodes.groups().items()
         for taint in group.placement(role).taints
     }
     for chart in (EFA_DEVICE_PLUGIN, NVIDIA_DEVICE_PLUGIN):
@@ -59,5 +59,5 @@ def test_nvidia_plugin_leaves_infiniband_devices_to_efa(default_app: Synthesized
 def test_efa_plugin_runs_only_on_efa_nodes(default_app: Synthesized) -> None:
     values = json.loads(_charts(default_app)[EFA_DEVICE_PLUGIN.chart]["Values"])
     assert values["nodeSelector"] == {EFA_LABEL: "true"}
-    for role, group in default_app.built.settings.gpu_nodes.groups().items():
+    for role, group in default_app.settings.gpu_nodes.groups().items():
         assert group.placement(role).labels[EFA_LABEL] == "true"

@@ -25,7 +25,7 @@ def _warnings(synthesized: Synthesized) -> str:
 def test_workers_of_a_side_spanning_nodes_get_the_nccl_over_efa_environment(
     synthesize: Callable[[str], Synthesized], example: str
 ) -> None:
-    settings = synthesize(example).built.settings
+    settings = synthesize(example).settings
     groups = {
         group["groupName"]: group
         for group in render_deployed(settings).rayservice["spec"]["rayClusterConfig"][
@@ -44,7 +44,7 @@ def test_workers_of_a_side_spanning_nodes_get_the_nccl_over_efa_environment(
 def test_the_worker_group_holds_whole_groups(
     synthesize: Callable[[str], Synthesized], example: str
 ) -> None:
-    settings = synthesize(example).built.settings
+    settings = synthesize(example).settings
     for group in render_deployed(settings).rayservice["spec"]["rayClusterConfig"][
         "workerGroupSpecs"
     ]:
@@ -58,7 +58,7 @@ def test_a_floor_of_one_group_gets_a_warning_and_no_budget(
     synthesize: Callable[[str], Synthesized], example: str
 ) -> None:
     synthesized = synthesize(example)
-    settings = synthesized.built.settings
+    settings = synthesized.settings
     warnings = _warnings(synthesized)
     budgets = {
         b["spec"]["selector"]["matchLabels"][ROLE_LABEL]

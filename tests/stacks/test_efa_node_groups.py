@@ -168,7 +168,7 @@ def test_prefill_and_decode_share_the_gpu_zone_subnet(synthesize, configuration:
     groups = _gpu_nodegroups(synthesized)
     assert groups["prefill"]["Subnets"] == groups["decode"]["Subnets"]
     (subnet_ref,) = groups["prefill"]["Subnets"]
-    gpu_zone = synthesized.built.settings.network.gpu_availability_zone
+    gpu_zone = synthesized.settings.network.gpu_availability_zone
     exports = {
         output["Export"]["Name"]: output["Value"]["Ref"]
         for output in synthesized.templates["network"]["Outputs"].values()
@@ -184,7 +184,7 @@ def test_prefill_and_decode_share_the_gpu_zone_subnet(synthesize, configuration:
 @pytest.mark.parametrize("configuration", ["default", "reserved-capacity"])
 def test_labels_and_taints_are_the_configured_placement(synthesize, configuration: str) -> None:
     synthesized = synthesize(configuration)
-    for role, group in synthesized.built.settings.gpu_nodes.groups().items():
+    for role, group in synthesized.settings.gpu_nodes.groups().items():
         placement = group.placement(role)
         node_group = _gpu_nodegroups(synthesized)[role]
         assert node_group["Labels"] == placement.labels
@@ -204,7 +204,7 @@ def test_gpu_node_groups_replace_one_node_at_a_time_and_self_repair(
         # On demand: EKS's default update, new node first (see the reserved-capacity test).
         assert group["UpdateConfig"] == {"MaxUnavailable": 1, "UpdateStrategy": "DEFAULT"}
         assert group["ForceUpdateEnabled"] is False  # the disruption budgets hold
-        assert group["Version"] == default_app.built.settings.cluster.kubernetes_version
+        assert group["Version"] == default_app.settings.cluster.kubernetes_version
         # One GPU node repaired at a time, so that a side is never left without nodes.
         assert group["NodeRepairConfig"] == {"Enabled": True, "MaxParallelNodesRepairedCount": 1}
         assert "RemoteAccess" not in group
@@ -269,7 +269,7 @@ def test_reserved_node_groups_can_be_updated_within_their_reservation(
 ) -> None:
     """A reservation or Capacity Block sized to the node count has no spare instance: EKS's
     default update would ask for two more and every later update of the group would fail."""
-    settings = reserved_app.built.settings
+    settings = reserved_app.settings
     for role, group in _gpu_nodegroups(reserved_app).items():
         reserved = settings.gpu_nodes.groups()[role].scaling.desired_size
         assert instances_an_update_needs(group) <= reserved, role
@@ -288,10 +288,9 @@ def test_a_gpu_capacity_failure_rolls_back_neither_the_control_plane_nor_the_vpc
     for role in ("network", "cluster"):
         groups = default_app.resources(role, "AWS::EKS::Nodegroup").values()
         assert all(g["Properties"]["Labels"][ROLE_LABEL] not in GPU_ROLES for g in groups)
-    stacks = default_app.built.stacks
-    assert stacks.cluster in stacks.gpu_nodes.dependencies
+    assert "cluster" in default_app.dependencies("gpu-nodes")
     # Serving goes first on destroy: Ray pods drain while their nodes still exist.
-    assert stacks.gpu_nodes in stacks.serving.dependencies
+    assert "gpu-nodes" in default_app.dependencies("serving")
 
 
 def _warnings(synthesized: Synthesized) -> list[str]:
@@ -304,7 +303,7 @@ def test_a_side_that_may_run_on_one_node_synthesizes_with_a_warning(app_name, re
     model: there is no second worker to serve meanwhile (and no disruption budget)."""
     synthesized = request.getfixturevalue(app_name)
     warnings = _warnings(synthesized)
-    for role, group in synthesized.built.settings.gpu_nodes.groups().items():
+    for role, group in synthesized.settings.gpu_nodes.groups().items():
         warned = any(f"gpu_nodes.{role}.scaling.min_size" in text for text in warnings)
         assert warned == (group.scaling.min_size < 2), role
 
@@ -312,6 +311,6 @@ def test_a_side_that_may_run_on_one_node_synthesizes_with_a_warning(app_name, re
 def test_a_capacity_block_side_synthesizes_with_the_eks_update_rule(reserved_app) -> None:
     """EKS user guide: a Capacity Block node group is upgraded at desired size 0."""
     warnings = _warnings(reserved_app)
-    for role, group in reserved_app.built.settings.gpu_nodes.groups().items():
+    for role, group in reserved_app.settings.gpu_nodes.groups().items():
         warned = any(f"gpu_nodes.{role} is on a Capacity Block" in text for text in warnings)
         assert warned == (group.capacity.type == "capacity_block"), role

@@ -33,7 +33,7 @@ def test_an_example_warns_only_where_it_asks_for_on_demand_p_class(
     synthesize: Callable[[str], Synthesized], example: str
 ) -> None:
     synthesized = synthesize(example)
-    groups = synthesized.built.settings.gpu_nodes.groups().values()
+    groups = synthesized.settings.gpu_nodes.groups().values()
     expected = sum(g.capacity.type == "on_demand" and is_p_class(g.instance) for g in groups)
     assert sum(ON_DEMAND_P_CLASS in w for w in _warnings(synthesized)) == expected
 
@@ -44,7 +44,7 @@ def test_every_example_names_only_settings_that_exist_and_changes_the_defaults(
 ) -> None:
     """Loaded through -c config= (an unknown key would fail the synth); and each one changes
     the GPU shape or its capacity, or it would be the default again."""
-    settings = synthesize(example).built.settings
+    settings = synthesize(example).settings
     raw = yaml.safe_load((PROJECT_ROOT / "examples" / f"{example}.yaml").read_text())
     assert raw["gpu_nodes"]
     assert any(
@@ -57,7 +57,7 @@ def test_the_trial_shapes_run_on_ada_gpus_with_every_gpu_of_a_node_per_replica(
     synthesize: Callable[[str], Synthesized],
 ) -> None:
     for example in ("quickstart", "trial-g6e"):
-        settings = synthesize(example).built.settings
+        settings = synthesize(example).settings
         for role, group in settings.gpu_nodes.groups().items():
             assert group.instance.gpu_architecture == "Ada"
             assert group.capacity.type == "on_demand"
@@ -68,7 +68,7 @@ def test_the_trial_shapes_run_on_ada_gpus_with_every_gpu_of_a_node_per_replica(
 def test_an_examples_engine_options_reach_both_engines(
     synthesize: Callable[[str], Synthesized], example: str
 ) -> None:
-    settings = synthesize(example).built.settings
+    settings = synthesize(example).settings
     (application,) = render_serve_config(settings)["applications"]
     for role in ("prefill", "decode"):
         kwargs = application["args"][f"{role}_config"]["engine_kwargs"]

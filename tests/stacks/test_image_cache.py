@@ -41,12 +41,12 @@ def _ray_images(app: Synthesized) -> set[str]:
     is a token in an account-agnostic template: read from the registry host on)."""
     text = json.dumps(app.templates["serving"])
     found = re.findall(r"\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com/([^\"\\]+)", text)
-    tag = app.built.settings.serving.image_tag
+    tag = app.settings.serving.image_tag
     return {image for image in found if image.endswith(f":{tag}")}
 
 
 def test_the_cache_copies_ecr_public_into_the_configured_prefix(reserved_app) -> None:
-    settings = reserved_app.built.settings
+    settings = reserved_app.settings
     rule = _one(reserved_app, "AWS::ECR::PullThroughCacheRule")
     prefix = settings.serving.image_cache.repository_prefix(settings.prefix)
     assert rule == {

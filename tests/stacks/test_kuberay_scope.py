@@ -54,7 +54,7 @@ def _kuberay_release(app: Synthesized) -> tuple[str, dict[str, Any]]:
 def test_the_operator_is_installed_for_the_serving_namespace_only(default_app: Synthesized) -> None:
     _, chart = _kuberay_release(default_app)
     values = json.loads(chart["Properties"]["Values"])
-    namespace = default_app.built.settings.serving.namespace
+    namespace = default_app.settings.serving.namespace
     rbac = chart_rbac(values, KUBERAY_OPERATOR.namespace)
     assert rbac == {
         "cluster_roles": False,

@@ -101,7 +101,7 @@ def test_by_default_callers_sign_every_request_and_responses_stream(
 
 
 def test_the_drain_fits_inside_a_streamed_response(default_app: Synthesized) -> None:
-    drain = default_app.built.settings.serving.drain_timeout_seconds
+    drain = default_app.settings.serving.drain_timeout_seconds
     assert drain * 1000 < STREAM_MAX_MILLIS
 
 
@@ -152,7 +152,7 @@ def test_named_client_groups_replace_the_vpc_range(
     synthesize: Callable[[str], Synthesized],
 ) -> None:
     reserved = synthesize("reserved-capacity")
-    named = reserved.built.settings.serving.endpoint.client_security_group_ids
+    named = reserved.settings.serving.endpoint.client_security_group_ids
     groups = reserved.resources("serving", "AWS::EC2::SecurityGroup")
     (group,) = [g for lid, g in groups.items() if "SignedApiEndpointSecurityGroup" in lid]
     ingress = group["Properties"]["SecurityGroupIngress"]
@@ -162,7 +162,7 @@ def test_named_client_groups_replace_the_vpc_range(
 
 
 def test_the_plain_listener_exists_only_when_chosen(public_app: Synthesized) -> None:
-    assert public_app.built.settings.serving.endpoint.authentication == "none"
+    assert public_app.settings.serving.endpoint.authentication == "none"
     assert not public_app.resources("serving", "AWS::ApiGateway::RestApi")
     assert "ModelApiInvokeArn" not in public_app.templates["serving"]["Outputs"]
 

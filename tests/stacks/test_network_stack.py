@@ -12,7 +12,7 @@ from tests.conftest import Synthesized
 def test_a_public_a_private_and_a_load_balancer_subnet_per_configured_zone(
     default_app: Synthesized,
 ) -> None:
-    network = default_app.built.settings.network
+    network = default_app.settings.network
     subnets = default_app.resources("network", "AWS::EC2::Subnet").values()
     zones = sorted(s["Properties"]["AvailabilityZoneId"] for s in subnets)
     assert zones == sorted(network.availability_zones * 3)
@@ -29,7 +29,7 @@ def test_a_public_a_private_and_a_load_balancer_subnet_per_configured_zone(
 def test_zone_names_stay_names(public_app: Synthesized) -> None:
     subnets = public_app.resources("network", "AWS::EC2::Subnet").values()
     zones = {s["Properties"]["AvailabilityZone"] for s in subnets}
-    assert zones == set(public_app.built.settings.network.availability_zones)
+    assert zones == set(public_app.settings.network.availability_zones)
 
 
 def test_nat_gateways_follow_configuration(
@@ -37,7 +37,7 @@ def test_nat_gateways_follow_configuration(
 ) -> None:
     for synthesized in (default_app, public_app):
         nats = synthesized.resources("network", "AWS::EC2::NatGateway")
-        assert len(nats) == synthesized.built.settings.network.nat_gateways
+        assert len(nats) == synthesized.settings.network.nat_gateways
 
 
 def test_no_subnet_gives_instances_public_addresses(default_app: Synthesized) -> None:
@@ -55,7 +55,7 @@ def test_image_pulls_and_aws_calls_stay_off_nat(default_app: Synthesized) -> Non
 
 
 def test_endpoints_admit_https_from_the_vpc_only(default_app: Synthesized) -> None:
-    cidr = str(default_app.built.settings.network.vpc_cidr)
+    cidr = str(default_app.settings.network.vpc_cidr)
     groups = default_app.resources("network", "AWS::EC2::SecurityGroup").values()
     ingress = [
         rule for group in groups for rule in group["Properties"].get("SecurityGroupIngress", [])
@@ -77,7 +77,7 @@ def test_flow_logs_capture_all_traffic_into_an_encrypted_log_group(
     (flow_log,) = default_app.resources("network", "AWS::EC2::FlowLog").values()
     assert flow_log["Properties"]["TrafficType"] == "ALL"
     (log_group,) = default_app.resources("network", "AWS::Logs::LogGroup").values()
-    retention = default_app.built.settings.network.flow_log_retention_days
+    retention = default_app.settings.network.flow_log_retention_days
     assert log_group["Properties"]["RetentionInDays"] == retention
     assert "KmsKeyId" in log_group["Properties"]
 
@@ -92,6 +92,6 @@ def test_load_balancer_controller_can_discover_subnets(default_app: Synthesized)
         for subnet in default_app.resources("network", "AWS::EC2::Subnet").values()
         for tag in subnet["Properties"]["Tags"]
     ]
-    zones = len(default_app.built.settings.network.availability_zones)
+    zones = len(default_app.settings.network.availability_zones)
     assert tag_keys.count("kubernetes.io/role/elb") == zones
     assert tag_keys.count("kubernetes.io/role/internal-elb") == zones

@@ -200,12 +200,12 @@ def test_the_model_is_rbac_as_documented() -> None:
 
 def test_the_serving_stack_applies_the_operator_rbac(default_app: Synthesized) -> None:
     applied = default_app.built.stacks.serving.ray_service.manifests.operator_rbac
-    assert applied == render_operator_rbac(default_app.built.settings)
+    assert applied == render_operator_rbac(default_app.settings)
     kinds = sorted(o["kind"] for o in applied)
     assert kinds == sorted(
         ["Role", "Role", "ClusterRole", "RoleBinding", "RoleBinding", "ClusterRoleBinding"]
     )
     template = Path(
-        default_app.outdir / f"{default_app.built.settings.stack_name('serving')}.template.json"
+        default_app.outdir / f"{default_app.settings.stack_name('serving')}.template.json"
     ).read_text()
     assert OPERATORS_GROUP in template

@@ -130,7 +130,7 @@ def test_kubectl_goes_through_the_tunnel_and_still_checks_the_servers_name(
     synthesized = synthesize(configuration)
     template = synthesized.templates["cluster"]
     words = _command(template, "TunnelKubeconfigCommand", _cluster_tokens(template))
-    settings = synthesized.built.settings
+    settings = synthesized.settings
     separator = words.index("&&")
     update, set_cluster = words[:separator], words[separator + 1 :]
     assert update == [
@@ -220,7 +220,7 @@ def test_the_endpoint_tunnel_goes_where_the_model_api_is_and_says_whether_a_node
 ) -> None:
     synthesized = synthesize(configuration, overrides)
     template = synthesized.templates["serving"]
-    endpoint = synthesized.built.settings.serving.endpoint
+    endpoint = synthesized.settings.serving.endpoint
     if endpoint.scheme == "internet-facing":
         # A regional API or a public load balancer: source_cidrs reach it directly; a node
         # would come from a NAT gateway's address.
@@ -283,7 +283,7 @@ def test_the_readme_recipe_names_only_outputs_the_stacks_have(default_app: Synth
     recipe = _recipe()
     named = OUTPUT_QUERY.findall(recipe)
     assert len(named) >= 3
-    settings = default_app.built.settings
+    settings = default_app.settings
     by_stack = {settings.stack_name(role): role for role in default_app.templates}
     for stack_name, output in named:
         stack = stack_name.replace("$PREFIX", settings.prefix)

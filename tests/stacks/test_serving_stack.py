@@ -73,7 +73,7 @@ def test_every_rendered_object_is_applied(
     synthesize: Callable[[str], Synthesized], configuration: str
 ) -> None:
     synthesized = synthesize(configuration)
-    rendered = synthesized.built.stacks.serving.ray_service.manifests.all()
+    rendered = synthesized.manifests.all()
     applied = _applied(synthesized)
     assert sorted((o["kind"], o["metadata"]["name"]) for o in applied) == sorted(
         (o["kind"], o["metadata"]["name"]) for o in rendered
@@ -99,7 +99,7 @@ def test_model_role_is_trusted_by_the_ray_service_account_only(
     (statement,) = role["Properties"]["AssumeRolePolicyDocument"]["Statement"]
     claims_id = statement["Condition"]["StringEquals"]["Fn::GetAtt"][0]
     claims = json.dumps(synthesized.templates["serving"]["Resources"][claims_id]["Properties"])
-    namespace = synthesized.built.settings.serving.namespace
+    namespace = synthesized.settings.serving.namespace
     assert f"system:serviceaccount:{namespace}:{WORKER_SERVICE_ACCOUNT}" in claims
 
 
@@ -110,7 +110,7 @@ def _model_policy_statements(synthesized: Synthesized) -> list[dict]:
 
 
 def test_s3_model_is_readable_under_its_prefix_only(reserved_app: Synthesized) -> None:
-    model = reserved_app.built.settings.serving.model
+    model = reserved_app.settings.serving.model
     statements = _model_policy_statements(reserved_app)
     actions = sorted(
         a
@@ -130,7 +130,7 @@ def test_s3_model_is_readable_under_its_prefix_only(reserved_app: Synthesized) -
 def test_hf_token_secret_is_readable_and_its_value_never_in_the_template(
     public_app: Synthesized,
 ) -> None:
-    secret_arn = public_app.built.settings.serving.model.hf_token_secret_arn
+    secret_arn = public_app.settings.serving.model.hf_token_secret_arn
     (statement,) = _model_policy_statements(public_app)
     assert statement["Resource"] == secret_arn
     assert set(statement["Action"]) == {
@@ -149,7 +149,7 @@ def test_outputs_give_the_endpoint_a_curl_example_and_the_dashboard(
     public_app: Synthesized,
 ) -> None:
     outputs = public_app.templates["serving"]["Outputs"]
-    settings = public_app.built.settings
+    settings = public_app.settings
     example = json.dumps(outputs["ChatCompletionsExample"]["Value"])
     assert "/v1/chat/completions" in example
     assert settings.serving.model.id in example
@@ -173,7 +173,7 @@ def test_a_side_without_room_for_a_new_ray_cluster_synthesizes_with_a_warning(
 ) -> None:
     """Prefill's Capacity Block sized to what serves (min = desired = max = 2) leaves a
     NewCluster upgrade no nodes; decode's defaults (1 serving, room for 1 more) do."""
-    settings = reserved_app.built.settings
+    settings = reserved_app.settings
     assert settings.sides_without_upgrade_room() == ["prefill"]
     annotations = cdk.assertions.Annotations.from_stack(reserved_app.built.stacks.serving)
     annotations.has_warning(
@@ -194,7 +194,7 @@ def _load_balancer(synthesized: Synthesized) -> dict:
 def test_endpoint_is_internal_plain_tcp_by_default(default_app: Synthesized) -> None:
     assert _load_balancer(default_app)["Scheme"] == "internal"
     (listener,) = default_app.resources("serving", "AWS::ElasticLoadBalancingV2::Listener").values()
-    endpoint = default_app.built.settings.serving.endpoint
+    endpoint = default_app.settings.serving.endpoint
     assert (listener["Properties"]["Protocol"], listener["Properties"]["Port"]) == (
         "TCP",
         endpoint.port,
@@ -204,7 +204,7 @@ def test_endpoint_is_internal_plain_tcp_by_default(default_app: Synthesized) -> 
 def test_internet_facing_endpoint_terminates_tls_with_the_certificate(
     public_app: Synthesized,
 ) -> None:
-    endpoint = public_app.built.settings.serving.endpoint
+    endpoint = public_app.settings.serving.endpoint
     assert _load_balancer(public_app)["Scheme"] == "internet-facing"
     (listener,) = public_app.resources("serving", "AWS::ElasticLoadBalancingV2::Listener").values()
     props = listener["Properties"]
@@ -220,7 +220,7 @@ def test_only_the_named_clients_reach_the_load_balancer(
     behind the signed API (the default), no client at all: only the VPC link's PrivateLink
     traffic, which the load balancer then exempts from the group's rules."""
     synthesized = synthesize(configuration)
-    endpoint = synthesized.built.settings.serving.endpoint
+    endpoint = synthesized.settings.serving.endpoint
     groups = synthesized.resources("serving", "AWS::EC2::SecurityGroup")
     (group,) = [g for lid, g in groups.items() if lid.startswith("EndpointSecurityGroup")]
     ingress = group["Properties"].get("SecurityGroupIngress", [])
@@ -257,13 +257,13 @@ def test_target_group_checks_serve_proxy_health_on_pod_ips(default_app: Synthesi
 def test_gcs_store_exists_only_with_fault_tolerance(
     default_app: Synthesized, public_app: Synthesized
 ) -> None:
-    assert not default_app.built.settings.serving.gcs_fault_tolerance.enabled
+    assert not default_app.settings.serving.gcs_fault_tolerance.enabled
     assert default_app.resources("serving", "AWS::ElastiCache::ReplicationGroup") == {}
     assert len(public_app.resources("serving", "AWS::ElastiCache::ReplicationGroup")) == 1
 
 
 def test_gcs_store_is_encrypted_authenticated_multi_az_and_private(public_app: Synthesized) -> None:
-    settings = public_app.built.settings.serving.gcs_fault_tolerance
+    settings = public_app.settings.serving.gcs_fault_tolerance
     (group,) = public_app.resources("serving", "AWS::ElastiCache::ReplicationGroup").values()
     props = group["Properties"]
     assert props["Engine"] == "valkey"
@@ -280,7 +280,7 @@ def test_gcs_store_is_encrypted_authenticated_multi_az_and_private(public_app: S
     assert props["CacheSubnetGroupName"] == {"Ref": subnet_group_id}
     (subnet_group,) = public_app.resources("serving", "AWS::ElastiCache::SubnetGroup").values()
     subnets = subnet_group["Properties"]["SubnetIds"]
-    assert len(subnets) == len(public_app.built.settings.network.availability_zones)
+    assert len(subnets) == len(public_app.settings.network.availability_zones)
     for subnet in subnets:  # imported from the network stack's private subnets
         assert "PrivateSubnet" in subnet["Fn::ImportValue"]
 
@@ -297,7 +297,7 @@ def test_gcs_store_accepts_only_tls_port_from_the_cluster(public_app: Synthesize
 
 
 def test_only_the_ray_head_may_read_the_gcs_token(public_app: Synthesized) -> None:
-    settings = public_app.built.settings
+    settings = public_app.settings
     (secret_id,) = [
         lid
         for lid in public_app.resources("serving", "AWS::SecretsManager::Secret")

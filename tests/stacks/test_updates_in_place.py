@@ -41,7 +41,7 @@ def resized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
 
 def test_resizing_nodes_keeps_vpc_cluster_and_keys(default_app: Synthesized, resized: dict) -> None:
     for role, template in default_app.templates.items():
-        after = resized[default_app.built.settings.stack_name(role)]["Resources"]
+        after = resized[default_app.settings.stack_name(role)]["Resources"]
         for logical_id, resource in template["Resources"].items():
             if resource["Type"] in REPLACEMENT_SENSITIVE:
                 assert after.get(logical_id) == resource, f"{role}/{logical_id} would change"
@@ -50,7 +50,7 @@ def test_resizing_nodes_keeps_vpc_cluster_and_keys(default_app: Synthesized, res
 def test_the_resize_did_reach_the_node_group(default_app: Synthesized, resized: dict) -> None:
     (group,) = [
         resource
-        for logical_id, resource in resized[default_app.built.settings.stack_name("cluster")][
+        for logical_id, resource in resized[default_app.settings.stack_name("cluster")][
             "Resources"
         ].items()
         if logical_id.startswith("SystemNodesNodegroup")
@@ -61,7 +61,7 @@ def test_the_resize_did_reach_the_node_group(default_app: Synthesized, resized: 
 def test_the_new_objective_did_reach_the_alert_rules(
     default_app: Synthesized, resized: dict
 ) -> None:
-    observability = resized[default_app.built.settings.stack_name("observability")]["Resources"]
+    observability = resized[default_app.settings.stack_name("observability")]["Resources"]
     (rules,) = [r for r in observability.values() if r["Type"] == "AWS::APS::RuleGroupsNamespace"]
     assert "> 0.8" in rules["Properties"]["Data"]
 
@@ -77,7 +77,7 @@ def test_resizing_a_fault_tolerant_deployment_keeps_the_gcs_store(
     outdir = tmp_path_factory.mktemp("resized-fault-tolerant")
     built = app.build(context_for("public-endpoint", **overrides), outdir=str(outdir))
     after = {stack.stack_name: stack.template for stack in built.app.synth().stacks}
-    serving = public_app.built.settings.stack_name("serving")
+    serving = public_app.settings.stack_name("serving")
     before = public_app.templates["serving"]["Resources"]
     stores = {lid: r for lid, r in before.items() if r["Type"] in REPLACEMENT_SENSITIVE}
     assert any(r["Type"] == "AWS::ElastiCache::ReplicationGroup" for r in stores.values())
