@@ -18,6 +18,12 @@ class NagRule:
     info: str
     explanation: str
     check: Check
+    # The L1 classes the check can judge: the pack applies it to these only, since every
+    # application is a round trip through jsii and NOT_APPLICABLE elsewhere changes nothing.
+    resource_types: tuple[type[CfnResource], ...]
+
+    def applies_to(self, node: CfnResource) -> bool:
+        return isinstance(node, self.resource_types)
 
 
 @jsii.implements(IApplyRule)

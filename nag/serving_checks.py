@@ -38,6 +38,9 @@ MATCH_NO_TRAFFIC = {
 }
 
 
+EFA_RULE_TYPES = (ec2.CfnSecurityGroup, ec2.CfnSecurityGroupIngress, ec2.CfnSecurityGroupEgress)
+
+
 def _resolve(node: CfnResource, value: Any) -> Any:
     return Stack.of(node).resolve(value)
 
@@ -133,6 +136,7 @@ RULES: tuple[NagRule, ...] = (
         "A public endpoint open to 0.0.0.0/0 exposes the Kubernetes API to the internet; keep it "
         "private or list the CIDRs that may reach it.",
         public_endpoint_restricted,
+        EKS_CLUSTER_TYPES,
     ),
     NagRule(
         "EKSControlPlaneLogs",
@@ -140,6 +144,7 @@ RULES: tuple[NagRule, ...] = (
         "api, audit, authenticator, controllerManager and scheduler logs are needed to investigate "
         "access and scheduling incidents after the fact.",
         all_control_plane_logs,
+        EKS_CLUSTER_TYPES,
     ),
     NagRule(
         "EKSSecretsEncryption",
@@ -147,12 +152,14 @@ RULES: tuple[NagRule, ...] = (
         "Without an EncryptionConfig for 'secrets', secrets rest in etcd protected only by the "
         "default EBS encryption of the control plane.",
         secrets_envelope_encrypted,
+        EKS_CLUSTER_TYPES,
     ),
     NagRule(
         "LaunchTemplateIMDSv2",
         "The launch template does not require IMDSv2.",
         "IMDSv1 answers unauthenticated GET requests, the classic SSRF path to node credentials.",
         launch_template_requires_imdsv2,
+        (ec2.CfnLaunchTemplate,),
     ),
     NagRule(
         "EFASecurityGroupSelfOnly",
@@ -160,6 +167,7 @@ RULES: tuple[NagRule, ...] = (
         "EFA needs all traffic to and from members of its own group and nothing else; any other "
         "rule widens the RDMA fabric to peers that never need it.",
         efa_security_group_self_only,
+        EFA_RULE_TYPES,
     ),
 )
 
@@ -179,4 +187,5 @@ class ServingChecks(NagPack):
 
     def _check_resource(self, node: CfnResource) -> None:
         for rule in RULES:
-            self._apply_rule(AppliedRule(rule, node))
+            if rule.applies_to(node):
+                self._apply_rule(AppliedRule(rule, node))
