@@ -110,9 +110,12 @@ def render_alert_rules(settings: Settings) -> dict[str, Any]:
             "annotations": {
                 "summary": f"{service}: a side has wanted more replicas than it has healthy "
                 f"for {shortfall} minutes",
-                "description": "Capacity that did not come, or a replica that crash-loops: one "
-                "whose log shows `nixlNotFoundError: NIXL_ERR_NOT_FOUND` at start runs on a "
-                "node where NIXL could not open an EFA device; measure it with "
+                "description": "Capacity that did not come, or a node without working EFA: a "
+                "worker pod of the side that fails its `efa-devices` init container (`Init:Error`; "
+                "its log: `EFA check failed on the <side> node NODE`, with the devices expected "
+                "and found) or a replica that crash-loops with `nixlNotFoundError: "
+                "NIXL_ERR_NOT_FOUND` at start. KubeRay recreates the pod, often on the same node: "
+                "`kubectl cordon NODE`, then measure it with "
                 "`pdctl efa-check --prefill-node/--decode-node NODE`.",
                 "runbook": "docs/observability.md, 'ServingCapacityShortfall'",
             },

@@ -117,7 +117,8 @@ def plan_for(
     )
 
 
-def _fi_info() -> str:
+def fi_info_command() -> str:
+    """The listing both this check and the Ray workers' efa-devices init container read."""
     return shlex.join(["fi_info", "-p", "efa", "-f", FABRIC, "-t", "FI_EP_RDM"])
 
 
@@ -139,8 +140,8 @@ def _prelude(plan: EfaCheckPlan, role: str) -> str:
     return f"""
 echo "{MARK} uverbs $(ls {DEVICE_DIRECTORY} 2>/dev/null | grep -c '^uverbs')"
 echo "{MARK} fi_info"
-{_fi_info()} || echo "{MARK} fi_info-failed $?"
-domains=($({_fi_info()} 2>/dev/null | awk '$1 == "domain:" {{print $2}}' | sort -u))
+{fi_info_command()} || echo "{MARK} fi_info-failed $?"
+domains=($({fi_info_command()} 2>/dev/null | awk '$1 == "domain:" {{print $2}}' | sort -u))
 echo "{MARK} partner {partner}"
 until partner_ip=$(getent hosts {partner} | awk '{{print $1; exit}}') && [ -n "$partner_ip" ]; do
   sleep {PARTNER_POLL_SECONDS}

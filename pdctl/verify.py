@@ -369,12 +369,14 @@ SLOW_TRANSFER_HINT = (
 )
 # vLLM 0.26 with NIXL's LIBFABRIC backend does not fall back when NIXL cannot open an EFA device:
 # the engine dies at start (issue 18, observed with real engines), so a broken node shows as a
-# replica that restarts on one side.
+# replica that restarts on one side. Devices missing when the pod starts stop it earlier, in the
+# workers' efa-devices init container (serving_manifests/efa_device_check.py).
 NIXL_NO_DEVICE_HINT = (
     "a worker that restarts, its log showing `nixlNotFoundError: NIXL_ERR_NOT_FOUND` from the "
-    "NIXL worker's init, sits on a node where NIXL could not open an EFA device: run "
-    "`pdctl efa-check --prefill-node NODE` or `--decode-node NODE` for that node "
-    "(docs/observability.md, 'EFA runbook')"
+    "NIXL worker's init, or a worker pod failing its `efa-devices` init container ('EFA check "
+    "failed on the <side> node NODE'), sits on a node where NIXL could not open an EFA device: "
+    "`kubectl cordon NODE`, then run `pdctl efa-check --prefill-node NODE` or "
+    "`--decode-node NODE` for that node (docs/observability.md, 'EFA runbook')"
 )
 
 

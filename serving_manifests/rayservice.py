@@ -19,6 +19,7 @@ from app_config.node_labels import (
 from catalog.expert_parallel import NCCL_ON_EFA_ENV
 from catalog.ray_llm_image import IMAGES
 from serving_manifests import drain
+from serving_manifests.efa_device_check import fill_efa_device_check
 from serving_manifests.image import pod_image
 from serving_manifests.names import (
     DASHBOARD_PORT,
@@ -205,6 +206,8 @@ def _worker_group(
         **EFA_HUGEPAGES,
     }
     container["resources"] = {"requests": dict(resources), "limits": dict(resources)}
+    # Before Ray starts: the devices just requested are there and libfabric opens them.
+    fill_efa_device_check(spec, role, instance.network_cards, container)
     for volume in spec["volumes"]:
         if volume["name"] == "dshm":
             volume["emptyDir"]["sizeLimit"] = f"{int(instance.memory_gib * SHM_SHARE)}Gi"

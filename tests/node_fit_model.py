@@ -79,14 +79,31 @@ def unfit_reasons(pod: dict[str, Any], node: TemplateNode) -> list[str]:
             continue
         if not any(_tolerates(toleration, taint) for toleration in pod.get("tolerations") or []):
             reasons.append(f"taint {taint['key']}={taint['value']}:{taint['effect']}")
-    requested: dict[str, Decimal] = {"pods": Decimal(1)}
-    for container in pod["containers"]:
-        for resource, quantity in container.get("resources", {}).get("requests", {}).items():
-            requested[resource] = requested.get(resource, Decimal(0)) + parse_quantity(quantity)
+    requested = {"pods": Decimal(1), **effective_requests(pod)}
     for resource, amount in requested.items():
         if amount > node.allocatable.get(resource, Decimal(0)):
             reasons.append(f"{resource}: {amount} > {node.allocatable.get(resource, 0)}")
     return reasons
+
+
+def effective_requests(pod: dict[str, Any]) -> dict[str, Decimal]:
+    """Per resource, the larger of the app containers' sum and the largest init container's
+    request (Kubernetes docs, Init Containers, "Resource sharing within containers"; what the
+    scheduler's NodeResourcesFit computes). Init containers run one at a time, before the app
+    containers, so their requests do not add up."""
+
+    def requests(container: dict[str, Any]) -> dict[str, Decimal]:
+        asked = container.get("resources", {}).get("requests", {})
+        return {resource: parse_quantity(quantity) for resource, quantity in asked.items()}
+
+    total: dict[str, Decimal] = {}
+    for container in pod["containers"]:
+        for resource, amount in requests(container).items():
+            total[resource] = total.get(resource, Decimal(0)) + amount
+    for container in pod.get("initContainers") or []:
+        for resource, amount in requests(container).items():
+            total[resource] = max(total.get(resource, Decimal(0)), amount)
+    return total
 
 
 def _tolerates(toleration: dict[str, str], taint: dict[str, str]) -> bool:

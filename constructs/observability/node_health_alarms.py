@@ -54,7 +54,8 @@ class NodeHealthAlarms(Construct):
             "data counts as no errors (no GPU node reporting); a Container Insights agent that "
             "stopped reporting shows in the nodes-not-ready alarm. Measure the path with "
             "`pdctl efa-check` (also for a replica that dies at start with "
-            f"`nixlNotFoundError: NIXL_ERR_NOT_FOUND`); see docs/observability.md, '{efa_name}'.",
+            "`nixlNotFoundError: NIXL_ERR_NOT_FOUND`, or a worker pod whose `efa-devices` init "
+            f"container fails); see docs/observability.md, '{efa_name}'.",
             threshold=settings.observability.alarms.efa_error_events_threshold,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
             evaluation_periods=1,
