@@ -331,8 +331,10 @@ def _print_plan(
         ),
         ("KV bytes per token per GPU", f"{result.kv_bytes_per_token_per_gpu:,}"),
         (f"KV bytes per request ({input_tokens} input tokens)", f"{result.kv_bytes_per_request:,}"),
+        ("KV bytes per request per GPU", f"{result.kv_bytes_per_request_per_gpu:,}"),
         (
-            f"transfer over EFA ({instance.efa_bandwidth_gbps} Gbps x {kv_plan.EFA_EFFICIENCY})",
+            f"transfer over EFA (each GPU over its own {result.efa_gbps_per_gpu:g} Gbps of the "
+            f"node's {instance.efa_bandwidth_gbps:,}, x {kv_plan.EFA_EFFICIENCY})",
             f"{result.transfer_seconds_efa * 1000:.2f} ms",
         ),
         (
@@ -369,11 +371,44 @@ def _print_plan(
                 f"{result.sequences_at_max_model_len:,}",
             )
         )
+    rows += _moe_rows(result.moe)
     for figure, value in rows:
         table.add_row(styled(figure), styled(value))
     console.print(table)
     style = "green" if result.pays_off else "yellow" if result.fits else "red"
     console.print(styled(result.verdict, style))
+
+
+def _moe_rows(moe: Any) -> list[tuple[str, str]]:
+    """The expert-parallel group's traffic (pdctl/moe_traffic.py): what decides one node against
+    several (docs/architecture.md, "One node or two")."""
+    if moe is None:
+        return []
+    mib = 2**20
+    rows = [
+        (
+            f"all-to-all per token, all MoE layers (to {moe.ranks - 1} other ranks)",
+            f"{moe.bytes_per_token / mib:.1f} MiB",
+        ),
+        ("  of it over NVLink", f"{moe.nvlink_bytes_per_token / mib:.1f} MiB"),
+        (
+            f"  of it over EFA between {moe.nodes} nodes (at least)",
+            f"{moe.efa_bytes_per_token / mib:.1f} MiB",
+        ),
+    ]
+    if moe.eplb_bytes_per_rank:
+        rows += [
+            (
+                "EPLB rebalance: expert weights one rank receives (at most)",
+                f"{moe.eplb_bytes_per_rank / 2**30:.1f} GiB",
+            ),
+            ("  of it over EFA", f"{moe.eplb_efa_bytes_per_rank / 2**30:.1f} GiB"),
+            (
+                "  every rank stalls (use_async false: inside one engine step)",
+                f"{moe.eplb_stall_seconds * 1000:,.0f} ms",
+            ),
+        ]
+    return rows
 
 
 @app.command("verify")

@@ -443,3 +443,74 @@ def test_absurd_layer_counts_are_sized_at_once_and_do_not_fit(tmp_path: Path) ->
     assert time.monotonic() - started < 10
     assert result.exit_code == 1, result.output
     assert json.loads(result.stdout)["fits"] is False
+
+
+# Issue 30 item 4: the transfer and the weights as vLLM 0.26 and NIXL 1.3.1 place them.
+P5 = CATALOG["p5.48xlarge"]
+
+
+def _gbps_per_gpu(instance) -> float:
+    """NIXL 1.3.1 groupNicsWithAccel: a GPU's own EFA devices (devices // GPUs), each carrying
+    the node's bandwidth / devices; fewer devices than GPUs are shared (devices / GPUs)."""
+    devices, gpus = instance.network_cards, instance.gpus
+    share = devices // gpus if devices >= gpus else devices / gpus
+    return instance.efa_bandwidth_gbps / devices * share
+
+
+@pytest.mark.parametrize(
+    ("tp", "config"), [(1, DEEPSEEK_V3), (8, DEEPSEEK_V3), (1, LLAMA_3_1_70B), (8, LLAMA_3_1_70B)]
+)
+def test_a_ranks_kv_moves_over_its_gpus_own_efa_devices_not_the_whole_node(tp, config) -> None:
+    """At TP 1 one GPU holds the request's whole KV and NIXL moves it over that GPU's devices
+    (400 Gbps on p5/p5en), eight times slower than the node's 3,200 Gbps would say; under GQA at
+    TP 8 each GPU moves an eighth, in parallel. MLA's latent is whole on every GPU."""
+    shape = model_shape(config)
+    result = plan(shape, P5, tensor_parallel=tp, input_tokens=4096, output_tokens=512)
+    per_gpu = shape.kv_bytes_per_token_per_gpu(tp) * 4096
+    assert result.kv_bytes_per_request_per_gpu == per_gpu
+    assert result.efa_gbps_per_gpu == _gbps_per_gpu(P5) == 400
+    assert result.transfer_seconds_efa == pytest.approx(per_gpu / (400e9 / 8 * 0.7))
+    whole_node = shape.kv_bytes_per_token * 4096 / (P5.efa_bandwidth_gbps * 1e9 / 8 * 0.7)
+    if tp == 1:
+        assert result.transfer_seconds_efa == pytest.approx(8 * whole_node)
+
+
+@pytest.mark.parametrize("name", sorted(CATALOG))
+def test_the_catalog_gives_each_gpu_its_nixl_share_of_the_nodes_efa(name: str) -> None:
+    from catalog.efa_layout import efa_devices, efa_gbps_per_gpu
+
+    instance = CATALOG[name]
+    assert efa_devices(instance) == instance.network_cards
+    assert efa_gbps_per_gpu(instance) == pytest.approx(_gbps_per_gpu(instance))
+    assert efa_gbps_per_gpu(instance) * instance.gpus <= instance.efa_bandwidth_gbps
+
+
+def test_mla_weights_per_gpu_add_the_absorbed_bf16_copies_and_the_routers() -> None:
+    """vLLM 0.26 MLAAttention.process_weights_after_loading keeps W_UV and W_UK_T, bf16 copies
+    of kv_b_proj (kv_lora_rank x heads x (qk_nope + v) per layer, split by TP); every MoE layer's
+    GateLinear router (hidden x experts, bf16, unquantized) is whole on every rank.
+    DeepSeek-V3: 61 x 512 x 128 x 256 x 2 = 2,046,820,352 bytes and 58 x 7168 x 256 x 2 =
+    212,860,928 bytes: 2.1 GiB per TP-1 GPU that the plan missed."""
+    c = DEEPSEEK_V3
+    copies = (
+        c["num_hidden_layers"]
+        * c["kv_lora_rank"]
+        * c["num_attention_heads"]
+        * (c["qk_nope_head_dim"] + c["v_head_dim"])
+        * 2
+    )
+    routers = (c["num_hidden_layers"] - c["first_k_dense_replace"]) * c["hidden_size"] * 256 * 2
+    assert (copies, routers) == (2_046_820_352, 212_860_928)
+    shape = model_shape(DEEPSEEK_V3)
+    parts = shape.weight_parts()
+    without = WeightParts(
+        tp_split=parts.tp_split - copies,
+        replicated=parts.replicated - routers,
+        shared_experts=parts.shared_experts,
+        routed_experts=parts.routed_experts,
+        routed_expert_count=parts.routed_expert_count,
+    )
+    for tp in (1, 8):
+        layout = Parallelism(tensor_parallel=tp, data_parallel=16 // tp, expert_parallel=True)
+        added = parts.bytes_per_gpu(layout) - without.bytes_per_gpu(layout)
+        assert added == pytest.approx(copies / tp + routers, abs=2)
