@@ -226,6 +226,13 @@ def plan_command(
         int | None,
         typer.Option(min=1, max=10_000_000, help="default: serving.max_model_len"),
     ] = None,
+    versus: Annotated[
+        str | None,
+        typer.Option(
+            help="another configuration file whose same side to compare with (its own layout; "
+            "e.g. examples/deepseek-v3-pd-one-node.yaml against examples/deepseek-v3-pd.yaml)"
+        ),
+    ] = None,
     config: ConfigOption = None,
     context: ContextOption = [],  # noqa: B006
     as_json: JsonOption = False,
@@ -233,43 +240,99 @@ def plan_command(
     """KV-cache sizing and a verdict on disaggregation for a model, on one side.
 
     KV bytes per token (GQA or MLA) and per request, EFA vs TCP transfer time, memory per GPU
-    (quantized weights, experts spread by expert parallel), KV tokens per DP rank and replica;
-    exits 1 when the model does not fit."""
-    from catalog.instances import CATALOG
+    (quantized weights, experts spread by expert parallel), KV tokens per DP rank and replica,
+    an expert-parallel group's all-to-all and EPLB traffic; the options are checked by the
+    configuration's own rules. Exits 1 when the model does not fit."""
     from pdctl import kv_plan
-    from pdctl.expert_placement import ParallelismError
-    from pdctl.model_architecture import UnsupportedModelError, model_shape
+    from pdctl.model_architecture import UnsupportedModelError
 
     settings = _settings(config, context)
     model_config = model_config or settings.serving.model.id
     role = side.value
-    engine = settings.serving.engine(role)
-    chosen = instance_type or getattr(settings.gpu_nodes, role).instance_type
+    try:
+        model = kv_plan.load_model_config(model_config)
+    except OSError as error:
+        fail(f"{model_config}: cannot read it: {error}")
+    except UnsupportedModelError as error:
+        fail(f"{model_config}: cannot size this model: {error}")
+    options = {
+        "tensor_parallel": tensor_parallel,
+        "data_parallel": data_parallel,
+        "expert_parallel": expert_parallel,
+        "eplb_redundant_experts": eplb_redundant_experts,
+    }
+    sizing = {"input_tokens": input_tokens, "output_tokens": output_tokens}
+    planned = _plan_side(
+        settings, role, model, model_config, instance_type, options, kv_cache_dtype,
+        max_model_len, sizing,
+    )  # fmt: skip
+    other = None
+    if versus is not None:
+        other = _plan_side(
+            _settings(versus, context), role, model, model_config, None, {}, kv_cache_dtype,
+            max_model_len, sizing,
+        )  # fmt: skip
+    result, instance, tp, pp = planned
+    if as_json:
+        body = _plan_json(role, planned)
+        if other is not None:
+            body["versus"] = {"config": versus} | _plan_json(role, other)
+        emit_json(body)
+    else:
+        _print_plan(result, model_config, instance, role, tp, pp, input_tokens)
+        if other is not None:
+            _print_comparison(config or "this configuration", planned, versus or "", other)
+    if not result.fits:
+        raise typer.Exit(output.EXIT_CHECK_FAILED)
+
+
+def _plan_json(role: str, planned: tuple[Any, Any, int, int]) -> dict[str, Any]:
+    result, instance, tp, pp = planned
+    return (
+        {"side": role, "instance_type": instance.name, "tensor_parallel": tp}
+        | {"pipeline_parallel": pp}
+        | result.as_dict()
+    )
+
+
+def _plan_side(
+    settings: Settings,
+    role: str,
+    model: dict[str, Any],
+    model_config: str,
+    instance_type: str | None,
+    options: dict[str, Any],
+    kv_cache_dtype: str | None,
+    max_model_len: int | None,
+    sizing: dict[str, int],
+) -> tuple[Any, Any, int, int]:
+    """One side's plan: the options through the configuration's rules (plan_layout.py), then
+    the model's own (expert_placement.py, heads over TP)."""
+    from app_config import ConfigError
+    from catalog.instances import CATALOG
+    from pdctl import kv_plan
+    from pdctl.expert_placement import ParallelismError
+    from pdctl.model_architecture import UnsupportedModelError, model_shape
+    from pdctl.plan_layout import side_with_options
+
+    chosen = instance_type or settings.gpu_nodes.groups()[role].instance_type
     if chosen not in CATALOG:
         fail(f"--instance-type {chosen}: not in the catalog", f"valid: {', '.join(CATALOG)}")
-    instance = CATALOG[chosen]
-    configured_tp, pp = settings.replica_gpus(role)
-    tp = tensor_parallel or configured_tp
-    if tp * pp > instance.gpus:
+    try:
+        settings = side_with_options(settings, role, instance_type=chosen, **options)
+    except ConfigError as error:
         fail(
-            f"TP {tp} x PP {pp} needs {tp * pp} GPUs; one {instance.name} has {instance.gpus}",
-            "lower --tensor-parallel",
+            f"{role}: {'; '.join(str(problem) for problem in error.problems)}",
+            "`cdk synth` refuses the same; change --tensor-parallel, --data-parallel, "
+            "--expert-parallel or --eplb-redundant-experts",
         )
-    dp = data_parallel or engine.data_parallel_size
-    ep = engine.expert_parallel if expert_parallel is None else expert_parallel
-    redundant = (
-        engine.eplb.num_redundant_experts
-        if eplb_redundant_experts is None
-        else eplb_redundant_experts
-    )
-    eplb_on = engine.eplb.enabled or redundant > 0
+    instance, engine = CATALOG[chosen], settings.serving.engine(role)
+    tp, pp = settings.replica_gpus(role)
     cache_dtype = kv_cache_dtype or str(
         settings.serving.engine_options_for(role).get("kv_cache_dtype") or "auto"
     )
     try:
-        shape = model_shape(kv_plan.load_model_config(model_config), cache_dtype)
-    except OSError as error:
-        fail(f"{model_config}: cannot read it: {error}")
+        shape = model_shape(model, cache_dtype)
     except UnsupportedModelError as error:
         fail(f"{model_config}: cannot size this model: {error}")
     if shape.attention_heads % tp:
@@ -284,30 +347,53 @@ def plan_command(
             instance,
             tensor_parallel=tp,
             pipeline_parallel=pp,
-            data_parallel=dp,
-            expert_parallel=ep,
-            eplb=eplb_on,
-            redundant_experts=redundant,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
+            data_parallel=engine.data_parallel_size,
+            expert_parallel=engine.expert_parallel,
+            eplb=engine.eplb.enabled,
+            redundant_experts=engine.eplb.num_redundant_experts,
             gpu_memory_utilization=engine.gpu_memory_utilization,
             max_model_len=max_model_len or settings.serving.max_model_len,
+            **sizing,
         )
     except ParallelismError as error:
         fail(
             f"{role}: {error}",
             "change --data-parallel, --expert-parallel or --eplb-redundant-experts",
         )
-    if as_json:
-        emit_json(
-            {"side": role, "instance_type": instance.name, "tensor_parallel": tp}
-            | {"pipeline_parallel": pp}
-            | result.as_dict()
-        )
-    else:
-        _print_plan(result, model_config, instance, role, tp, pp, input_tokens)
-    if not result.fits:
-        raise typer.Exit(output.EXIT_CHECK_FAILED)
+    return result, instance, tp, pp
+
+
+def _print_comparison(
+    name: str, planned: tuple[Any, Any, int, int], other_name: str, other: tuple[Any, Any, int, int]
+) -> None:
+    """The figures that decide one node against two (docs/architecture.md, "One node or
+    two"), side by side."""
+    table = Table(title=plain(f"{name} against {other_name}"))
+    table.add_column("figure")
+    table.add_column(styled(name), justify="right")
+    table.add_column(styled(other_name), justify="right")
+    mib, gib = 2**20, 2**30
+
+    def moe(result: Any, key: str, scale: float, unit: str) -> str:
+        return "-" if result.moe is None else f"{getattr(result.moe, key) / scale:.1f} {unit}"
+
+    figures: list[tuple[str, Callable[[Any], str]]] = [
+        ("GPUs and nodes per replica", lambda r: f"{r.gpus_per_replica} on {r.nodes_per_replica}"),
+        ("routed experts per GPU per MoE layer", lambda r: f"{r.experts_per_gpu:g}"),
+        ("weights per GPU", lambda r: f"{r.weights_bytes_per_gpu / gib:.1f} GiB"),
+        ("KV tokens per DP rank", lambda r: f"{r.kv_tokens_per_dp_rank:,}"),
+        ("KV tokens per replica", lambda r: f"{r.kv_tokens_per_replica:,}"),
+        (
+            "all-to-all per token over NVLink",
+            lambda r: moe(r, "nvlink_bytes_per_token", mib, "MiB"),
+        ),
+        ("all-to-all per token over EFA", lambda r: moe(r, "efa_bytes_per_token", mib, "MiB")),
+        ("EPLB stall per rebalance", lambda r: moe(r, "eplb_stall_seconds", 1e-3, "ms")),
+        ("a rank's failure restarts", lambda r: f"{r.data_parallel} ranks"),
+    ]
+    for figure, value in figures:
+        table.add_row(styled(figure), styled(value(planned[0])), styled(value(other[0])))
+    console.print(table)
 
 
 def _print_plan(
@@ -392,7 +478,9 @@ def _moe_rows(moe: Any) -> list[tuple[str, str]]:
         ),
         ("  of it over NVLink", f"{moe.nvlink_bytes_per_token / mib:.1f} MiB"),
         (
-            f"  of it over EFA between {moe.nodes} nodes (at least)",
+            f"  of it over EFA between {moe.nodes} nodes (at least)"
+            if moe.nodes > 1
+            else "  of it over EFA (one node: none)",
             f"{moe.efa_bytes_per_token / mib:.1f} MiB",
         ),
     ]
