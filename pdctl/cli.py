@@ -531,6 +531,13 @@ def verify_command(
         float,
         typer.Option(min=0.1, help="a mean KV transfer slower than this points at the fabric"),
     ] = verify.SLOW_TRANSFER_SECONDS * 1000,
+    ray_dashboard_url: Annotated[
+        str | None,
+        typer.Option(
+            help="the Ray dashboard (RayDashboardCommand's port-forward): then each DP rank's "
+            "engine and worker nodes are checked; the token is read from RAY_AUTH_TOKEN"
+        ),
+    ] = None,
     config: ConfigOption = None,
     context: ContextOption = [],  # noqa: B006
     as_json: JsonOption = False,
@@ -550,6 +557,8 @@ def verify_command(
             metrics_wait,
             slow_transfer_ms,
         )
+        if ray_dashboard_url:
+            checks += _rank_placement(settings, ray_dashboard_url, timeout)
     except verify.VerifyError as error:
         fail(f"verify {base}: {error}", code=output.EXIT_CHECK_FAILED)
     except CannotRunError as error:
@@ -613,6 +622,35 @@ def _verify(
         verify.kv_verdict(evidence, settings.serving.kv_transfer.backend, slow_transfer_ms / 1000)
     )
     return checks
+
+
+def _rank_placement(settings: Settings, dashboard_url: str, timeout: float) -> list[Check]:
+    """Each DP side's ranks: engine core and GPU workers on one node (pdctl/rank_placement.py)."""
+    from pdctl import rank_placement
+    from pdctl.checks import undecided
+
+    sides = {}
+    for role in settings.gpu_nodes.groups():
+        tp, pp = settings.replica_gpus(role)
+        ranks = settings.serving.engine(role).data_parallel_size
+        if ranks > 1:
+            sides[role] = (ranks, tp * pp)
+    if not sides:
+        return []
+    try:
+        groups, actors = rank_placement.read_state(
+            dashboard_url, os.environ.get("RAY_AUTH_TOKEN"), timeout
+        )
+    except rank_placement.PlacementEvidenceError as error:
+        return [
+            undecided(
+                "DP ranks' engine cores on their GPUs' nodes",
+                str(error),
+                "an admin's RayDashboardCommand port-forward, with RAY_AUTH_TOKEN set to the "
+                "cluster's Ray token",
+            )
+        ]
+    return rank_placement.placement_checks(sides, groups, actors)
 
 
 @app.command("bench")
