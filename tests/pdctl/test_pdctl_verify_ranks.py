@@ -149,7 +149,7 @@ class FakeDashboard(FakeServe):
     groups: list[dict] = []
     actors: list[dict] = []
 
-    def do_GET(self) -> None:
+    def do_GET(self) -> None:  # noqa: N802 (BaseHTTPRequestHandler's name)
         if not self.path.startswith("/api/v0/"):
             super().do_GET()
             return
