@@ -87,8 +87,10 @@ def moe_traffic(
     ranks_per_node = min(ranks, instance.gpus // parallelism.rank_gpus)
     remote_share = (ranks - ranks_per_node) / (ranks - 1)
     eplb_efa = math.ceil(eplb * remote_share)
-    # Each GPU receives over its own EFA devices (NCCL, like NIXL, pairs a GPU with its nearest
-    # NICs) and from its node's GPUs over NVLink at the same time; the slower path decides.
+    # Each GPU receives over its own EFA devices and from its node's GPUs over NVLink at the same
+    # time; the slower path decides. aws-ofi-nccl groups NICs per GPU as NIXL does (aws/aws-ofi-
+    # nccl src/nccl_ofi_topo.cpp `nccl_ofi_topo_group`: each GPU walks up to its nearest
+    # NIC-bearing PCIe ancestor, one group of NICs per GPU, exposed to NCCL as one device).
     efa_seconds = eplb_efa / (efa_gbps_per_gpu(instance) * 1e9 / 8 * LINK_EFFICIENCY)
     link_seconds = (eplb - eplb_efa) / (instance.gpu_link_gbytes_per_s * 1e9 * LINK_EFFICIENCY)
     return MoeTraffic(

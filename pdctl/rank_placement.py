@@ -20,7 +20,9 @@ What Ray 2.58 exposes, and what it does not:
   workers take `sorted[i*B:(i+1)*B]` of the bundle indices sorted by node, rank 0's node first
   (ray/llm/_internal/serve/utils/pg_utils.py `_sort_bundle_indices_by_node`). This module
   applies that rule to the bundles' nodes, and checks it against the actors it can see: the
-  engine cores' nodes must be those the rule names, else the answer is "cannot tell".
+  engine cores' nodes must be those the rule names, else the answer is "cannot tell". (`make
+  e2e` recorded the same rule from inside each rank: docs/verification.md, the data-parallel
+  row, `ranks_with_engine_core_off_their_gpus_node`.)
 """
 
 from __future__ import annotations
