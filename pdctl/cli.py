@@ -314,6 +314,7 @@ def _plan_side(
     from pdctl.expert_placement import ParallelismError
     from pdctl.model_architecture import UnsupportedModelError, model_shape
     from pdctl.plan_layout import side_with_options
+    from serving_manifests.serve_config import reads_only_local_experts
 
     chosen = instance_type or settings.gpu_nodes.groups()[role].instance_type
     if chosen not in CATALOG:
@@ -353,6 +354,10 @@ def _plan_side(
             redundant_experts=engine.eplb.num_redundant_experts,
             gpu_memory_utilization=engine.gpu_memory_utilization,
             max_model_len=max_model_len or settings.serving.max_model_len,
+            ep_weight_filter=shape.experts > 0
+            and reads_only_local_experts(
+                engine, {"tensor_parallel_size": tp, **settings.serving.engine_options_for(role)}
+            ),
             **sizing,
         )
     except ParallelismError as error:
@@ -430,6 +435,10 @@ def _print_plan(
         ("prefill compute (estimate)", f"{result.prefill_seconds * 1000:.1f} ms"),
         ("weight precision (quantization_config)", result.weight_precision),
         ("weights per GPU", f"{result.weights_bytes_per_gpu / gib:.1f} GiB"),
+        (
+            "model files each rank reads at every group start",
+            f"{result.checkpoint_bytes_read_per_rank / gib:.1f} GiB",
+        ),
     ]
     if result.experts_per_gpu:
         split = "whole, EP" if result.expert_parallel else "sliced, TP x DP"

@@ -146,6 +146,9 @@ class KvPlan:
     efa_gbps_per_gpu: float = 0  # the EFA share NIXL moves one GPU's KV over
     kv_bytes_per_request_per_gpu: int = 0  # what one GPU moves for one request
     moe: MoeTraffic | None = None  # all-to-all and EPLB traffic of an expert-parallel group
+    # What each rank reads from the model files at every (re)start of its group: all of them,
+    # or its own experts and the rest where enable_ep_weight_filter applies.
+    checkpoint_bytes_read_per_rank: int = 0
 
     @property
     def fits(self) -> bool:
@@ -174,8 +177,11 @@ def plan(
     output_tokens: int,
     gpu_memory_utilization: float = 0.9,
     max_model_len: int | None = None,
+    ep_weight_filter: bool = False,
 ) -> KvPlan:
-    """One side's sizing. Raises ParallelismError for a layout vLLM refuses."""
+    """One side's sizing. Raises ParallelismError for a layout vLLM refuses. `ep_weight_filter`:
+    the side's ranks read only their own experts at load (serving_manifests/serve_config.py
+    reads_only_local_experts decides it from the settings)."""
     parallelism = Parallelism(
         tensor_parallel=tensor_parallel,
         pipeline_parallel=pipeline_parallel,
@@ -237,6 +243,9 @@ def plan(
         efa_gbps_per_gpu=gpu_gbps,
         kv_bytes_per_request_per_gpu=per_gpu_request,
         moe=moe_traffic(shape, instance, parallelism),
+        checkpoint_bytes_read_per_rank=shape.checkpoint_bytes_read(
+            math.ceil(parallelism.experts_per_gpu(shape.experts)) if ep_weight_filter else None
+        ),
     )
 
 

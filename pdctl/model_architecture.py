@@ -165,6 +165,19 @@ class ModelShape:
     def weight_bytes(self) -> int:
         return math.ceil(self.weight_parts().total)
 
+    def checkpoint_bytes_read(self, local_experts: int | None = None) -> int:
+        """What one rank reads from the model files at load: everything (vLLM's loader reads
+        every tensor and each layer keeps its share), or, with `enable_ep_weight_filter`, every
+        tensor but the routed experts of other ranks (`local_experts` of each MoE layer:
+        model_loader/ep_weight_filter.py skips `.experts.<id>.` weights not local). MLA's
+        absorbed copies are made after loading, not read."""
+        parts = self.weight_parts()
+        on_disk = parts.total - self.mla_absorbed_parameters() * self.dtype_bytes
+        if local_experts is None or not self.experts:
+            return math.ceil(on_disk)
+        skipped = parts.routed_experts * (self.experts - local_experts) / self.experts
+        return math.ceil(on_disk - skipped)
+
     @property
     def active_parameters(self) -> int:
         """Weights one token passes through: what the compute costs (MoE routes to a few)."""

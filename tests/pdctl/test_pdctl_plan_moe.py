@@ -606,3 +606,22 @@ def test_plan_compares_the_one_node_group_with_the_two_node_one() -> None:
     table = _cli("--config", str(one), "--versus", str(two), "--side=decode")
     assert table.exit_code == 0, table.output
     assert "all-to-all per token over EFA" in table.stdout
+
+
+@pytest.mark.parametrize(("side", "filtered"), [("prefill", True), ("decode", False)])
+def test_each_rank_reads_only_its_experts_at_load_where_the_filter_is_rendered(
+    side: str, filtered: bool, tmp_path: Path
+) -> None:
+    """examples/deepseek-v3-pd.yaml: prefill (no EPLB) renders enable_ep_weight_filter, so a rank
+    reads the 16 experts of each MoE layer it holds and every other tensor; decode runs EPLB,
+    where vLLM 0.26 ignores the filter, so each rank reads the whole checkpoint at every group
+    start. MLA's absorbed copies are built after loading, not read."""
+    example = PROJECT_ROOT / "examples" / "deepseek-v3-pd.yaml"
+    result = _cli("--config", str(example), f"--side={side}", "--json")
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    shape = model_shape(DEEPSEEK_V3)
+    on_disk = shape.weight_parts().total - shape.mla_absorbed_parameters() * 2
+    others = _expert_bytes(DEEPSEEK_V3, 1) * (256 - 16) / 256
+    expected = on_disk - others if filtered else on_disk
+    assert body["checkpoint_bytes_read_per_rank"] == pytest.approx(expected, abs=2)
