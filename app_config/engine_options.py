@@ -36,6 +36,8 @@ OWNED: dict[str, str] = {
     "all2all_backend": "use serving.<side>.all2all_backend (checked against what runs on EFA)",
     "enable_eplb": "use serving.<side>.eplb.enabled",
     "eplb_config": "use serving.<side>.eplb (its communicator is pinned to NCCL on EFA)",
+    "enable_ep_weight_filter": "set by the project on each expert-parallel side without EPLB, "
+    "where vLLM 0.26 honours it (serving_manifests/serve_config.py); under EPLB vLLM ignores it",
     "enable_dbo": DUAL_BATCH_OVERLAP_REFUSAL,
     "ubatch_size": DUAL_BATCH_OVERLAP_REFUSAL,
     "enable_elastic_ep": "elastic expert parallel resizes a DP group in place; Ray Serve LLM "

@@ -9,7 +9,10 @@ Sources (AWS documentation, checked 2026-10):
   cards" / "EFA for accelerated instance types"
   https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-acc-inst-types.html (one EFA per network
   card; EFA-only interfaces on every EFA-capable instance since 2024-10)
-- [nvidia] NVIDIA A100, H100/H200 and B200 datasheets (dense BF16 Tensor Core TFLOPS, SXM).
+- [nvidia] NVIDIA A100, H100/H200 and B200 datasheets (dense BF16 Tensor Core TFLOPS, SXM; NVLink
+  bandwidth per GPU, both directions together: A100 600 GB/s, H100/H200 900 GB/s, B200 1.8 TB/s).
+- [pcie] L4 and L40S have no NVLink: GPU-to-GPU traffic inside a node crosses PCIe Gen4 x16
+  (32 GB/s each way; NVIDIA L4/L40S datasheets list "PCIe Gen4 x16: 64GB/s bidirectional").
 - [vllm] vLLM v0.26.0, vllm/platforms/cuda.py: the attention backend chosen when none is set
   (FLASH_ATTN on compute capability 8.x and 9.x, FLASHINFER on 10.x); NIXL's handshake in
   vllm/distributed/kv_transfer/kv_connector/v1/nixl compares the two sides' backends.
@@ -61,6 +64,9 @@ class GpuInstance:
     memory_gib: int  # [specs]
     gpu_bf16_tflops: int  # dense BF16 tensor throughput per GPU [nvidia]
     vllm_attention_backend: str  # vLLM 0.26's default for this GPU generation [vllm]
+    # GB/s one GPU can send to the others of its node (one direction: half the datasheet's
+    # bidirectional NVLink figure) [nvidia][pcie]: NCCL's path inside a node.
+    gpu_link_gbytes_per_s: int = 0
 
     @property
     def has_local_nvme(self) -> bool:
@@ -82,7 +88,7 @@ def _p4(name: str, gpu_memory_gib: int, peer_group: str) -> GpuInstance:
         gpu_memory_gib=gpu_memory_gib, network_cards=4,
         efa_bandwidth_gbps=400, efa_only_interfaces=True,
         nvme_disks=8, nvme_disk_gb=1000, efa_peer_group=peer_group, vcpus=96, memory_gib=1152,
-        gpu_bf16_tflops=312, vllm_attention_backend="FLASH_ATTN",
+        gpu_bf16_tflops=312, vllm_attention_backend="FLASH_ATTN", gpu_link_gbytes_per_s=300,
     )  # fmt: skip
 
 
@@ -95,6 +101,7 @@ def _p5_class(
         network_cards=network_cards, efa_bandwidth_gbps=3200, efa_only_interfaces=True,
         nvme_disks=8, nvme_disk_gb=3800, efa_peer_group="p5+",
         vcpus=192, memory_gib=2048, gpu_bf16_tflops=tflops, vllm_attention_backend=attention,
+        gpu_link_gbytes_per_s=900 if gpu == "B200" else 450,
     )  # fmt: skip
 
 
@@ -122,6 +129,7 @@ def _g6_class(
         efa_bandwidth_gbps=efa_gbps, efa_only_interfaces=False, nvme_disks=nvme_disks,
         nvme_disk_gb=nvme_disk_gb, efa_peer_group="p5+", vcpus=vcpus, memory_gib=memory_gib,
         gpu_bf16_tflops=362 if l40s else 121, vllm_attention_backend=ADA,
+        gpu_link_gbytes_per_s=32,
     )  # fmt: skip
 
 

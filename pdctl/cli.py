@@ -226,6 +226,13 @@ def plan_command(
         int | None,
         typer.Option(min=1, max=10_000_000, help="default: serving.max_model_len"),
     ] = None,
+    versus: Annotated[
+        str | None,
+        typer.Option(
+            help="another configuration file whose same side to compare with (its own layout; "
+            "e.g. examples/deepseek-v3-pd-one-node.yaml against examples/deepseek-v3-pd.yaml)"
+        ),
+    ] = None,
     config: ConfigOption = None,
     context: ContextOption = [],  # noqa: B006
     as_json: JsonOption = False,
@@ -233,43 +240,100 @@ def plan_command(
     """KV-cache sizing and a verdict on disaggregation for a model, on one side.
 
     KV bytes per token (GQA or MLA) and per request, EFA vs TCP transfer time, memory per GPU
-    (quantized weights, experts spread by expert parallel), KV tokens per DP rank and replica;
-    exits 1 when the model does not fit."""
-    from catalog.instances import CATALOG
+    (quantized weights, experts spread by expert parallel), KV tokens per DP rank and replica,
+    an expert-parallel group's all-to-all and EPLB traffic; the options are checked by the
+    configuration's own rules. Exits 1 when the model does not fit."""
     from pdctl import kv_plan
-    from pdctl.expert_placement import ParallelismError
-    from pdctl.model_architecture import UnsupportedModelError, model_shape
+    from pdctl.model_architecture import UnsupportedModelError
 
     settings = _settings(config, context)
     model_config = model_config or settings.serving.model.id
     role = side.value
-    engine = settings.serving.engine(role)
-    chosen = instance_type or getattr(settings.gpu_nodes, role).instance_type
+    try:
+        model = kv_plan.load_model_config(model_config)
+    except OSError as error:
+        fail(f"{model_config}: cannot read it: {error}")
+    except UnsupportedModelError as error:
+        fail(f"{model_config}: cannot size this model: {error}")
+    options = {
+        "tensor_parallel": tensor_parallel,
+        "data_parallel": data_parallel,
+        "expert_parallel": expert_parallel,
+        "eplb_redundant_experts": eplb_redundant_experts,
+    }
+    sizing = {"input_tokens": input_tokens, "output_tokens": output_tokens}
+    planned = _plan_side(
+        settings, role, model, model_config, instance_type, options, kv_cache_dtype,
+        max_model_len, sizing,
+    )  # fmt: skip
+    other = None
+    if versus is not None:
+        other = _plan_side(
+            _settings(versus, context), role, model, model_config, None, {}, kv_cache_dtype,
+            max_model_len, sizing,
+        )  # fmt: skip
+    result, instance, tp, pp = planned
+    if as_json:
+        body = _plan_json(role, planned)
+        if other is not None:
+            body["versus"] = {"config": versus} | _plan_json(role, other)
+        emit_json(body)
+    else:
+        _print_plan(result, model_config, instance, role, tp, pp, input_tokens)
+        if other is not None:
+            _print_comparison(config or "this configuration", planned, versus or "", other)
+    if not result.fits:
+        raise typer.Exit(output.EXIT_CHECK_FAILED)
+
+
+def _plan_json(role: str, planned: tuple[Any, Any, int, int]) -> dict[str, Any]:
+    result, instance, tp, pp = planned
+    return (
+        {"side": role, "instance_type": instance.name, "tensor_parallel": tp}
+        | {"pipeline_parallel": pp}
+        | result.as_dict()
+    )
+
+
+def _plan_side(
+    settings: Settings,
+    role: str,
+    model: dict[str, Any],
+    model_config: str,
+    instance_type: str | None,
+    options: dict[str, Any],
+    kv_cache_dtype: str | None,
+    max_model_len: int | None,
+    sizing: dict[str, int],
+) -> tuple[Any, Any, int, int]:
+    """One side's plan: the options through the configuration's rules (plan_layout.py), then
+    the model's own (expert_placement.py, heads over TP)."""
+    from app_config import ConfigError
+    from catalog.instances import CATALOG
+    from pdctl import kv_plan
+    from pdctl.expert_placement import ParallelismError
+    from pdctl.model_architecture import UnsupportedModelError, model_shape
+    from pdctl.plan_layout import side_with_options
+    from serving_manifests.serve_config import reads_only_local_experts
+
+    chosen = instance_type or settings.gpu_nodes.groups()[role].instance_type
     if chosen not in CATALOG:
         fail(f"--instance-type {chosen}: not in the catalog", f"valid: {', '.join(CATALOG)}")
-    instance = CATALOG[chosen]
-    configured_tp, pp = settings.replica_gpus(role)
-    tp = tensor_parallel or configured_tp
-    if tp * pp > instance.gpus:
+    try:
+        settings = side_with_options(settings, role, instance_type=chosen, **options)
+    except ConfigError as error:
         fail(
-            f"TP {tp} x PP {pp} needs {tp * pp} GPUs; one {instance.name} has {instance.gpus}",
-            "lower --tensor-parallel",
+            f"{role}: {'; '.join(str(problem) for problem in error.problems)}",
+            "`cdk synth` refuses the same; change --tensor-parallel, --data-parallel, "
+            "--expert-parallel or --eplb-redundant-experts",
         )
-    dp = data_parallel or engine.data_parallel_size
-    ep = engine.expert_parallel if expert_parallel is None else expert_parallel
-    redundant = (
-        engine.eplb.num_redundant_experts
-        if eplb_redundant_experts is None
-        else eplb_redundant_experts
-    )
-    eplb_on = engine.eplb.enabled or redundant > 0
+    instance, engine = CATALOG[chosen], settings.serving.engine(role)
+    tp, pp = settings.replica_gpus(role)
     cache_dtype = kv_cache_dtype or str(
         settings.serving.engine_options_for(role).get("kv_cache_dtype") or "auto"
     )
     try:
-        shape = model_shape(kv_plan.load_model_config(model_config), cache_dtype)
-    except OSError as error:
-        fail(f"{model_config}: cannot read it: {error}")
+        shape = model_shape(model, cache_dtype)
     except UnsupportedModelError as error:
         fail(f"{model_config}: cannot size this model: {error}")
     if shape.attention_heads % tp:
@@ -284,30 +348,57 @@ def plan_command(
             instance,
             tensor_parallel=tp,
             pipeline_parallel=pp,
-            data_parallel=dp,
-            expert_parallel=ep,
-            eplb=eplb_on,
-            redundant_experts=redundant,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
+            data_parallel=engine.data_parallel_size,
+            expert_parallel=engine.expert_parallel,
+            eplb=engine.eplb.enabled,
+            redundant_experts=engine.eplb.num_redundant_experts,
             gpu_memory_utilization=engine.gpu_memory_utilization,
             max_model_len=max_model_len or settings.serving.max_model_len,
+            ep_weight_filter=shape.experts > 0
+            and reads_only_local_experts(
+                engine, {"tensor_parallel_size": tp, **settings.serving.engine_options_for(role)}
+            ),
+            **sizing,
         )
     except ParallelismError as error:
         fail(
             f"{role}: {error}",
             "change --data-parallel, --expert-parallel or --eplb-redundant-experts",
         )
-    if as_json:
-        emit_json(
-            {"side": role, "instance_type": instance.name, "tensor_parallel": tp}
-            | {"pipeline_parallel": pp}
-            | result.as_dict()
-        )
-    else:
-        _print_plan(result, model_config, instance, role, tp, pp, input_tokens)
-    if not result.fits:
-        raise typer.Exit(output.EXIT_CHECK_FAILED)
+    return result, instance, tp, pp
+
+
+def _print_comparison(
+    name: str, planned: tuple[Any, Any, int, int], other_name: str, other: tuple[Any, Any, int, int]
+) -> None:
+    """The figures that decide one node against two (docs/architecture.md, "One node or
+    two"), side by side."""
+    table = Table(title=plain(f"{name} against {other_name}"))
+    table.add_column("figure")
+    table.add_column(styled(name), justify="right")
+    table.add_column(styled(other_name), justify="right")
+    mib, gib = 2**20, 2**30
+
+    def moe(result: Any, key: str, scale: float, unit: str) -> str:
+        return "-" if result.moe is None else f"{getattr(result.moe, key) / scale:.1f} {unit}"
+
+    figures: list[tuple[str, Callable[[Any], str]]] = [
+        ("GPUs and nodes per replica", lambda r: f"{r.gpus_per_replica} on {r.nodes_per_replica}"),
+        ("routed experts per GPU per MoE layer", lambda r: f"{r.experts_per_gpu:g}"),
+        ("weights per GPU", lambda r: f"{r.weights_bytes_per_gpu / gib:.1f} GiB"),
+        ("KV tokens per DP rank", lambda r: f"{r.kv_tokens_per_dp_rank:,}"),
+        ("KV tokens per replica", lambda r: f"{r.kv_tokens_per_replica:,}"),
+        (
+            "all-to-all per token over NVLink",
+            lambda r: moe(r, "nvlink_bytes_per_token", mib, "MiB"),
+        ),
+        ("all-to-all per token over EFA", lambda r: moe(r, "efa_bytes_per_token", mib, "MiB")),
+        ("EPLB stall per rebalance", lambda r: moe(r, "eplb_stall_seconds", 1e-3, "ms")),
+        ("a rank's failure restarts", lambda r: f"{r.data_parallel} ranks"),
+    ]
+    for figure, value in figures:
+        table.add_row(styled(figure), styled(value(planned[0])), styled(value(other[0])))
+    console.print(table)
 
 
 def _print_plan(
@@ -331,8 +422,10 @@ def _print_plan(
         ),
         ("KV bytes per token per GPU", f"{result.kv_bytes_per_token_per_gpu:,}"),
         (f"KV bytes per request ({input_tokens} input tokens)", f"{result.kv_bytes_per_request:,}"),
+        ("KV bytes per request per GPU", f"{result.kv_bytes_per_request_per_gpu:,}"),
         (
-            f"transfer over EFA ({instance.efa_bandwidth_gbps} Gbps x {kv_plan.EFA_EFFICIENCY})",
+            f"transfer over EFA (each GPU over its own {result.efa_gbps_per_gpu:g} Gbps of the "
+            f"node's {instance.efa_bandwidth_gbps:,}, x {kv_plan.EFA_EFFICIENCY})",
             f"{result.transfer_seconds_efa * 1000:.2f} ms",
         ),
         (
@@ -342,6 +435,10 @@ def _print_plan(
         ("prefill compute (estimate)", f"{result.prefill_seconds * 1000:.1f} ms"),
         ("weight precision (quantization_config)", result.weight_precision),
         ("weights per GPU", f"{result.weights_bytes_per_gpu / gib:.1f} GiB"),
+        (
+            "model files each rank reads at every group start",
+            f"{result.checkpoint_bytes_read_per_rank / gib:.1f} GiB",
+        ),
     ]
     if result.experts_per_gpu:
         split = "whole, EP" if result.expert_parallel else "sliced, TP x DP"
@@ -369,11 +466,46 @@ def _print_plan(
                 f"{result.sequences_at_max_model_len:,}",
             )
         )
+    rows += _moe_rows(result.moe)
     for figure, value in rows:
         table.add_row(styled(figure), styled(value))
     console.print(table)
     style = "green" if result.pays_off else "yellow" if result.fits else "red"
     console.print(styled(result.verdict, style))
+
+
+def _moe_rows(moe: Any) -> list[tuple[str, str]]:
+    """The expert-parallel group's traffic (pdctl/moe_traffic.py): what decides one node against
+    several (docs/architecture.md, "One node or two")."""
+    if moe is None:
+        return []
+    mib = 2**20
+    rows = [
+        (
+            f"all-to-all per token, all MoE layers (to {moe.ranks - 1} other ranks)",
+            f"{moe.bytes_per_token / mib:.1f} MiB",
+        ),
+        ("  of it over NVLink", f"{moe.nvlink_bytes_per_token / mib:.1f} MiB"),
+        (
+            f"  of it over EFA between {moe.nodes} nodes (at least)"
+            if moe.nodes > 1
+            else "  of it over EFA (one node: none)",
+            f"{moe.efa_bytes_per_token / mib:.1f} MiB",
+        ),
+    ]
+    if moe.eplb_bytes_per_rank:
+        rows += [
+            (
+                "EPLB rebalance: expert weights one rank receives (at most)",
+                f"{moe.eplb_bytes_per_rank / 2**30:.1f} GiB",
+            ),
+            ("  of it over EFA", f"{moe.eplb_efa_bytes_per_rank / 2**30:.1f} GiB"),
+            (
+                "  every rank stalls (use_async false: inside one engine step)",
+                f"{moe.eplb_stall_seconds * 1000:,.0f} ms",
+            ),
+        ]
+    return rows
 
 
 @app.command("verify")
@@ -408,6 +540,13 @@ def verify_command(
         float,
         typer.Option(min=0.1, help="a mean KV transfer slower than this points at the fabric"),
     ] = verify.SLOW_TRANSFER_SECONDS * 1000,
+    ray_dashboard_url: Annotated[
+        str | None,
+        typer.Option(
+            help="the Ray dashboard (RayDashboardCommand's port-forward): then each DP rank's "
+            "engine and worker nodes are checked; the token is read from RAY_AUTH_TOKEN"
+        ),
+    ] = None,
     config: ConfigOption = None,
     context: ContextOption = [],  # noqa: B006
     as_json: JsonOption = False,
@@ -427,6 +566,8 @@ def verify_command(
             metrics_wait,
             slow_transfer_ms,
         )
+        if ray_dashboard_url:
+            checks += _rank_placement(settings, ray_dashboard_url, timeout)
     except verify.VerifyError as error:
         fail(f"verify {base}: {error}", code=output.EXIT_CHECK_FAILED)
     except CannotRunError as error:
@@ -490,6 +631,35 @@ def _verify(
         verify.kv_verdict(evidence, settings.serving.kv_transfer.backend, slow_transfer_ms / 1000)
     )
     return checks
+
+
+def _rank_placement(settings: Settings, dashboard_url: str, timeout: float) -> list[Check]:
+    """Each DP side's ranks: engine core and GPU workers on one node (pdctl/rank_placement.py)."""
+    from pdctl import rank_placement
+    from pdctl.checks import undecided
+
+    sides = {}
+    for role in settings.gpu_nodes.groups():
+        tp, pp = settings.replica_gpus(role)
+        ranks = settings.serving.engine(role).data_parallel_size
+        if ranks > 1:
+            sides[role] = (ranks, tp * pp)
+    if not sides:
+        return []
+    try:
+        groups, actors = rank_placement.read_state(
+            dashboard_url, os.environ.get("RAY_AUTH_TOKEN"), timeout
+        )
+    except rank_placement.PlacementEvidenceError as error:
+        return [
+            undecided(
+                "DP ranks' engine cores on their GPUs' nodes",
+                str(error),
+                "an admin's RayDashboardCommand port-forward, with RAY_AUTH_TOKEN set to the "
+                "cluster's Ray token",
+            )
+        ]
+    return rank_placement.placement_checks(sides, groups, actors)
 
 
 @app.command("bench")

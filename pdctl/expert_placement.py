@@ -12,7 +12,8 @@ Sources (vllm-project/vllm v0.26.0):
   `eplb_config.num_redundant_experts`; with EPLB they must divide evenly over the EP ranks;
   redundant experts without EPLB are refused.
 - vllm/config/parallel.py `ParallelConfig.__post_init__`: EPLB needs enable_expert_parallel and
-  TP x DP > 1; `use_sequence_parallel_moe` (allgather_reducescatter, EP, TP > 1 and DP > 1):
+  TP x DP > 1 (the configuration's rules: app_config/serving.py, app_config/model.py);
+  `use_sequence_parallel_moe` (allgather_reducescatter, EP, TP > 1 and DP > 1):
   then deepseek_v2.py builds the shared experts with `disable_tp`, whole on every rank.
 - Attention, dense MLPs, embeddings and lm_head are split by TP within each DP rank and
   replicated across DP ranks; DeepSeek's MLA down-projections (q_a_proj, kv_a_proj_with_mqa) and
@@ -63,7 +64,10 @@ class Parallelism:
         return self.expert_parallel and self.tensor_parallel > 1 and self.data_parallel > 1
 
     def check(self, routed_experts: int) -> None:
-        """vLLM's refusals, before any sizing."""
+        """vLLM's refusals that depend on the model, before any sizing. Those that depend only
+        on the settings (redundant experts need EPLB, EPLB needs expert parallel and TP x DP > 1)
+        are the configuration's (app_config/serving.py, app_config/model.py) and reach plan
+        through pdctl/plan_layout.py; a caller of plan() passes a layout they accepted."""
         if self.data_parallel > 1 and not routed_experts:
             # vllm/engine/arg_utils.py create_engine_config: Ray Serve LLM's DPServer always
             # passes data_parallel_rank, which is vLLM's external DP mode.
@@ -73,17 +77,8 @@ class Parallelism:
                 "and Ray Serve LLM's DP ranks run in that mode); serve a dense model with "
                 "data_parallel_size 1 and more replicas"
             )
-        if self.redundant_experts and not self.eplb:
-            raise ParallelismError(
-                f"{self.redundant_experts} redundant experts without EPLB: vLLM refuses them "
-                "(enable EPLB or set 0)"
-            )
         if not self.eplb:
             return
-        if not self.expert_parallel:
-            raise ParallelismError("EPLB needs expert parallel (vLLM: enable_expert_parallel)")
-        if self.moe_group <= 1:
-            raise ParallelismError("EPLB needs TP x DP > 1: one rank has nothing to balance")
         if not routed_experts:
             raise ParallelismError("EPLB on a model without routed experts")
         total = routed_experts + self.redundant_experts

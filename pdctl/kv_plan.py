@@ -4,6 +4,11 @@ KV bytes per token follow vLLM 0.26's cache layout (kv_cache_bytes.py): grouped-
 stores K and V per KV head per layer; multi-head latent attention one latent of kv_lora_rank +
 qk_rope_head_dim per layer, whole on every TP rank. Weights (model_architecture.py) are placed
 per GPU as vLLM places them under TP, PP, DP and expert parallel (expert_placement.py).
+
+The KV transfer is per GPU: each GPU of a rank holds its share of the request's KV (its heads'
+under GQA, the whole latent under MLA) and NIXL moves it over that GPU's own EFA devices
+(catalog/efa_layout.py efa_gbps_per_gpu, from NIXL 1.3.1's GPU-to-EFA grouping), all GPUs at
+once; the transfer takes as long as one GPU's share over its devices.
 """
 
 from __future__ import annotations
@@ -17,10 +22,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from catalog.efa_layout import efa_gbps_per_gpu
 from catalog.instances import GpuInstance
 from pdctl.expert_placement import Parallelism
 from pdctl.http_call import within
 from pdctl.model_architecture import ModelShape, UnsupportedModelError
+from pdctl.moe_traffic import MoeTraffic, moe_traffic
 
 # Share of EFA's line rate a NIXL READ achieves (NIXL over LIBFABRIC, large blocks).
 EFA_EFFICIENCY = 0.7
@@ -136,6 +143,12 @@ class KvPlan:
     kv_tokens_per_replica: int = 0
     max_model_len: int | None = None
     sequences_at_max_model_len: int | None = None  # per replica (DP group)
+    efa_gbps_per_gpu: float = 0  # the EFA share NIXL moves one GPU's KV over
+    kv_bytes_per_request_per_gpu: int = 0  # what one GPU moves for one request
+    moe: MoeTraffic | None = None  # all-to-all and EPLB traffic of an expert-parallel group
+    # What each rank reads from the model files at every (re)start of its group: all of them,
+    # or its own experts and the rest where enable_ep_weight_filter applies.
+    checkpoint_bytes_read_per_rank: int = 0
 
     @property
     def fits(self) -> bool:
@@ -144,7 +157,10 @@ class KvPlan:
         return self.max_concurrent_sequences >= 1
 
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "fits": self.fits}
+        body = asdict(self)
+        if self.moe is not None:
+            body["moe"] = self.moe.as_dict()
+        return {**body, "fits": self.fits}
 
 
 def plan(
@@ -161,8 +177,11 @@ def plan(
     output_tokens: int,
     gpu_memory_utilization: float = 0.9,
     max_model_len: int | None = None,
+    ep_weight_filter: bool = False,
 ) -> KvPlan:
-    """One side's sizing. Raises ParallelismError for a layout vLLM refuses."""
+    """One side's sizing. Raises ParallelismError for a layout vLLM refuses. `ep_weight_filter`:
+    the side's ranks read only their own experts at load (serving_manifests/serve_config.py
+    reads_only_local_experts decides it from the settings)."""
     parallelism = Parallelism(
         tensor_parallel=tensor_parallel,
         pipeline_parallel=pipeline_parallel,
@@ -173,16 +192,17 @@ def plan(
     )
     parallelism.check(shape.experts)
     per_request = shape.kv_bytes_per_token * input_tokens
-    efa_bytes_per_second = instance.efa_bandwidth_gbps * 1e9 / 8 * EFA_EFFICIENCY
-    transfer_efa = per_request / efa_bytes_per_second
+    # Each pipeline stage holds its layers' KV; each rank its heads' share of it (GQA) or the
+    # whole latent (MLA). Every GPU of a DP rank holds the same tokens; DP ranks hold their own.
+    per_gpu_token = shape.kv_bytes_per_token_per_gpu(tensor_parallel, pipeline_parallel)
+    per_gpu_request = per_gpu_token * input_tokens
+    gpu_gbps = efa_gbps_per_gpu(instance)
+    transfer_efa = per_gpu_request / (gpu_gbps * 1e9 / 8 * EFA_EFFICIENCY)
     transfer_tcp = per_request / (TCP_SINGLE_FLOW_GBPS * 1e9 / 8)
     parts = shape.weight_parts()
     weights_per_gpu = parts.bytes_per_gpu(parallelism)
     usable = int(instance.gpu_memory_gib * 2**30 * gpu_memory_utilization)
     kv_budget = max(usable - weights_per_gpu, 0)
-    # Each pipeline stage holds its layers' KV; each rank its heads' share of it (GQA) or the
-    # whole latent (MLA). Every GPU of a DP rank holds the same tokens; DP ranks hold their own.
-    per_gpu_token = shape.kv_bytes_per_token_per_gpu(tensor_parallel, pipeline_parallel)
     tokens_per_rank = kv_budget // per_gpu_token
     sequences = data_parallel * (tokens_per_rank // (input_tokens + output_tokens))
     at_max_len = None if max_model_len is None else tokens_per_rank // max_model_len
@@ -220,6 +240,12 @@ def plan(
         kv_tokens_per_replica=data_parallel * tokens_per_rank,
         max_model_len=max_model_len,
         sequences_at_max_model_len=None if at_max_len is None else data_parallel * at_max_len,
+        efa_gbps_per_gpu=gpu_gbps,
+        kv_bytes_per_request_per_gpu=per_gpu_request,
+        moe=moe_traffic(shape, instance, parallelism),
+        checkpoint_bytes_read_per_rank=shape.checkpoint_bytes_read(
+            math.ceil(parallelism.experts_per_gpu(shape.experts)) if ep_weight_filter else None
+        ),
     )
 
 

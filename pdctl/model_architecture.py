@@ -100,12 +100,39 @@ class ModelShape:
         experts = self.moe_layers * routed * 3 * h * self.moe_intermediate_size
         return dense, shared, experts
 
+    @property
+    def router_parameters(self) -> int:
+        """Every MoE layer's router (gate): hidden x routed experts, whole on every rank and
+        never quantized. vLLM 0.26 deepseek_v2.py builds it as `GateLinear`, a
+        `ReplicatedLinear` with `quant_config=None` (fused_moe/router/gate_linear.py);
+        mixtral.py and qwen3_moe.py as `ReplicatedLinear`. 0.2 GiB on DeepSeek-V3 in bf16.
+        DeepSeek's e_score_correction_bias (one float32 per expert) is negligible."""
+        return self.moe_layers * self.hidden_size * self.experts
+
+    def mla_absorbed_parameters(self, tensor_parallel: int = 1) -> int:
+        """One TP rank's copies of each layer's kv_b_proj that MLA keeps beside it: vLLM 0.26
+        `MLAAttention.process_weights_after_loading` (model_executor/layers/attention/
+        mla_attention.py) dequantizes kv_b_proj to the activation dtype and stores W_UV and
+        W_UK_T ("we just store fp16/bf16 copies"), kv_lora_rank x the rank's heads x
+        (qk_nope_head_dim + v_head_dim) per layer, while kv_b_proj stays for prefill. 1.9 GiB
+        per TP-1 rank on DeepSeek-V3."""
+        if self.mla is None:
+            return 0
+        m = self.mla
+        heads = max(self.attention_heads // tensor_parallel, 1)
+        return self.layers * m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim)
+
     def _parameters(self, routed: int) -> int:
-        """Attention and MLPs per layer, plus the embeddings; norms, biases and routers are
+        """Attention and MLPs per layer, the routers, plus the embeddings; norms and biases are
         negligible."""
         split, replicated = self._attention()
         embeddings = self.vocab_size * self.hidden_size * (1 if self.tied_embeddings else 2)
-        return self.layers * (split + replicated) + sum(self._mlp(routed)) + embeddings
+        return (
+            self.layers * (split + replicated)
+            + sum(self._mlp(routed))
+            + self.router_parameters
+            + embeddings
+        )
 
     @property
     def parameters(self) -> int:
@@ -114,8 +141,8 @@ class ModelShape:
 
     def weight_parts(self) -> WeightParts:
         """All weights at the precision the checkpoint stores each kind of layer in (attention,
-        MLPs and experts as quantized, embeddings in the model's dtype), by how vLLM places
-        them."""
+        MLPs and experts as quantized, embeddings, routers and MLA's absorbed copies in the
+        model's dtype), by how vLLM places them."""
         split, replicated = self._attention()
         dense, shared, experts = self._mlp(self.experts)
         size, dtype = self.precision.bytes_for, self.dtype_bytes
@@ -124,10 +151,11 @@ class ModelShape:
         lm_head = 0 if self.tied_embeddings else embedding
         return WeightParts(
             tp_split=self.layers * split * attention_bytes
+            + self.mla_absorbed_parameters() * dtype
             + dense * size("mlp", dtype)
             + embedding * dtype
             + lm_head * size("lm_head", dtype),
-            replicated=self.layers * replicated * attention_bytes,
+            replicated=self.layers * replicated * attention_bytes + self.router_parameters * dtype,
             shared_experts=shared * size("mlp", dtype),
             routed_experts=experts * size("expert", dtype),
             routed_expert_count=self.experts,
@@ -136,6 +164,19 @@ class ModelShape:
     @property
     def weight_bytes(self) -> int:
         return math.ceil(self.weight_parts().total)
+
+    def checkpoint_bytes_read(self, local_experts: int | None = None) -> int:
+        """What one rank reads from the model files at load: everything (vLLM's loader reads
+        every tensor and each layer keeps its share), or, with `enable_ep_weight_filter`, every
+        tensor but the routed experts of other ranks (`local_experts` of each MoE layer:
+        model_loader/ep_weight_filter.py skips `.experts.<id>.` weights not local). MLA's
+        absorbed copies are made after loading, not read."""
+        parts = self.weight_parts()
+        on_disk = parts.total - self.mla_absorbed_parameters() * self.dtype_bytes
+        if local_experts is None or not self.experts:
+            return math.ceil(on_disk)
+        skipped = parts.routed_experts * (self.experts - local_experts) / self.experts
+        return math.ceil(on_disk - skipped)
 
     @property
     def active_parameters(self) -> int:

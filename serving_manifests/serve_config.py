@@ -63,6 +63,8 @@ def _fill_llm_config(llm: dict[str, Any], settings: Settings, role: str) -> None
         block_size=serving.kv_transfer.block_size,
     )
     kwargs.update(_expert_and_data_parallel(engine))
+    if reads_only_local_experts(engine, kwargs):
+        kwargs["enable_ep_weight_filter"] = True
     kwargs["kv_transfer_config"]["kv_connector_extra_config"]["backends"] = [
         serving.kv_transfer.backend
     ]
@@ -107,6 +109,39 @@ def _expert_and_data_parallel(engine: Engine) -> dict[str, Any]:
             },
         )
     return kwargs
+
+
+# Load formats whose weights vLLM 0.26 reads through DefaultModelLoader's plain safetensors
+# iterator, the only one that is handed the rank's expert ids
+# (model_executor/model_loader/default_loader.py `_get_weights_iterator`:
+# `safetensors_weights_iterator(..., local_expert_ids=...)`; the fastsafetensors, instanttensor,
+# multithreaded and pt paths read every tensor, and runai_streamer is another loader).
+EP_WEIGHT_FILTER_LOAD_FORMATS = ("auto", "safetensors")
+
+
+def reads_only_local_experts(engine: Engine, engine_kwargs: dict[str, Any]) -> bool:
+    """Whether vLLM 0.26's `enable_ep_weight_filter` takes effect on this side, so that each
+    rank reads only its own experts from the model files (about 1/EP of DeepSeek-V3's 656 GB).
+
+    vllm/config/parallel.py `ParallelConfig.enable_ep_weight_filter` (default False): "Skip
+    non-local expert weights during model loading when expert parallelism is active".
+    model_executor/model_loader/default_loader.py `_init_ep_weight_filter` returns without
+    filtering unless the model is MoE and `enable_expert_parallel` is set, and also under
+    `enable_eplb` ("redundant physical expert slots may map to logical experts that belong to
+    other ranks ... The weight loader needs to see ALL logical expert weights"); EP size is
+    TP x DP (x PCP), and at 1 `compute_local_expert_ids` (ep_weight_filter.py) filters nothing.
+    ep_weight_filter.py `should_skip_weight` skips only per-expert tensors (`.experts.<id>.`),
+    as DeepSeek, Qwen3 and Mixtral checkpoints store them. A dense model never sets
+    expert_parallel here: the option is left out there, and wherever it would do nothing.
+    """
+    if not engine.expert_parallel or engine.eplb.enabled:
+        return False
+    if engine_kwargs.get("tensor_parallel_size", 1) * engine.data_parallel_size <= 1:
+        return False
+    load_format = engine_kwargs.get("load_format", "auto")
+    extra = engine_kwargs.get("model_loader_extra_config") or {}
+    multithread = isinstance(extra, dict) and bool(extra.get("enable_multithread_load"))
+    return load_format in EP_WEIGHT_FILTER_LOAD_FORMATS and not multithread
 
 
 def _model_source(settings: Settings) -> str | dict[str, str]:

@@ -95,7 +95,14 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
 
 # The example files users start from (examples/*.yaml), each read as `cdk synth -c config=...`
 # reads it: every one passes every check that the configurations above pass.
-EXAMPLES = ("quickstart", "trial-g6e", "capacity-block", "deepseek-v3-pd", "qwen3-235b-a22b-pd")
+EXAMPLES = (
+    "quickstart",
+    "trial-g6e",
+    "capacity-block",
+    "deepseek-v3-pd",
+    "deepseek-v3-pd-one-node",
+    "qwen3-235b-a22b-pd",
+)
 for _example in EXAMPLES:
     CONFIGURATIONS[_example] = {"config": str(PROJECT_ROOT / "examples" / f"{_example}.yaml")}
 

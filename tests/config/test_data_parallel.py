@@ -194,3 +194,35 @@ def test_eplb_moves_weights_over_nccl_and_synchronously() -> None:
         eplb["num_redundant_experts"]
         == settings_for(DEEPSEEK).serving.decode.eplb.num_redundant_experts
     )
+
+
+# vLLM 0.26 default_loader.py _init_ep_weight_filter: filters only with enable_expert_parallel,
+# without enable_eplb, over EP = TP x DP > 1, through the plain safetensors iterator.
+EP_WEIGHT_FILTER = [
+    ({}, True),
+    ({"serving.prefill.eplb.enabled": "true", "serving.prefill.eplb.num_redundant_experts": 16},
+     False),  # EPLB: vLLM skips the filter (redundant slots need every expert)
+    ({"serving.prefill.expert_parallel": "false"}, False),
+    ({"serving.prefill.engine_options": '{"load_format": "fastsafetensors"}'}, False),
+    ({"serving.prefill.engine_options": '{"load_format": "safetensors"}'}, True),
+    ({"serving.prefill.engine_options":
+      '{"model_loader_extra_config": {"enable_multithread_load": true}}'}, False),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("overrides", "filtered"), EP_WEIGHT_FILTER)
+def test_each_rank_reads_only_its_experts_where_vllm_honours_the_filter(
+    overrides: dict[str, Any], filtered: bool
+) -> None:
+    settings = load_settings(context_for(DEEPSEEK, **overrides), {})
+    kwargs = _kwargs(settings, "prefill")
+    assert kwargs.get("enable_ep_weight_filter", False) is filtered
+    assert "enable_ep_weight_filter" not in _kwargs(settings, "decode")  # decode runs EPLB
+
+
+def test_the_ep_weight_filter_is_the_projects_option() -> None:
+    problems = _problems(**{"serving.engine_options": '{"enable_ep_weight_filter": true}'})
+    assert (
+        options.OWNED["enable_ep_weight_filter"]
+        in problems["serving.engine_options.enable_ep_weight_filter"]
+    )

@@ -223,10 +223,7 @@ def test_shared_experts_are_whole_on_every_rank_under_sequence_parallel_moe() ->
 @pytest.mark.parametrize(
     ("parallel", "experts", "fragment"),
     [
-        ({"redundant_experts": 8}, 256, "without EPLB"),
         ({"data_parallel": 2}, 0, "Non-MoE models do not support external data parallel mode"),
-        ({"eplb": True, "data_parallel": 16}, 256, "EPLB needs expert parallel"),
-        ({"eplb": True, "expert_parallel": True}, 256, "TP x DP > 1"),
         ({"eplb": True, "expert_parallel": True, "data_parallel": 16}, 0, "without routed"),
         (
             {"eplb": True, "expert_parallel": True, "data_parallel": 16, "redundant_experts": 7},
@@ -235,9 +232,36 @@ def test_shared_experts_are_whole_on_every_rank_under_sequence_parallel_moe() ->
         ),
     ],
 )
-def test_layouts_vllm_refuses_are_refused(parallel, experts, fragment) -> None:
+def test_layouts_vllm_refuses_for_the_model_are_refused(parallel, experts, fragment) -> None:
     with pytest.raises(ParallelismError, match=fragment):
         Parallelism(**parallel).check(experts)
+
+
+# The settings-only rules are the configuration's (app_config/serving.py Engine and
+# ExpertLoadBalancing, app_config/model.py replica fit): plan's options go through them
+# (pdctl/plan_layout.py) and exit 2 with the configuration's own message.
+REFUSED_BY_THE_CONFIGURATION = [
+    # options on the default configuration (a dense side without expert parallel)
+    (["--tensor-parallel=1", "--data-parallel=16", "--eplb-redundant-experts=4"],
+     "eplb.enabled without expert_parallel"),
+    (["--tensor-parallel=1", "--expert-parallel", "--eplb-redundant-experts=8"],
+     "EPLB moves experts between expert-parallel ranks, and TP 1 x DP 1 is one rank"),
+    (["--instance-type=p5en.48xlarge", "--tensor-parallel=16"],
+     "needs more GPUs than one p5en.48xlarge has"),
+    (["--instance-type=p5en.48xlarge", "--tensor-parallel=3"],
+     "TP 3 does not divide the 8 GPUs"),
+    (["--tensor-parallel=1", "--data-parallel=12", "--expert-parallel"],
+     "neither divides the 8 GPUs"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("options", "fragment"), REFUSED_BY_THE_CONFIGURATION)
+def test_plans_options_are_judged_by_the_configurations_rules(options, fragment) -> None:
+    result = _cli("--instance-type=p5en.48xlarge", *options)
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.stderr.split())
+    assert fragment in said, said
+    assert "serving.prefill." in said  # the setting the option stands for
 
 
 def test_kv_tokens_per_rank_and_replica_and_concurrency_at_max_model_len() -> None:
@@ -311,13 +335,14 @@ def test_cli_exits_1_when_the_model_does_not_fit_and_2_for_a_layout_vllm_refuses
     assert json.loads(alone.stdout)["fits"] is False
     refused = _cli("--tensor-parallel=1", "--data-parallel=16", "--eplb-redundant-experts=4")
     assert refused.exit_code == 2, refused.output
-    assert "EPLB needs expert parallel" in " ".join(refused.stderr.split())
+    assert "eplb.enabled without expert_parallel" in " ".join(refused.stderr.split())
 
 
 # The examples' models: DeepSeek-V3 as tests/data holds it; Qwen3-235B-A22B-Instruct-2507-FP8 as
 # the shape above with the FP8 checkpoints' quantization_config (128 x 128 blocks).
 EXAMPLE_MODELS = {
     "deepseek-v3-pd.yaml": DEEPSEEK_V3,
+    "deepseek-v3-pd-one-node.yaml": DEEPSEEK_V3,
     "qwen3-235b-a22b-pd.yaml": {
         **QWEN3_235B_A22B,
         "quantization_config": {
@@ -364,7 +389,7 @@ def test_options_override_the_sides_configuration() -> None:
         *("--eplb-redundant-experts=0", "--no-expert-parallel", "--json"),
     )
     assert result.exit_code == 2, result.output  # the example's decode side enables EPLB
-    assert "EPLB needs expert parallel" in " ".join(result.stderr.split())
+    assert "eplb.enabled without expert_parallel" in " ".join(result.stderr.split())
     result = _cli(
         *("--config", str(example), "--side=decode", "--data-parallel=8"),
         *("--eplb-redundant-experts=0", "--json"),
@@ -443,3 +468,160 @@ def test_absurd_layer_counts_are_sized_at_once_and_do_not_fit(tmp_path: Path) ->
     assert time.monotonic() - started < 10
     assert result.exit_code == 1, result.output
     assert json.loads(result.stdout)["fits"] is False
+
+
+# Issue 30 item 4: the transfer and the weights as vLLM 0.26 and NIXL 1.3.1 place them.
+P5 = CATALOG["p5.48xlarge"]
+
+
+def _gbps_per_gpu(instance) -> float:
+    """NIXL 1.3.1 groupNicsWithAccel: a GPU's own EFA devices (devices // GPUs), each carrying
+    the node's bandwidth / devices; fewer devices than GPUs are shared (devices / GPUs)."""
+    devices, gpus = instance.network_cards, instance.gpus
+    share = devices // gpus if devices >= gpus else devices / gpus
+    return instance.efa_bandwidth_gbps / devices * share
+
+
+@pytest.mark.parametrize(
+    ("tp", "config"), [(1, DEEPSEEK_V3), (8, DEEPSEEK_V3), (1, LLAMA_3_1_70B), (8, LLAMA_3_1_70B)]
+)
+def test_a_ranks_kv_moves_over_its_gpus_own_efa_devices_not_the_whole_node(tp, config) -> None:
+    """At TP 1 one GPU holds the request's whole KV and NIXL moves it over that GPU's devices
+    (400 Gbps on p5/p5en), eight times slower than the node's 3,200 Gbps would say; under GQA at
+    TP 8 each GPU moves an eighth, in parallel. MLA's latent is whole on every GPU."""
+    shape = model_shape(config)
+    result = plan(shape, P5, tensor_parallel=tp, input_tokens=4096, output_tokens=512)
+    per_gpu = shape.kv_bytes_per_token_per_gpu(tp) * 4096
+    assert result.kv_bytes_per_request_per_gpu == per_gpu
+    assert result.efa_gbps_per_gpu == _gbps_per_gpu(P5) == 400
+    assert result.transfer_seconds_efa == pytest.approx(per_gpu / (400e9 / 8 * 0.7))
+    whole_node = shape.kv_bytes_per_token * 4096 / (P5.efa_bandwidth_gbps * 1e9 / 8 * 0.7)
+    if tp == 1:
+        assert result.transfer_seconds_efa == pytest.approx(8 * whole_node)
+
+
+@pytest.mark.parametrize("name", sorted(CATALOG))
+def test_the_catalog_gives_each_gpu_its_nixl_share_of_the_nodes_efa(name: str) -> None:
+    from catalog.efa_layout import efa_devices, efa_gbps_per_gpu
+
+    instance = CATALOG[name]
+    assert efa_devices(instance) == instance.network_cards
+    assert efa_gbps_per_gpu(instance) == pytest.approx(_gbps_per_gpu(instance))
+    assert efa_gbps_per_gpu(instance) * instance.gpus <= instance.efa_bandwidth_gbps
+
+
+def test_mla_weights_per_gpu_add_the_absorbed_bf16_copies_and_the_routers() -> None:
+    """vLLM 0.26 MLAAttention.process_weights_after_loading keeps W_UV and W_UK_T, bf16 copies
+    of kv_b_proj (kv_lora_rank x heads x (qk_nope + v) per layer, split by TP); every MoE layer's
+    GateLinear router (hidden x experts, bf16, unquantized) is whole on every rank.
+    DeepSeek-V3: 61 x 512 x 128 x 256 x 2 = 2,046,820,352 bytes and 58 x 7168 x 256 x 2 =
+    212,860,928 bytes: 2.1 GiB per TP-1 GPU that the plan missed."""
+    c = DEEPSEEK_V3
+    copies = (
+        c["num_hidden_layers"]
+        * c["kv_lora_rank"]
+        * c["num_attention_heads"]
+        * (c["qk_nope_head_dim"] + c["v_head_dim"])
+        * 2
+    )
+    routers = (c["num_hidden_layers"] - c["first_k_dense_replace"]) * c["hidden_size"] * 256 * 2
+    assert (copies, routers) == (2_046_820_352, 212_860_928)
+    shape = model_shape(DEEPSEEK_V3)
+    parts = shape.weight_parts()
+    without = WeightParts(
+        tp_split=parts.tp_split - copies,
+        replicated=parts.replicated - routers,
+        shared_experts=parts.shared_experts,
+        routed_experts=parts.routed_experts,
+        routed_expert_count=parts.routed_expert_count,
+    )
+    for tp in (1, 8):
+        layout = Parallelism(tensor_parallel=tp, data_parallel=16 // tp, expert_parallel=True)
+        added = parts.bytes_per_gpu(layout) - without.bytes_per_gpu(layout)
+        assert added == pytest.approx(copies / tp + routers, abs=2)
+
+
+# Issue 30 items 5 and 6: what a group sends between its GPUs, per token and per rebalance.
+def _agrs_bytes_per_token_per_layer(config: dict) -> int:
+    """allgather_reducescatter (vLLM 0.26 all2all.py AgRsAll2AllManager): the dispatch gathers
+    every token's hidden state (bf16) with its top-k float32 weights and int32 ids to every rank,
+    the combine reduce-scatters a bf16 hidden state back."""
+    hidden = config["hidden_size"] * 2
+    return hidden + config["num_experts_per_tok"] * (4 + 4) + hidden
+
+
+@pytest.mark.parametrize(("dp", "nodes"), [(8, 1), (16, 2)])
+def test_the_all_to_all_sends_every_token_to_every_rank_and_crosses_efa_between_nodes(
+    dp: int, nodes: int
+) -> None:
+    result = _plan_v3(tensor_parallel=1, data_parallel=dp, expert_parallel=True)
+    moe_layers = DEEPSEEK_V3["num_hidden_layers"] - DEEPSEEK_V3["first_k_dense_replace"]
+    per_layer = _agrs_bytes_per_token_per_layer(DEEPSEEK_V3)
+    assert result.moe.bytes_per_token == per_layer * (dp - 1) * moe_layers
+    assert result.moe.efa_bytes_per_token == per_layer * (nodes - 1) * moe_layers
+    assert result.moe.nvlink_bytes_per_token == per_layer * (dp - nodes) * moe_layers
+
+
+def test_no_all_to_all_without_expert_parallel_over_several_ranks() -> None:
+    assert _plan_v3(tensor_parallel=8).moe is None
+    assert _plan_v3(tensor_parallel=1, data_parallel=8).moe is None
+
+
+@pytest.mark.parametrize(("dp", "redundant"), [(8, 8), (16, 16)])
+def test_a_synchronous_eplb_rebalance_stalls_every_rank_for_the_experts_it_receives(
+    dp: int, redundant: int
+) -> None:
+    """use_async false: rearrange_expert_weights_inplace moves every MoE layer inside one step.
+    At most a rank replaces all its experts; those from ranks on another node come over its
+    400 Gbps EFA share, the rest over NVLink (450 GB/s a direction on H200), both at 0.7."""
+    result = _plan_v3(
+        tensor_parallel=1, data_parallel=dp, expert_parallel=True, eplb=True,
+        redundant_experts=redundant,
+    )  # fmt: skip
+    received = result.expert_weights_bytes_per_gpu
+    remote = received * (dp - P5EN.gpus) / (dp - 1)
+    assert result.moe.eplb_bytes_per_rank == received
+    assert result.moe.eplb_efa_bytes_per_rank == pytest.approx(remote, abs=1)
+    stall = max(remote / (400e9 / 8 * 0.7), (received - remote) / (450e9 * 0.7))
+    assert result.moe.eplb_stall_seconds == pytest.approx(stall, rel=1e-6)
+    no_eplb = _plan_v3(tensor_parallel=1, data_parallel=dp, expert_parallel=True)
+    assert no_eplb.moe.eplb_stall_seconds == 0
+
+
+def test_plan_compares_the_one_node_group_with_the_two_node_one() -> None:
+    """The one-node shape fits DeepSeek-V3 FP8 by the app's sizing and sends nothing over EFA;
+    the two-node one holds more KV per rank (half the experts per GPU) and pays EFA traffic."""
+    one, two = (PROJECT_ROOT / "examples" / name for name in (
+        "deepseek-v3-pd-one-node.yaml", "deepseek-v3-pd.yaml"))  # fmt: skip
+    result = _cli("--config", str(one), "--versus", str(two), "--side=decode", "--json")
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    versus = body["versus"]
+    assert versus["config"] == str(two)
+    assert (body["nodes_per_replica"], versus["nodes_per_replica"]) == (1, 2)
+    assert body["fits"]
+    assert versus["fits"]
+    assert body["moe"]["efa_bytes_per_token"] == 0 < versus["moe"]["efa_bytes_per_token"]
+    assert body["kv_tokens_per_dp_rank"] < versus["kv_tokens_per_dp_rank"]
+    table = _cli("--config", str(one), "--versus", str(two), "--side=decode")
+    assert table.exit_code == 0, table.output
+    assert "all-to-all per token over EFA" in table.stdout
+
+
+@pytest.mark.parametrize(("side", "filtered"), [("prefill", True), ("decode", False)])
+def test_each_rank_reads_only_its_experts_at_load_where_the_filter_is_rendered(
+    side: str, filtered: bool, tmp_path: Path
+) -> None:
+    """examples/deepseek-v3-pd.yaml: prefill (no EPLB) renders enable_ep_weight_filter, so a rank
+    reads the 16 experts of each MoE layer it holds and every other tensor; decode runs EPLB,
+    where vLLM 0.26 ignores the filter, so each rank reads the whole checkpoint at every group
+    start. MLA's absorbed copies are built after loading, not read."""
+    example = PROJECT_ROOT / "examples" / "deepseek-v3-pd.yaml"
+    result = _cli("--config", str(example), f"--side={side}", "--json")
+    assert result.exit_code == 0, result.output
+    body = json.loads(result.stdout)
+    shape = model_shape(DEEPSEEK_V3)
+    on_disk = shape.weight_parts().total - shape.mla_absorbed_parameters() * 2
+    others = _expert_bytes(DEEPSEEK_V3, 1) * (256 - 16) / 256
+    expected = on_disk - others if filtered else on_disk
+    assert body["checkpoint_bytes_read_per_rank"] == pytest.approx(expected, abs=2)
