@@ -3,18 +3,30 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 
+class Severity(StrEnum):
+    """An error stops synth before any construct exists; a warning is printed by `cdk synth`
+    (and fails `cdk synth --strict`) unless the configuration acknowledges it."""
+
+    ERROR = "error"
+    WARNING = "warning"
+
+
 @dataclass(frozen=True)
-class Problem:
-    """One thing wrong with the configuration: where, what was given, what would be valid."""
+class Finding:
+    """One thing a rule found in the configuration: where, what was given, what is wrong and
+    what would be valid, under a stable code (a warning is acknowledged by it)."""
 
     path: str
     message: str
     value: Any = None
+    code: str = "invalid"
+    severity: Severity = Severity.ERROR
 
     def __str__(self) -> str:
         """One line: the setting, the value as typed (escaped, so an invisible or look-alike
@@ -22,6 +34,10 @@ class Problem:
         path = self.path if self.path.isascii() and self.path.isprintable() else ascii(self.path)
         shown = "" if self.value is None else f" = {_short_repr(self.value)}"
         return " ".join(f"{path}{shown}: {self.message}".split())
+
+
+# An error finding: what validation reports (the name the rest of the code grew up with).
+Problem = Finding
 
 
 class ConfigError(Exception):
@@ -45,17 +61,20 @@ def problems_from_validation_error(error: ValidationError, model: type[BaseModel
         path = _dotted(detail["loc"])
         if detail["type"] == "extra_forbidden":
             known = ", ".join(_field_names_at(model, detail["loc"][:-1])) or "none"
-            problems.append(Problem(path, f"unknown setting; valid settings here: {known}"))
+            problems.append(
+                Problem(path, f"unknown setting; valid settings here: {known}", code="unknown")
+            )
         elif detail["type"] == "missing":
-            problems.append(Problem(path, "required setting is missing"))
+            problems.append(Problem(path, "required setting is missing", code="missing"))
         elif detail["type"] == "string_pattern_mismatch":
             rule = _rule_at(model, detail["loc"]) or detail["msg"]
-            problems.append(Problem(path, rule, detail.get("input")))
+            problems.append(Problem(path, rule, detail.get("input"), code=detail["type"]))
         else:
             message = detail["msg"].removeprefix("Value error, ")
             # A whole section's value says less than the message, which names its settings.
             is_section = _model_at(model, detail["loc"]) is not None
-            problems.append(Problem(path, message, None if is_section else detail.get("input")))
+            value = None if is_section else detail.get("input")
+            problems.append(Problem(path, message, value, code=detail["type"]))
     return problems
 
 

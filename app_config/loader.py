@@ -23,7 +23,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from app_config.errors import ConfigError, Problem, problems_from_validation_error
-from app_config.model import FIELDS_ONLY, Settings, relation_problems
+from app_config.model import FIELDS_ONLY, Settings
+from app_config.rules import errors, evaluate
 from app_config.yaml_source import YamlError, load_yaml, read_yaml_file
 from catalog.regions import REGIONS, default_zone_ids
 
@@ -180,7 +181,7 @@ def _validate(raw: dict[str, Any]) -> list[Problem]:
             problems.append(Problem(str(name), f"unknown setting; {hint}valid settings: {known}"))
     if "region" not in valid:  # nothing was derived from it; its own problem says why
         problems = [p for p in problems if not (p.path in _DERIVED and p.value is None)]
-    return problems + relation_problems(settings, valid)
+    return problems + errors(evaluate(settings, valid))
 
 
 def _is_unknown(key: str) -> bool:

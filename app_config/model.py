@@ -9,7 +9,6 @@ documentation.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from ipaddress import IPv4Network
 from typing import Annotated, Literal
@@ -22,10 +21,9 @@ from pydantic import (
     model_validator,
 )
 
-from app_config import engine_options
 from app_config.aws_tags import Tags
 from app_config.efa_check import EfaCheck, device_pairs
-from app_config.errors import ConfigError, Problem
+from app_config.errors import ConfigError
 from app_config.kubernetes_names import (
     EKS_TAINTS_PER_NODE_GROUP,
     KUBELET_LABEL_DOMAINS,
@@ -58,15 +56,10 @@ from app_config.section import (
     unicode_text,
 )
 from app_config.serving import Serving
+from app_config.side import Side
 from catalog.instances import CATALOG, GpuInstance
-from catalog.ray_llm_image import REGISTRY_ACCOUNTS
 from catalog.regions import (
-    EKS_UNSUPPORTED_ZONE_IDS,
     REGIONS,
-    example_zones,
-    is_zone_id,
-    partition,
-    zone_belongs_to_region,
 )
 
 _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
@@ -660,6 +653,20 @@ class Cluster(Section):
         return self
 
 
+class WarningAcknowledgment(Section):
+    """One synth warning the team accepts, and why."""
+
+    code: str = Field(
+        **matching(r"^[a-z0-9][a-z0-9-]{0,63}$", "a warning code: lower-case letters, digits, '-'"),
+        description="The warning's code, without the pd-llm: prefix (e.g. one-node-prefill).",
+    )
+    reason: str = Field(
+        min_length=20,
+        max_length=1000,
+        description="Why the warning is accepted here, for whoever reviews the configuration.",
+    )
+
+
 class Settings(Section):
     """The whole configuration (`settings` in cdk.json)."""
 
@@ -701,15 +708,24 @@ class Settings(Section):
     observability: Observability = Field(
         Observability(), description="Metrics, dashboard, alarms and log retention."
     )
+    acknowledged_warnings: list[WarningAcknowledgment] = Field(
+        [],
+        max_length=64,
+        description="Synth warnings weighed and accepted, each by its code (`cdk synth` prints "
+        "it as `pd-llm:<code>`) with the reason: synth then prints the reason instead of the "
+        "warning, and `cdk synth --strict` passes (docs/configuration.md, 'Warnings').",
+    )
 
     @model_validator(mode="after")
     def _cross_section_problems(self, info: ValidationInfo) -> Settings:
-        """Checks that span sections (RELATIONS). Raises ConfigError directly (see its
+        """The rules across sections (app_config/rules). Raises ConfigError directly (see its
         docstring). The loader validates one top-level setting at a time with FIELDS_ONLY,
-        then runs the relations whose settings are valid (relation_problems)."""
+        then runs the rules whose settings are valid."""
         if (info.context or {}).get(FIELDS_ONLY):
             return self
-        problems = relation_problems(self, set(Settings.model_fields))
+        from app_config.rules import errors, evaluate
+
+        problems = errors(evaluate(self))
         if problems:
             raise ConfigError(problems)
         return self
@@ -734,249 +750,25 @@ class Settings(Section):
             if group.scaling.max_size < group.scaling.min_size + group.scaling.desired_size
         ]
 
+    def side(self, role: str) -> Side:
+        """One side, its nodes and its engine joined (app_config/side.py)."""
+        return Side(role, self.gpu_nodes.groups()[role], self.serving.engine(role))  # type: ignore[arg-type]
+
+    def sides(self) -> tuple[Side, ...]:
+        """Both sides, prefill first."""
+        return tuple(self.side(role) for role in GPU_ROLES)
+
     def replica_gpus(self, role: str) -> tuple[int, int]:
-        """(tensor parallel, pipeline parallel) of one engine rank of the side (a whole replica
-        unless the side runs data parallel); TP defaults to every GPU of one node."""
-        engine = self.serving.engine(role)
-        gpus = self.gpu_nodes.groups()[role].instance.gpus
-        return engine.tensor_parallel_size or gpus, engine.pipeline_parallel_size
+        """(tensor parallel, pipeline parallel) of one engine rank of the side."""
+        side = self.side(role)
+        return side.tensor_parallel, side.pipeline_parallel
 
     def dp_group_gpus(self, role: str) -> int:
-        """GPUs of one replica of the side: its data-parallel ranks times each rank's TP x PP."""
-        tp, pp = self.replica_gpus(role)
-        return self.serving.engine(role).data_parallel_size * tp * pp
+        return self.side(role).replica_gpus
 
     def nodes_per_replica(self, role: str) -> int:
-        """Nodes one replica (DP group) occupies: Serve places a gang only whole, so node counts
-        come in these units."""
-        gpus = self.gpu_nodes.groups()[role].instance.gpus
-        return max(1, -(-self.dp_group_gpus(role) // gpus))
-
-
-def _zone_problems(settings: Settings) -> list[Problem]:
-    network, region = settings.network, settings.region
-    problems = []
-    for index, zone in enumerate(network.availability_zones):
-        if not zone_belongs_to_region(zone, region):
-            problems.append(
-                Problem(
-                    f"network.availability_zones[{index}]",
-                    f"not a zone of {region}; use {example_zones(region)}, or leave "
-                    "network.availability_zones out to use the region's first two zones",
-                    zone,
-                )
-            )
-        elif zone in EKS_UNSUPPORTED_ZONE_IDS:
-            problems.append(
-                Problem(
-                    f"network.availability_zones[{index}]",
-                    "EKS does not place control planes in "
-                    "this zone (UnsupportedAvailabilityZoneException); pick another",
-                    zone,
-                )
-            )
-    zones = network.availability_zones
-    if len(set(zones)) != len(zones):
-        problems.append(Problem("network.availability_zones", "zones must be distinct", zones))
-    if len({is_zone_id(zone) for zone in zones}) > 1:
-        problems.append(
-            Problem(
-                "network.availability_zones",
-                "mixes AZ names and AZ IDs; use one kind",
-                zones,
-            )
-        )
-    if network.gpu_availability_zone not in zones:
-        problems.append(
-            Problem(
-                "network.gpu_availability_zone",
-                f"must be one of network.availability_zones {zones}",
-                network.gpu_availability_zone,
-            )
-        )
-    if network.nat_gateways > len(zones):
-        problems.append(
-            Problem(
-                "network.nat_gateways",
-                f"at most one per zone ({len(zones)} zones)",
-                network.nat_gateways,
-            )
-        )
-    return problems
-
-
-def _address_space_problems(network: Network) -> list[Problem]:
-    available = network.vpc_cidr.num_addresses
-    needed = network.required_addresses()
-    if needed <= available:
-        return []
-    return [
-        Problem(
-            "network.vpc_cidr",
-            f"too small: {len(network.availability_zones)} zones x (/{network.private_subnet_mask} "
-            f"private + /{network.public_subnet_mask} public) need {needed} addresses, the VPC has "
-            f"{available}; use a larger VPC CIDR or smaller subnets",
-            str(network.vpc_cidr),
-        )
-    ]
-
-
-def _serving_problems(settings: Settings) -> list[Problem]:
-    """What the serving settings must fit: the region's image registry and the GPU nodes each
-    group can grow to (max_size: the Cluster Autoscaler adds no more)."""
-    problems = []
-    if settings.region not in REGISTRY_ACCOUNTS:
-        problems.append(Problem(
-            "region", "has no Ray LLM DLC registry mapping (catalog/ray_llm_image.py); regions "
-            f"with the image: {', '.join(sorted(REGISTRY_ACCOUNTS))}", settings.region,
-        ))  # fmt: skip
-    certificate = settings.serving.endpoint.certificate_arn
-    if certificate and certificate.split(":")[3] != settings.region:
-        problems.append(Problem(
-            "serving.endpoint.certificate_arn",
-            f"is in {certificate.split(':')[3]}; a load balancer in {settings.region} needs an "
-            f"ACM certificate of {settings.region}",
-            certificate,
-        ))  # fmt: skip
-    if certificate and settings.account and certificate.split(":")[4] != settings.account:
-        problems.append(Problem(
-            "serving.endpoint.certificate_arn",
-            f"belongs to account {certificate.split(':')[4]}, not {settings.account}",
-            certificate,
-        ))  # fmt: skip
-    problems += [Problem(*found) for found in engine_options.section_problems(settings.serving)]
-    for role in settings.gpu_nodes.groups():
-        problems += _replica_fit_problems(settings, role)
-    return problems
-
-
-def _replica_fit_problems(settings: Settings, role: str) -> list[Problem]:
-    """A rank fits one node and tiles it; a DP group tiles a node or fills whole nodes; the node
-    group holds max_replicas whole groups and scales in whole groups (Serve's gang placement
-    takes a group's GPUs together or not at all, so a node short of a group stays idle)."""
-    group, engine = settings.gpu_nodes.groups()[role], settings.serving.engine(role)
-    gpus, dp = group.instance.gpus, engine.data_parallel_size
-    tp, pp = settings.replica_gpus(role)
-    setting = f"serving.{role}"
-    if tp * pp > gpus:
-        return [Problem(
-            f"{setting}.tensor_parallel_size",
-            f"TP {tp} x PP {pp} needs more GPUs than one {group.instance_type} has ({gpus}); "
-            "a rank must fit one node (data_parallel_size spreads ranks over nodes)",
-            tp,
-        )]  # fmt: skip
-    if gpus % tp:
-        return [Problem(
-            f"{setting}.tensor_parallel_size",
-            f"TP {tp} does not divide the {gpus} GPUs of a {group.instance_type}: replicas "
-            f"would leave GPUs idle, and models' head counts divide by powers of two; use "
-            f"one of {[d for d in range(1, gpus + 1) if gpus % d == 0]}",
-            tp,
-        )]  # fmt: skip
-    group_gpus = settings.dp_group_gpus(role)
-    if dp > 1 and gpus % group_gpus and group_gpus % gpus:
-        fitting = [
-            n
-            for n in range(1, 4 * gpus + 1)
-            if (n * tp * pp) % gpus == 0 or gpus % (n * tp * pp) == 0
-        ]
-        return [Problem(
-            f"{setting}.data_parallel_size",
-            f"DP {dp} x TP {tp} x PP {pp} = {group_gpus} GPUs neither divides the {gpus} GPUs "
-            f"of a {group.instance_type} nor fills whole nodes: the GPUs left over on a node "
-            f"could never hold a rank of another group; use one of {fitting[:8]}",
-            dp,
-        )]  # fmt: skip
-    problems = []
-    if engine.max_replicas * group_gpus > gpus * group.scaling.max_size:
-        problems.append(Problem(
-            f"{setting}.max_replicas",
-            f"{engine.max_replicas} replicas x {group_gpus} GPUs exceed the GPUs gpu_nodes."
-            f"{role} can grow to ({group.scaling.max_size} nodes x {gpus} GPUs); raise "
-            f"gpu_nodes.{role}.scaling.max_size or lower max_replicas",
-            engine.max_replicas,
-        ))  # fmt: skip
-    if engine.eplb.enabled and tp * dp <= 1:
-        problems.append(Problem(
-            f"{setting}.eplb.enabled",
-            f"EPLB moves experts between expert-parallel ranks, and TP {tp} x DP {dp} is one "
-            "rank (vLLM 0.26 ParallelConfig: 'EPLB requires tensor, prefill-context, or data "
-            "parallelism'); raise data_parallel_size or disable eplb",
-            True,
-        ))  # fmt: skip
-    nodes = settings.nodes_per_replica(role)
-    if nodes > 1:
-        sizes = group.scaling.model_dump() | {
-            "reserved_instances": group.capacity.reserved_instances
-        }
-        for name, count in sizes.items():
-            if count is not None and count % nodes:
-                place = "capacity" if name == "reserved_instances" else "scaling"
-                problems.append(Problem(
-                    f"gpu_nodes.{role}.{place}.{name}",
-                    f"{count} nodes is not a whole number of DP groups: one {role} replica "
-                    f"(DP {dp} x TP {tp} x PP {pp} = {group_gpus} GPUs) spans {nodes} "
-                    f"{group.instance_type} nodes, and Serve places a group whole or not at "
-                    f"all; use a multiple of {nodes}",
-                    count,
-                ))  # fmt: skip
-    return problems
-
-
-def _partition_problems(settings: Settings) -> list[Problem]:
-    """Principals of another partition cannot be given access to a cluster in this one."""
-    expected = partition(settings.region)
-    return [
-        Problem(
-            f"cluster.{name}[{index}]",
-            f"is in partition {arn.split(':')[1]}; a cluster in {settings.region} takes "
-            f"principals of {expected} (arn:{expected}:iam::...)",
-            arn,
-        )
-        for name in ("admin_principal_arns", "operator_principal_arns")
-        for index, arn in enumerate(getattr(settings.cluster, name))
-        if arn.split(":")[1] != expected
-    ]
-
-
-def _alarm_timing_problems(settings: Settings) -> list[Problem]:
-    """Alarms about missing nodes wait at least as long as the Cluster Autoscaler waits for a
-    node it asked for: earlier, they page while a normal scale-up is still under way."""
-    provision = settings.cluster.node_autoscaler.max_node_provision_minutes
-    alarms = settings.observability.alarms
-    return [
-        Problem(
-            f"observability.alarms.{name}",
-            f"{minutes} minutes is shorter than cluster.node_autoscaler."
-            f"max_node_provision_minutes ({provision}), how long the Cluster Autoscaler waits "
-            "for a node it asked for: the alarm would page during a normal scale-up; use at "
-            f"least {provision}",
-            minutes,
-        )
-        for name, minutes in (
-            ("node_shortfall_minutes", alarms.node_shortfall_minutes),
-            ("capacity_shortfall_minutes", alarms.capacity_shortfall_minutes),
-        )
-        if minutes < provision
-    ]
+        return self.side(role).nodes_per_replica
 
 
 # Validation context flag: validate settings without the checks across sections.
 FIELDS_ONLY = "fields_only"
-# Checks across sections, each with the top-level settings it reads. A check runs only when all
-# of them are valid (an invalid one has its own problem), so one run reports every problem.
-RELATIONS: tuple[tuple[frozenset[str], Callable[[Settings], list[Problem]]], ...] = (
-    (frozenset({"region", "network"}), lambda settings: _zone_problems(settings)),
-    (frozenset({"network"}), lambda settings: _address_space_problems(settings.network)),
-    (
-        frozenset({"region", "account", "serving", "gpu_nodes"}),
-        lambda settings: _serving_problems(settings),
-    ),
-    (frozenset({"cluster", "observability"}), lambda settings: _alarm_timing_problems(settings)),
-    (frozenset({"region", "cluster"}), lambda settings: _partition_problems(settings)),
-)
-
-
-def relation_problems(settings: Settings, valid: set[str]) -> list[Problem]:
-    """The problems of every relation whose settings are all in ``valid``."""
-    return [problem for needs, check in RELATIONS if needs <= valid for problem in check(settings)]

@@ -328,7 +328,8 @@ def _plan_side(
             "--expert-parallel or --eplb-redundant-experts",
         )
     instance, engine = CATALOG[chosen], settings.serving.engine(role)
-    tp, pp = settings.replica_gpus(role)
+    side = settings.side(role)
+    tp, pp = side.tensor_parallel, side.pipeline_parallel
     cache_dtype = kv_cache_dtype or str(
         settings.serving.engine_options_for(role).get("kv_cache_dtype") or "auto"
     )
@@ -640,7 +641,8 @@ def _rank_placement(settings: Settings, dashboard_url: str, timeout: float) -> l
 
     sides = {}
     for role in settings.gpu_nodes.groups():
-        tp, pp = settings.replica_gpus(role)
+        side = settings.side(role)
+        tp, pp = side.tensor_parallel, side.pipeline_parallel
         ranks = settings.serving.engine(role).data_parallel_size
         if ranks > 1:
             sides[role] = (ranks, tp * pp)

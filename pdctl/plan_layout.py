@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from app_config.errors import ConfigError, Problem, problems_from_validation_error
-from app_config.model import _replica_fit_problems  # the configuration's rule, not a copy
+from app_config.rules.replica_fit import replica_fit_problems  # the configuration's rule
 from app_config.serving import Engine
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def side_with_options(
         }
     )
     layout = tuple(f"serving.{role}.{name}" for name in LAYOUT_SETTINGS)
-    problems = [p for p in _replica_fit_problems(planned, role) if p.path in layout]
+    problems = [p for p in replica_fit_problems(planned, role) if p.path in layout]
     if problems:
         raise ConfigError(problems)
     return planned

@@ -211,7 +211,7 @@ def render_pod_disruption_budgets(settings: Settings) -> list[dict[str, Any]]:
         # RESTART_GANG): one node at a time then means one group at a time, and a side whose
         # floor is a single group gets no budget, as a single node does not.
         floor = group.scaling.min_size
-        if floor < 2 * settings.nodes_per_replica(role):
+        if floor < 2 * settings.side(role).nodes_per_replica:
             continue
         budget = load("pod-disruption-budget.yaml")
         budget["spec"]["minAvailable"] = floor - 1

@@ -191,7 +191,7 @@ def _worker_group(
             ),
         }.items()
     )
-    if settings.nodes_per_replica(role) > 1:
+    if settings.side(role).nodes_per_replica > 1:
         # The replica's ranks talk NCCL across nodes (the all-to-all, EPLB, DP sync): over EFA
         # through aws-ofi-nccl, and never silently over TCP sockets.
         container["env"].extend(

@@ -47,7 +47,8 @@ def render_serve_config(settings: Settings) -> dict[str, Any]:
 def _fill_llm_config(llm: dict[str, Any], settings: Settings, role: str) -> None:
     serving = settings.serving
     engine = serving.engine(role)
-    tp, pp = settings.replica_gpus(role)
+    side = settings.side(role)
+    tp, pp = side.tensor_parallel, side.pipeline_parallel
     llm["model_loading_config"] = {
         "model_id": serving.model.id,
         "model_source": _model_source(settings),

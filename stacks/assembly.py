@@ -10,6 +10,7 @@ from app_config import Settings
 from constructs.common.checkov_skips import skip_singleton_provider_checks
 from stacks.cluster_stack import ClusterStack
 from stacks.common import apply_log_retention_policy, environment
+from stacks.findings import report_warnings
 from stacks.gpu_nodes_stack import GpuNodesStack
 from stacks.network_stack import NetworkStack
 from stacks.observability_stack import ObservabilityStack
@@ -27,6 +28,10 @@ class Stacks:
     def all(self) -> list[Stack]:
         """In deployment order."""
         return [self.network, self.cluster, self.gpu_nodes, self.serving, self.observability]
+
+    def by_role(self, role: str) -> Stack:
+        """The stack of a role as settings.stack_name names it (network, gpu-nodes, ...)."""
+        return getattr(self, role.replace("-", "_"))
 
 
 def build_stacks(app: App, settings: Settings) -> Stacks:
@@ -89,6 +94,7 @@ def build_stacks(app: App, settings: Settings) -> Stacks:
         serving=serving,
         observability=observability,
     )
+    report_warnings(stacks, settings)
     for stack in stacks.all():
         skip_singleton_provider_checks(stack)
         apply_log_retention_policy(stack, settings)

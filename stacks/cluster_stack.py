@@ -3,7 +3,7 @@ live in their own stack (stacks/gpu_nodes_stack.py)."""
 
 from __future__ import annotations
 
-from aws_cdk import Annotations, CfnOutput, Stack
+from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_ec2 as ec2
 
 from app_config import Settings
@@ -45,12 +45,6 @@ class ClusterStack(Stack):
                 operators_group=OPERATORS_GROUP,
             ),
         )
-        if not settings.cluster.admin_principal_arns:
-            Annotations.of(self).add_warning_v2(
-                "pd-llm:no-cluster-admin",
-                "cluster.admin_principal_arns is empty: no person or CI role can use kubectl on "
-                "this cluster (only CloudFormation's kubectl provider can). Add your role's ARN.",
-            )
         cluster = self.control_plane.cluster
         kubernetes = RELEASES[settings.cluster.kubernetes_version]
         self.addons = CoreAddons(self, "Addons", cluster=cluster, kube_proxy=kubernetes.kube_proxy)
@@ -62,7 +56,6 @@ class ClusterStack(Stack):
                 settings=settings.serving.image_cache,
                 prefix=settings.prefix,
                 node_role=self.node_role.role,
-                pinned_digest=settings.serving.image_digest,
             )
         self.system_nodes = SystemNodeGroup(
             self,

@@ -6,14 +6,13 @@ minutes instead of a new cluster."""
 
 from __future__ import annotations
 
-from aws_cdk import Annotations, Stack
+from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 
 from app_config import Settings
-from catalog.instances import is_p_class
 from constructs import Construct
 from constructs.common.checkov_skips import AWS_CUSTOM_RESOURCE_PROVIDER_ID
 from constructs.common.encrypted_log_group import encrypt_log_groups_under
@@ -73,7 +72,6 @@ class GpuNodesStack(Stack):
             )
             for role, group in settings.gpu_nodes.groups().items()
         }
-        self._warn_on_demand_p_class(settings)
         self.capacity_alarms = {
             role: NodeGroupCapacityAlarm(
                 self,
@@ -87,75 +85,7 @@ class GpuNodesStack(Stack):
             ).alarm
             for role, group in self.node_groups.items()
         }
-        self._warn_about_updates(settings)
         self._harden_lookups(settings)
-
-    def _warn_on_demand_p_class(self, settings: Settings) -> None:
-        """On-Demand P-class capacity is rarely free: the launch fails with
-        InsufficientInstanceCapacity and this stack rolls back after the node group's wait."""
-        for role, group in settings.gpu_nodes.groups().items():
-            if group.capacity.type == "on_demand" and is_p_class(group.instance):
-                Annotations.of(self.node_groups[role]).add_warning_v2(
-                    f"pd-llm:on-demand-p-class-{role}",
-                    f"gpu_nodes.{role} asks for On-Demand {group.instance_type}: On-Demand "
-                    "P-class capacity is rarely available, and the launch then fails with "
-                    "InsufficientInstanceCapacity. Use a Capacity Block or an On-Demand "
-                    "Capacity Reservation (examples/capacity-block.yaml), or try the smaller "
-                    "EFA shape first (examples/trial-g6e.yaml).",
-                )
-
-    def _warn_about_updates(self, settings: Settings) -> None:
-        """Node group updates (AMI release, Kubernetes version, launch template) that this
-        stack cannot make safe by itself, said at synth."""
-        for role, group in settings.gpu_nodes.groups().items():
-            node_group = self.node_groups[role]
-            nodes = settings.nodes_per_replica(role)
-            if nodes > 1 and group.scaling.min_size < 2 * nodes:
-                Annotations.of(node_group).add_warning_v2(
-                    f"pd-llm:one-group-{role}",
-                    f"gpu_nodes.{role}.scaling.min_size is {group.scaling.min_size}: the side "
-                    f"may run one DP group ({nodes} nodes), and Ray Serve restarts a group "
-                    "whole when any of its ranks fails: a node group update or drain of any "
-                    "one of those nodes stops the side (the endpoint answers nothing, P/D "
-                    "needs both sides) until the whole group has loaded the model again. Use "
-                    f"min_size >= {2 * nodes} (two groups) to keep the side serving through "
-                    "updates (docs/operating.md, 'What a node group update costs').",
-                )
-            elif group.scaling.min_size < 2:
-                Annotations.of(node_group).add_warning_v2(
-                    f"pd-llm:one-node-{role}",
-                    f"gpu_nodes.{role}.scaling.min_size is {group.scaling.min_size}: the side "
-                    "may run on one node, and a node group update replaces it; the endpoint "
-                    "then answers nothing (P/D needs both sides) until the new node has loaded "
-                    "the model. Use min_size >= 2 (and max_size to match) to keep the side "
-                    "serving through updates (docs/operating.md, 'What a node group update "
-                    "costs').",
-                )
-            capacity = group.capacity
-            if (
-                nodes > 1
-                and capacity.type == "capacity_reservation"
-                and not capacity.placement_group
-            ):
-                Annotations.of(node_group).add_warning_v2(
-                    f"pd-llm:dp-group-not-co-located-{role}",
-                    f"gpu_nodes.{role}: a DP group spans {nodes} nodes of an On-Demand "
-                    "Capacity Reservation without capacity.placement_group; its nodes are "
-                    "co-located only if the reservation was made in a cluster placement "
-                    "group and the nodes launch into it. Name that group in "
-                    f"gpu_nodes.{role}.capacity.placement_group, or use a Capacity Block "
-                    "(placed in an EC2 UltraCluster).",
-                )
-            if group.capacity.type == "capacity_block":
-                Annotations.of(node_group).add_warning_v2(
-                    f"pd-llm:capacity-block-update-{role}",
-                    f"gpu_nodes.{role} is on a Capacity Block: EKS updates such a node group "
-                    "only at desired size 0 (EKS user guide, 'Create a managed node group with "
-                    "Capacity Blocks for ML'). Before a deploy whose `cdk diff` changes this "
-                    "node group's Version, ReleaseVersion or launch template, scale it to zero "
-                    "and back afterwards (docs/operating.md, 'Capacity Blocks: updating the "
-                    "node group').",
-                )
 
     def _harden_lookups(self, settings: Settings) -> None:
         """The capacity alarms read each group's Auto Scaling group name through aws-cdk-lib's

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Annotations, CfnOutput, Stack
+from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 
@@ -85,22 +85,6 @@ class ServingStack(Stack):
                 gcs_store=self.gcs_store,
             ),
         )
-        if settings.serving.kv_transfer.backend == "UCX":
-            Annotations.of(self.ray_service).add_warning_v2(
-                "pd-llm:ucx-on-efa",
-                "serving.kv_transfer.backend is UCX: on EFA, UCX silently falls back to a slow "
-                "path (time to first token of tens of seconds, no error). Use LIBFABRIC.",
-            )
-        for role in settings.sides_without_upgrade_room():
-            scaling = settings.gpu_nodes.groups()[role].scaling
-            Annotations.of(self.ray_service).add_warning_v2(
-                f"pd-llm:no-upgrade-room-{role}",
-                f"gpu_nodes.{role}.scaling.max_size ({scaling.max_size}) cannot hold a "
-                f"NewCluster upgrade's second Ray cluster ({scaling.desired_size} new worker "
-                f"pods beside at least {scaling.min_size} serving): Serve and image changes "
-                "will wait for nodes and not switch. Raise max_size (and reserved_instances), "
-                "or use serving.upgrade_strategy None.",
-            )
         self._outputs(settings)
 
     def _outputs(self, settings: Settings) -> None:

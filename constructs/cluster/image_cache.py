@@ -18,7 +18,7 @@ preflight` checks that it is in the cache, and synth warns.
 
 from __future__ import annotations
 
-from aws_cdk import Annotations, Stack
+from aws_cdk import Stack
 from aws_cdk import aws_ecr as ecr
 from aws_cdk import aws_iam as iam
 
@@ -39,7 +39,6 @@ class ImageCache(Construct):
         settings: ImageCacheSettings,
         prefix: str,
         node_role: iam.IRole,
-        pinned_digest: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -72,15 +71,6 @@ class ImageCache(Construct):
             # safe for every later configuration. Superseded builds are removed by hand
             # (docs/operating.md, "Scanning the image in your account").
         )
-        if pinned_digest:
-            Annotations.of(self).add_warning_v2(
-                "pd-llm:pinned-digest-through-cache",
-                "serving.image_digest with serving.image_cache: ECR's pull-through cache imports "
-                "an image only on a pull by tag, never on a first pull by digest "
-                "(aws/containers-roadmap#2837), so the pinned build must already be in the "
-                "cache. `pdctl preflight` checks it; on a fresh cache, deploy by tag first (or "
-                "pull the tag through the cache once), then pin the digest `pdctl image` shows.",
-            )
         if settings.scanning != "unchanged":
             ecr.CfnRegistryScanningConfiguration(
                 self,
@@ -96,14 +86,6 @@ class ImageCache(Construct):
                         ],
                     )
                 ],
-            )
-            Annotations.of(self).add_warning_v2(
-                "pd-llm:registry-scanning-replaced",
-                f"serving.image_cache.scanning={settings.scanning!r} (consented with "
-                "replace_registry_scanning) sets this account's ECR registry scanning "
-                "configuration in this region (one per registry): rules for other repositories "
-                "are replaced, and `cdk destroy` leaves basic scanning without rules, not what "
-                "you had before.",
             )
         repositories = account_arn(stack, "ecr", f"repository/{self.repository_prefix}/*")
         node_role.add_to_principal_policy(

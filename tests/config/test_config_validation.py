@@ -940,11 +940,13 @@ def test_no_message_only_quotes_a_regular_expression() -> None:
 def test_every_relation_reads_only_the_settings_it_declares(configuration: str) -> None:
     """The loader runs a relation when its declared settings are valid, whatever the others
     hold: one that reads an undeclared setting would see a default, or crash."""
-    from app_config.model import RELATIONS, Settings
+    from app_config.model import Settings
+    from app_config.rules import rules
     from tests.configurations import settings_for
 
     settings = settings_for(configuration)
-    for needs, check in RELATIONS:
+    for rule in rules():
+        needs, check = rule.reads, rule.findings
         partial = Settings.model_construct()
         for name in needs:
             object.__setattr__(partial, name, getattr(settings, name))

@@ -54,3 +54,17 @@ def test_the_timeline_reads_the_configured_delays() -> None:
     healthy = NEW_CLUSTER_START_DRAWN_S + endpoint_health.seconds_until_new_targets_healthy()
     assert f":crit, {healthy}, {NEW_CLUSTER_START_DRAWN_S + 400}\n" in upgrade_timeline(slower)
     assert f":crit, {healthy}, {NEW_CLUSTER_START_DRAWN_S + 180}\n" in upgrade_timeline(settings)
+
+
+def test_every_warning_code_is_documented() -> None:
+    """docs/configuration.md's warnings table lists every code a rule can give a warning."""
+    from app_config.rules import WARNING, rules
+    from tests.configurations import PROJECT_ROOT
+
+    page = (PROJECT_ROOT / "docs" / "configuration.md").read_text()
+    documented = [
+        f"{rule.code}-<side>" if rule.per_side else rule.code
+        for rule in rules()
+        if rule.severity is WARNING
+    ]
+    assert [code for code in documented if f"| `{code}` |" not in page] == []

@@ -1,0 +1,112 @@
+"""Who may reach the cluster and the endpoint, and the identifiers that name them."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from app_config.errors import Finding, Problem
+from app_config.rules import WARNING, Rule
+from catalog.documentation_examples import is_example_account, is_example_resource_id
+from catalog.models import canonical_spelling
+from catalog.regions import partition
+
+if TYPE_CHECKING:
+    from app_config.model import Settings
+
+
+def partition_problems(settings: Settings) -> list[Problem]:
+    """Principals of another partition cannot be given access to a cluster in this one."""
+    expected = partition(settings.region)
+    return [
+        Problem(
+            f"cluster.{name}[{index}]",
+            f"is in partition {arn.split(':')[1]}; a cluster in {settings.region} takes "
+            f"principals of {expected} (arn:{expected}:iam::...)",
+            arn,
+        )
+        for name in ("admin_principal_arns", "operator_principal_arns")
+        for index, arn in enumerate(getattr(settings.cluster, name))
+        if arn.split(":")[1] != expected
+    ]
+
+
+def certificate_in_region_and_account(settings: Settings) -> Iterator[Finding]:
+    certificate = settings.serving.endpoint.certificate_arn
+    if not certificate:
+        return
+    region, account = certificate.split(":")[3:5]
+    path = "serving.endpoint.certificate_arn"
+    if region != settings.region:
+        yield Finding(
+            path,
+            f"is in {region}; a load balancer in {settings.region} needs an ACM certificate of "
+            f"{settings.region}",
+            certificate,
+        )
+    if settings.account and account != settings.account:
+        yield Finding(path, f"belongs to account {account}, not {settings.account}", certificate)
+
+
+def no_cluster_admin(settings: Settings) -> Iterator[Finding]:
+    if not settings.cluster.admin_principal_arns:
+        yield Finding(
+            "cluster.admin_principal_arns",
+            "is empty: no person or CI role can use kubectl on this cluster (only "
+            "CloudFormation's kubectl provider can). Add your role's ARN.",
+        )
+
+
+def documentation_placeholders(settings: Settings) -> Iterator[Finding]:
+    """Values copied from AWS's documentation (catalog/documentation_examples.py): the deploy
+    would fail, or grant nobody. Not acknowledgeable: the fix is to replace them."""
+    fix = "; replace it with your own before deploying (`pdctl preflight` refuses it)"
+    if settings.account and is_example_account(settings.account):
+        yield Finding("account", f"is an AWS documentation example account{fix}", settings.account)
+    for name in ("admin_principal_arns", "operator_principal_arns"):
+        for index, arn in enumerate(getattr(settings.cluster, name)):
+            if is_example_account(arn.split(":")[4]):
+                yield Finding(
+                    f"cluster.{name}[{index}]",
+                    f"names a principal of an AWS documentation example account{fix}",
+                    arn,
+                )
+    for role, group in settings.gpu_nodes.groups().items():
+        reservation = group.capacity.reservation_id
+        if reservation and is_example_resource_id(reservation):
+            yield Finding(
+                f"gpu_nodes.{role}.capacity.reservation_id",
+                f"is an example id, not a reservation anybody made{fix}",
+                reservation,
+            )
+
+
+def model_id_case(settings: Settings) -> Iterator[Finding]:
+    model_id = settings.serving.model.id
+    canonical = canonical_spelling(model_id)
+    if canonical:
+        yield Finding(
+            "serving.model.id",
+            f"differs only in case from {canonical!r}: the Hub loads either, but the API serves "
+            "the model under the id as written, and clients that send the repository's own "
+            f"spelling get 'model not found'; use {canonical!r}",
+            model_id,
+        )
+
+
+RULES = (
+    Rule("principal-partition", frozenset({"region", "cluster"}), partition_problems),
+    Rule(
+        "certificate-region-account",
+        frozenset({"region", "account", "serving"}),
+        certificate_in_region_and_account,
+    ),
+    Rule("no-cluster-admin", frozenset({"cluster"}), no_cluster_admin, WARNING),
+    Rule(
+        "documentation-placeholder",
+        frozenset({"account", "cluster", "gpu_nodes"}),
+        documentation_placeholders,
+        WARNING,
+    ),
+    Rule("model-id-case", frozenset({"serving"}), model_id_case, WARNING, stack="serving"),
+)

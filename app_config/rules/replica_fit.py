@@ -1,0 +1,106 @@
+"""What each side's engine must fit: its node group's GPUs and sizes (a rank fits one node, a
+DP group tiles nodes, the group holds max_replicas whole groups), and vLLM's own rules for the
+engine options of both sides together."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from app_config import engine_options
+from app_config.errors import Problem
+from app_config.rules import Rule
+
+if TYPE_CHECKING:
+    from app_config.model import Settings
+
+
+def engine_option_problems(settings: Settings) -> list[Problem]:
+    return [Problem(*found) for found in engine_options.section_problems(settings.serving)]
+
+
+def replica_fit_problems(settings: Settings, role: str) -> list[Problem]:
+    """A rank fits one node and tiles it; a DP group tiles a node or fills whole nodes; the node
+    group holds max_replicas whole groups and scales in whole groups (Serve's gang placement
+    takes a group's GPUs together or not at all, so a node short of a group stays idle)."""
+    side = settings.side(role)
+    group, engine = side.nodes, side.engine
+    gpus, dp = side.gpus_per_node, side.data_parallel
+    tp, pp = side.tensor_parallel, side.pipeline_parallel
+    setting = f"serving.{role}"
+    if tp * pp > gpus:
+        return [Problem(
+            f"{setting}.tensor_parallel_size",
+            f"TP {tp} x PP {pp} needs more GPUs than one {group.instance_type} has ({gpus}); "
+            "a rank must fit one node (data_parallel_size spreads ranks over nodes)",
+            tp,
+        )]  # fmt: skip
+    if gpus % tp:
+        return [Problem(
+            f"{setting}.tensor_parallel_size",
+            f"TP {tp} does not divide the {gpus} GPUs of a {group.instance_type}: replicas "
+            f"would leave GPUs idle, and models' head counts divide by powers of two; use "
+            f"one of {[d for d in range(1, gpus + 1) if gpus % d == 0]}",
+            tp,
+        )]  # fmt: skip
+    group_gpus = side.replica_gpus
+    if dp > 1 and gpus % group_gpus and group_gpus % gpus:
+        fitting = [
+            n
+            for n in range(1, 4 * gpus + 1)
+            if (n * tp * pp) % gpus == 0 or gpus % (n * tp * pp) == 0
+        ]
+        return [Problem(
+            f"{setting}.data_parallel_size",
+            f"DP {dp} x TP {tp} x PP {pp} = {group_gpus} GPUs neither divides the {gpus} GPUs "
+            f"of a {group.instance_type} nor fills whole nodes: the GPUs left over on a node "
+            f"could never hold a rank of another group; use one of {fitting[:8]}",
+            dp,
+        )]  # fmt: skip
+    problems = []
+    if engine.max_replicas * group_gpus > gpus * group.scaling.max_size:
+        problems.append(Problem(
+            f"{setting}.max_replicas",
+            f"{engine.max_replicas} replicas x {group_gpus} GPUs exceed the GPUs gpu_nodes."
+            f"{role} can grow to ({group.scaling.max_size} nodes x {gpus} GPUs); raise "
+            f"gpu_nodes.{role}.scaling.max_size or lower max_replicas",
+            engine.max_replicas,
+        ))  # fmt: skip
+    if engine.eplb.enabled and tp * dp <= 1:
+        problems.append(Problem(
+            f"{setting}.eplb.enabled",
+            f"EPLB moves experts between expert-parallel ranks, and TP {tp} x DP {dp} is one "
+            "rank (vLLM 0.26 ParallelConfig: 'EPLB requires tensor, prefill-context, or data "
+            "parallelism'); raise data_parallel_size or disable eplb",
+            True,
+        ))  # fmt: skip
+    nodes = side.nodes_per_replica
+    if nodes > 1:
+        sizes = group.scaling.model_dump() | {
+            "reserved_instances": group.capacity.reserved_instances
+        }
+        for name, count in sizes.items():
+            if count is not None and count % nodes:
+                place = "capacity" if name == "reserved_instances" else "scaling"
+                problems.append(Problem(
+                    f"gpu_nodes.{role}.{place}.{name}",
+                    f"{count} nodes is not a whole number of DP groups: one {role} replica "
+                    f"(DP {dp} x TP {tp} x PP {pp} = {group_gpus} GPUs) spans {nodes} "
+                    f"{group.instance_type} nodes, and Serve places a group whole or not at "
+                    f"all; use a multiple of {nodes}",
+                    count,
+                ))  # fmt: skip
+    return problems
+
+
+def every_side_fits(settings: Settings) -> list[Problem]:
+    return [
+        problem
+        for role in settings.gpu_nodes.groups()
+        for problem in replica_fit_problems(settings, role)
+    ]
+
+
+RULES = (
+    Rule("engine-options", frozenset({"serving", "gpu_nodes"}), engine_option_problems),
+    Rule("replica-fit", frozenset({"serving", "gpu_nodes"}), every_side_fits),
+)

@@ -1,0 +1,79 @@
+"""One side of the prefill/decode split, seen whole.
+
+A side is configured in two sections, `gpu_nodes.<side>` (the nodes) and `serving.<side>` (the
+engine and its Serve replicas), and most of what the app derives needs both: a rank's GPUs
+default to a whole node, a replica (a DP group) spans nodes in whole numbers, the labels and
+taints come from the node group and are selected by the worker group. Ray Serve LLM itself
+holds the two sides as two configs of one type (`prefill_config`, `decode_config`); this is
+the app's equivalent, computed once from validated settings and read by the rules, the
+renderers, the constructs and `pdctl`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from app_config.model import GpuNodeGroup, NodePlacement
+    from app_config.serving import Engine
+    from catalog.instances import GpuInstance
+
+Role = Literal["prefill", "decode"]
+
+
+@dataclass(frozen=True)
+class Side:
+    role: Role
+    nodes: GpuNodeGroup  # gpu_nodes.<role>
+    engine: Engine  # serving.<role>
+
+    @property
+    def instance(self) -> GpuInstance:
+        return self.nodes.instance
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.instance.gpus
+
+    @property
+    def tensor_parallel(self) -> int:
+        """TP of one rank; unset means every GPU of one node."""
+        return self.engine.tensor_parallel_size or self.gpus_per_node
+
+    @property
+    def pipeline_parallel(self) -> int:
+        return self.engine.pipeline_parallel_size
+
+    @property
+    def data_parallel(self) -> int:
+        return self.engine.data_parallel_size
+
+    @property
+    def rank_gpus(self) -> int:
+        """GPUs of one engine rank (TP x PP): a whole replica unless the side runs DP."""
+        return self.tensor_parallel * self.pipeline_parallel
+
+    @property
+    def replica_gpus(self) -> int:
+        """GPUs of one Serve replica: its data-parallel ranks times each rank's TP x PP."""
+        return self.data_parallel * self.rank_gpus
+
+    @property
+    def nodes_per_replica(self) -> int:
+        """Nodes one replica (DP group) occupies: Serve places a gang only whole, so node counts
+        come in these units."""
+        return max(1, -(-self.replica_gpus // self.gpus_per_node))
+
+    @property
+    def placement(self) -> NodePlacement:
+        """The labels and taints of the side's nodes, which its worker group selects."""
+        return self.nodes.placement(self.role)
+
+    @property
+    def nodes_setting(self) -> str:
+        return f"gpu_nodes.{self.role}"
+
+    @property
+    def serving_setting(self) -> str:
+        return f"serving.{self.role}"
