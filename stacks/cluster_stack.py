@@ -44,6 +44,7 @@ class ClusterStack(Stack):
                 vpc=vpc,
                 removal_policy=removal_policy(settings),
                 operators_group=OPERATORS_GROUP,
+                bootstrap_qualifier=settings.bootstrap_qualifier,
             ),
         )
         if not settings.cluster.admin_principal_arns:
