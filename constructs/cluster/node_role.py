@@ -5,6 +5,7 @@ from __future__ import annotations
 from aws_cdk import aws_iam as iam
 
 from constructs import Construct
+from constructs.common.checkov_skips import resources_of_type, skip_checks
 from constructs.common.nag_acknowledgments import acknowledge, aws_managed_policy_finding
 
 # What the kubelet and the node need, nothing more. The VPC CNI's ENI permissions
@@ -51,6 +52,16 @@ class NodeRole(Construct):
         self.role.add_to_principal_policy(
             iam.PolicyStatement(actions=list(SESSION_MANAGER_AGENT_ACTIONS), resources=["*"])
         )
+        for policy in resources_of_type(self.role, "AWS::IAM::Policy"):
+            skip_checks(
+                policy,
+                {
+                    "CKV_AWS_111": "The Session Manager agent's writes (registering the node, "
+                    "opening its own channels) take '*': the ssmmessages actions have no resource "
+                    "types, and these five are the Systems Manager user guide's minimal Session "
+                    "Manager instance policy; every other statement names its resources."
+                },
+            )
         acknowledge(
             self.role,
             "AwsSolutions-IAM5[Resource::*]",
