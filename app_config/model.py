@@ -63,6 +63,9 @@ from catalog.regions import (
 )
 
 _INSTANCE_TYPE = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
+# The qualifier of `cdk bootstrap` without --qualifier: the bootstrap template's Qualifier
+# Default and aws-cdk-lib's DefaultStackSynthesizer.DEFAULT_QUALIFIER (tests compare both).
+DEFAULT_BOOTSTRAP_QUALIFIER = "hnb659fds"
 # IAM identifiers: a path of at most 512 characters ('/' or /.../), then a role or user name of
 # 1-64 characters from letters, digits and +=,.@_- (IAM API reference, CreateRole and CreateUser).
 _IAM_PRINCIPAL_ARN = re.compile(
@@ -687,6 +690,20 @@ class Settings(Section):
         description="Target AWS account. Unset: CDK_DEFAULT_ACCOUNT, else account-agnostic "
         "templates (synth needs no credentials).",
     )
+    bootstrap_qualifier: str | None = Field(
+        None,
+        # The CDK bootstrap template's Qualifier parameter (aws-cdk CLI,
+        # lib/api/bootstrap/bootstrap-template.yaml): AllowedPattern [A-Za-z0-9_-]{1,10}, so
+        # that cdk-<qualifier>-image-publishing-role-<account>-<region> fits IAM's 64.
+        **matching(
+            r"^[A-Za-z0-9_-]{1,10}$",
+            "1-10 letters, digits, '_' or '-' (the CDK bootstrap template's Qualifier)",
+        ),
+        description="The qualifier of a CDK bootstrap made for this app alone (cdk bootstrap "
+        "--qualifier <it>). Unset: the account's shared default bootstrap, whose execution "
+        "role every CDK app of the account deploys with, and which the kubectl provider guard "
+        "must then exempt (docs/security.md, 'The deploy path').",
+    )
     region: Annotated[str, one_of(REGIONS, "an AWS Region with EKS")] = Field(
         description="Target AWS Region."
     )
@@ -715,6 +732,17 @@ class Settings(Section):
         "it as `pd-llm:<code>`) with the reason: synth then prints the reason instead of the "
         "warning, and `cdk synth --strict` passes (docs/configuration.md, 'Warnings').",
     )
+
+    @field_validator("bootstrap_qualifier")
+    @classmethod
+    def _dedicated_qualifier(cls, value: str | None) -> str | None:
+        if value == DEFAULT_BOOTSTRAP_QUALIFIER:
+            raise ValueError(
+                f"{value!r} is the default qualifier, the account's shared bootstrap; leave "
+                "bootstrap_qualifier unset for it, or name one of this app's own (cdk "
+                "bootstrap --qualifier <name>)"
+            )
+        return value
 
     @model_validator(mode="after")
     def _cross_section_problems(self, info: ValidationInfo) -> Settings:

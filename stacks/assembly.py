@@ -9,7 +9,7 @@ from aws_cdk import App, Stack, Tags
 from app_config import Settings
 from constructs.common.checkov_skips import skip_singleton_provider_checks
 from stacks.cluster_stack import ClusterStack
-from stacks.common import apply_log_retention_policy, environment
+from stacks.common import apply_log_retention_policy, environment, synthesizer
 from stacks.findings import report_warnings
 from stacks.gpu_nodes_stack import GpuNodesStack
 from stacks.network_stack import NetworkStack
@@ -41,6 +41,7 @@ def build_stacks(app: App, settings: Settings) -> Stacks:
         settings.stack_name("network"),
         settings=settings,
         env=env,
+        synthesizer=synthesizer(settings),
         description="VPC, endpoints and flow logs for disaggregated LLM serving",
     )
     cluster = ClusterStack(
@@ -49,6 +50,7 @@ def build_stacks(app: App, settings: Settings) -> Stacks:
         settings=settings,
         vpc=network.network.vpc,
         env=env,
+        synthesizer=synthesizer(settings),
         description="EKS cluster, system nodes and add-ons for disaggregated LLM serving",
     )
     gpu_nodes = GpuNodesStack(
@@ -61,6 +63,7 @@ def build_stacks(app: App, settings: Settings) -> Stacks:
         node_role=cluster.node_role.role,
         topic=cluster.alarm_topic.topic,
         env=env,
+        synthesizer=synthesizer(settings),
         description="EFA GPU node groups (prefill, decode) for disaggregated LLM serving",
     )
     serving = ServingStack(
@@ -70,6 +73,7 @@ def build_stacks(app: App, settings: Settings) -> Stacks:
         cluster=cluster.control_plane.cluster,
         gpu_placements=settings.gpu_nodes.placements(),
         env=env,
+        synthesizer=synthesizer(settings),
         description="Device plugins and the prefill/decode Ray service on the cluster",
     )
     observability = ObservabilityStack(
@@ -80,6 +84,7 @@ def build_stacks(app: App, settings: Settings) -> Stacks:
         topic=cluster.alarm_topic.topic,
         node_group_alarms=gpu_nodes.capacity_alarms,
         env=env,
+        synthesizer=synthesizer(settings),
         description="Prometheus metrics, alert rules, dashboard and health alarms for "
         "disaggregated LLM serving",
     )

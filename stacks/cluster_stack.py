@@ -18,9 +18,10 @@ from constructs.cluster.node_role import NodeRole
 from constructs.cluster.observability_addons import ObservabilityAddons, ObservabilityAddonsProps
 from constructs.cluster.system_node_group import SystemNodeGroup
 from constructs.common.log_encryption_key import LogEncryptionKey
+from constructs.common.session_tunnel import TunnelDestination, TunnelDocument, TunnelPolicy
 from serving_manifests.operator_access import OPERATORS_GROUP
 from stacks.common import removal_policy
-from stacks.tunnel import API_LOCAL_PORT, host_of, port_forward_command
+from stacks.tunnel import API_LOCAL_PORT, api_tunnel_document, host_of, port_forward_command
 
 
 class ClusterStack(Stack):
@@ -43,6 +44,7 @@ class ClusterStack(Stack):
                 vpc=vpc,
                 removal_policy=removal_policy(settings),
                 operators_group=OPERATORS_GROUP,
+                bootstrap_qualifier=settings.bootstrap_qualifier,
             ),
         )
         cluster = self.control_plane.cluster
@@ -120,16 +122,44 @@ class ClusterStack(Stack):
             f"--region {settings.region}",
             description="Run as one of cluster.admin_principal_arns or operator_principal_arns",
         )
-        # The private API server from a laptop: README, "Reaching what you deployed".
+        # The private API server from a laptop: README, "Reaching what you deployed". The
+        # tunnel reaches the API server's 443 and nothing else (constructs/common/
+        # session_tunnel.py); operators attach ApiTunnelPolicyArn to open it.
         api_host = host_of(cluster.cluster_endpoint)
+        tunnel = TunnelDocument(
+            self,
+            "ApiTunnel",
+            name=api_tunnel_document(settings),
+            to=TunnelDestination(
+                host=api_host,
+                port=443,
+                description="Forwards a local port to the Kubernetes API of "
+                f"{settings.cluster_name}",
+            ),
+        )
+        policy = TunnelPolicy(
+            self,
+            "ApiTunnelPolicy",
+            cluster_name=settings.cluster_name,
+            documents=[tunnel],
+            description=f"Opens the Session Manager tunnel to the Kubernetes API of "
+            f"{settings.cluster_name}, and nothing else on its nodes",
+        )
         CfnOutput(
             self,
             "ApiTunnelCommand",
             value=port_forward_command(
-                settings.cluster_name, settings.region, api_host, 443, API_LOCAL_PORT
+                settings.cluster_name, settings.region, tunnel.name, API_LOCAL_PORT
             ),
             description=f"Forwards localhost:{API_LOCAL_PORT} to the private Kubernetes API "
-            "through a node (Session Manager); keep it running",
+            "through a node (Session Manager); keep it running. Needs ApiTunnelPolicyArn",
+        )
+        CfnOutput(
+            self,
+            "ApiTunnelPolicyArn",
+            value=policy.policy.managed_policy_arn,
+            description="Attach to whoever opens the API tunnel: ssm:StartSession with this "
+            "stack's fixed-destination document only (no shell, no other host)",
         )
         CfnOutput(
             self,

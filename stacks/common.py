@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import Environment, RemovalPolicy, Stack
+from aws_cdk import DefaultStackSynthesizer, Environment, RemovalPolicy, Stack
 from aws_cdk import aws_logs as logs
 
 from app_config import Settings
@@ -32,3 +32,12 @@ def apply_log_retention_policy(stack: Stack, settings: Settings) -> None:
 def environment(settings: Settings) -> Environment:
     """A concrete region always (zones are per region); the account only when configured."""
     return Environment(account=settings.account, region=settings.region)
+
+
+def synthesizer(settings: Settings) -> DefaultStackSynthesizer | None:
+    """The bootstrap the stacks deploy with: this app's own when bootstrap_qualifier names one
+    (its roles are cdk-<qualifier>-...; `cdk bootstrap --qualifier <it>` creates them), else
+    the CDK's default (None), the account's shared bootstrap."""
+    if settings.bootstrap_qualifier is None:
+        return None
+    return DefaultStackSynthesizer(qualifier=settings.bootstrap_qualifier)

@@ -9,6 +9,7 @@ from aws_cdk import aws_eks_v2 as eks
 from app_config import Settings
 from app_config.model import NodePlacement
 from constructs import Construct
+from constructs.common.session_tunnel import TunnelDestination, TunnelDocument, TunnelPolicy
 from constructs.serving.device_plugins import DevicePlugins
 from constructs.serving.gcs_store import GcsStore, GcsStoreProps
 from constructs.serving.pd_ray_service import PdRayService, PdRayServiceProps
@@ -16,7 +17,12 @@ from constructs.serving.serving_endpoint import ServingEndpoint
 from constructs.serving.serving_operators import ServingOperators
 from serving_manifests.names import DASHBOARD_PORT
 from stacks.common import removal_policy
-from stacks.tunnel import ENDPOINT_LOCAL_PORT, endpoint_tunnel, port_forward_command
+from stacks.tunnel import (
+    ENDPOINT_LOCAL_PORT,
+    endpoint_tunnel,
+    endpoint_tunnel_document,
+    port_forward_command,
+)
 
 
 class ServingStack(Stack):
@@ -95,17 +101,38 @@ class ServingStack(Stack):
         # deployed".
         tunnel = endpoint_tunnel(settings, self.endpoint)
         if tunnel:
+            document = TunnelDocument(
+                self,
+                "EndpointTunnel",
+                name=endpoint_tunnel_document(settings),
+                to=TunnelDestination(
+                    host=tunnel.host,
+                    port=tunnel.port,
+                    description=f"Forwards a local port to the model API of {settings.prefix}",
+                ),
+            )
+            policy = TunnelPolicy(
+                self,
+                "EndpointTunnelPolicy",
+                cluster_name=settings.cluster_name,
+                documents=[document],
+                description=f"Opens the Session Manager tunnel to the model API of "
+                f"{settings.prefix}, and nothing else on the cluster's nodes",
+            )
             CfnOutput(
                 self,
                 "EndpointTunnelCommand",
                 value=port_forward_command(
-                    settings.cluster_name,
-                    settings.region,
-                    tunnel.host,
-                    tunnel.port,
-                    ENDPOINT_LOCAL_PORT,
+                    settings.cluster_name, settings.region, document.name, ENDPOINT_LOCAL_PORT
                 ),
                 description=tunnel.description,
+            )
+            CfnOutput(
+                self,
+                "EndpointTunnelPolicyArn",
+                value=policy.policy.managed_policy_arn,
+                description="Attach to whoever opens the model API tunnel: ssm:StartSession "
+                "with this stack's fixed-destination document only (no shell, no other host)",
             )
         # With iam, curl signs the request itself (--aws-sigv4, curl 7.75+) with the caller's
         # keys; any SigV4 client works (pdctl verify signs with the AWS credential chain).

@@ -1,15 +1,14 @@
-"""Commands that reach the private API server and load balancer from a laptop, through a node.
+"""Commands that reach the private API server and the model API from a laptop, through a node.
 
-Nothing here is public by default: the EKS endpoint is private and the load balancer internal.
-Session Manager's port forwarding to a remote host (the AWS-managed SSM document
-AWS-StartPortForwardingSessionToRemoteHost, parameters ``host``, ``portNumber`` and
-``localPortNumber``; Systems Manager user guide, "Port forwarding to a remote host") carries a
-local port to any address the node can reach. Every node can: it runs the SSM agent (node role
-AmazonSSMManagedInstanceCore, VPC endpoints ssm, ssmmessages and ec2messages), holds the cluster
-security group that the control plane admits, and sits in the VPC the load balancer admits.
-Nodes of EKS managed node groups carry the tag ``eks:cluster-name`` (EKS user guide, "Managed
-node groups"), so the command finds one at run time: nothing of a node's identity is baked into
-a template.
+Nothing here is public by default: the EKS endpoint is private and the model API a private API
+(or an internal load balancer). Session Manager forwards a local port through a node of the
+cluster: every node runs the SSM agent (node role: the agent's Session Manager actions only;
+VPC endpoints ssm and ssmmessages), holds the cluster security group that the control plane
+admits, and sits in the VPC the model API's endpoint admits. Each tunnel is one of the stack's
+own Session documents with a fixed destination (constructs/common/session_tunnel.py says why
+AWS-StartPortForwardingSessionToRemoteHost is not offered). Nodes of EKS managed node groups
+carry the tag ``eks:cluster-name`` (EKS user guide, "Managed node groups"), so the command finds
+one at run time: nothing of a node's identity is baked into a template.
 """
 
 from __future__ import annotations
@@ -19,12 +18,21 @@ from dataclasses import dataclass
 from aws_cdk import Fn
 
 from app_config import Settings
+from constructs.common.session_tunnel import NODE_TAG, tunnel_document_name
 from constructs.serving.serving_endpoint import ServingEndpoint
 
-PORT_FORWARD_DOCUMENT = "AWS-StartPortForwardingSessionToRemoteHost"
-NODE_TAG = "eks:cluster-name"
 API_LOCAL_PORT = 8443
 ENDPOINT_LOCAL_PORT = 8000
+API_TUNNEL = "ApiServer"
+ENDPOINT_TUNNEL = "ModelApi"
+
+
+def api_tunnel_document(settings: Settings) -> str:
+    return tunnel_document_name(settings.prefix, API_TUNNEL)
+
+
+def endpoint_tunnel_document(settings: Settings) -> str:
+    return tunnel_document_name(settings.prefix, ENDPOINT_TUNNEL)
 
 
 def any_running_node(cluster_name: str, region: str) -> str:
@@ -36,15 +44,13 @@ def any_running_node(cluster_name: str, region: str) -> str:
     )
 
 
-def port_forward_command(
-    cluster_name: str, region: str, host: str, port: int | str, local_port: int
-) -> str:
-    """``aws ssm start-session`` forwarding ``localhost:local_port`` to ``host:port``."""
+def port_forward_command(cluster_name: str, region: str, document: str, local_port: int) -> str:
+    """``aws ssm start-session`` forwarding ``localhost:local_port`` to where ``document``
+    (one of the stack's fixed-destination Session documents) points."""
     node = any_running_node(cluster_name, region)
     return (
         f'aws ssm start-session --region {region} --target "{node}" '
-        f"--document-name {PORT_FORWARD_DOCUMENT} "
-        f"--parameters host={host},portNumber={port},localPortNumber={local_port}"
+        f"--document-name {document} --parameters localPortNumber={local_port}"
     )
 
 

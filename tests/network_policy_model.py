@@ -23,6 +23,14 @@ v1.1.7 (``pkg/resolvers/endpoints.go``) and aws/aws-network-policy-agent v1.4.1
   ComputeMapEntriesFromEndpointRules: same CIDR appended, broader CIDRs inherited,
   mergeDuplicateL4Info drops exact duplicates); a rule without ports is one catch-all entry and
   a ``port``/``endPort`` range is one entry.
+- A pod's own node is always admitted, both ways, whatever the policies say: the agent writes an
+  allow-all entry for the node's primary IP into every map before the rules
+  (``ComputeMapEntriesFromEndpointRules``: "Traffic from the local node should always be
+  allowed"; the same function fills the ingress and the egress maps, ``pkg/ebpf/bpf_client.go``
+  updateEbpfMap), and drops any rule that names the node IP (``shouldSkipRule``). PRs #65 and
+  #636. So kubelet probes pass, and so does anything else that connects from the node: the SSM
+  agent's port forwards, a host-network process. Another node's address is judged like any
+  address of the VPC.
 """
 
 from __future__ import annotations
@@ -38,6 +46,7 @@ class Pod:
     namespace: str
     labels: dict[str, str]
     ip: str
+    node_ip: str | None = None  # the primary IP of the node it runs on; None: not modelled
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,8 @@ class Cluster:
     def _egress_allows(self, flow: Flow) -> bool:
         if isinstance(flow.source, str):
             return True  # outside the cluster: not ours to restrict
+        if flow.source.node_ip is not None and flow.destination.ip == flow.source.node_ip:
+            return True  # to its own node: always allowed
         policies = self._selecting(flow.source, "Egress")
         if not policies:
             return True
@@ -96,6 +107,8 @@ class Cluster:
         return False
 
     def _ingress_allows(self, flow: Flow) -> bool:
+        if on_own_node(flow):
+            return True
         policies = self._selecting(flow.destination, "Ingress")
         if not policies:
             return True
@@ -164,6 +177,12 @@ class Cluster:
         return endpoint.namespace in self._peer_namespaces(peer, policy) and selector_matches(
             peer.get("podSelector") or {}, endpoint.labels
         )
+
+
+def on_own_node(flow: Flow) -> bool:
+    """The flow comes from the destination pod's own node (its primary IP)."""
+    node_ip = flow.destination.node_ip
+    return node_ip is not None and isinstance(flow.source, str) and flow.source == node_ip
 
 
 def selector_matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:

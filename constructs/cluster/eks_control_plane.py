@@ -55,6 +55,8 @@ class EksControlPlaneProps:
     # The Kubernetes group of the operators' access entries; the serving stack binds it to the
     # Roles of manifests/operator-rbac.yaml (what the runbooks use, nothing more).
     operators_group: str
+    # Settings.bootstrap_qualifier: the guard exempts this bootstrap's execution role only.
+    bootstrap_qualifier: str | None = None
 
 
 class EksControlPlane(Construct):
@@ -115,7 +117,10 @@ class EksControlPlane(Construct):
         self._harden_kubectl_provider()
         # Its handler is cluster-admin: the SCP that keeps it CloudFormation's alone.
         self.kubectl_provider_guard = KubectlProviderGuard(
-            self, "KubectlProviderGuard", cluster=self.cluster
+            self,
+            "KubectlProviderGuard",
+            cluster=self.cluster,
+            bootstrap_qualifier=props.bootstrap_qualifier,
         )
         cluster_wide = eks.AccessScopeType.CLUSTER
         for index, principal_arn in enumerate(settings.admin_principal_arns):

@@ -34,16 +34,18 @@ OTHER_WORKLOAD_IP = "10.0.70.9"  # a pod of another namespace, in the nodes' pri
 SCRAPER_IP = "10.0.1.17"
 GCS_STORE_IP = "10.0.2.33"
 INTERNET_IP = "52.94.1.1"
+# Each Ray pod's node (its primary IP, in the nodes' private subnet like the pods' own).
+NODE_IPS = {"head": "10.0.64.200", "prefill": "10.0.64.201", "decode": "10.0.64.202"}
 
 
 def kuberay_pod(name: str, template: dict[str, Any], node_type: str, ip: str, ns: str) -> Pod:
-    """A pod as KubeRay creates it: the template's labels plus KubeRay's own."""
+    """A pod as KubeRay creates it: the template's labels plus KubeRay's own, on its node."""
     labels = {
         **template["metadata"]["labels"],
         KUBERAY_CLUSTER_LABEL: RAY_CLUSTER,
         KUBERAY_NODE_TYPE_LABEL: node_type,
     }
-    return Pod(name, ns, labels, ip)
+    return Pod(name, ns, labels, ip, NODE_IPS.get(name))
 
 
 @pytest.fixture(scope="module", params=["default", "public-endpoint"])
@@ -150,6 +152,25 @@ def test_kuberays_serve_service_would_drop_the_bench_jobs_traffic(world) -> None
     worker = pods["decode"]
     assert model.allows(Flow(pods["bench"], worker, SERVE_PORT))  # the pod IP itself: allowed
     assert not model.allows(Flow(pods["bench"], worker, SERVE_PORT, via=services["kuberay-serve"]))
+
+
+def test_a_pods_own_node_reaches_every_port_of_it_and_another_node_only_what_policies_admit(
+    world,
+) -> None:
+    """The VPC CNI agent's node-IP rule: whatever connects from a pod's own node gets in, on
+    every port. A port forward through a node (AWS-StartPortForwardingSessionToRemoteHost)
+    connects from there: that is how such a tunnel reached Serve's port unsigned, which is why
+    the stacks' tunnels have fixed destinations (tests/stacks/test_tunnel_destinations.py).
+    Another node's address is one more VPC address: no Serve port, no GCS."""
+    _, _, model, pods, _ = world
+    ray_pods = (pods["head"], *_workers(pods))
+    for pod in ray_pods:
+        assert pod.node_ip
+        for port in (SERVE_PORT, DASHBOARD_PORT, GCS_PORT, METRICS_PORT, 10002, 20001):
+            assert model.allows(Flow(pod.node_ip, pod, port)), (pod.name, port)
+        other_node = next(p.node_ip for p in ray_pods if p.node_ip != pod.node_ip)
+        assert not model.allows(Flow(other_node, pod, SERVE_PORT))
+        assert not model.allows(Flow(other_node, pod, GCS_PORT))
 
 
 def test_the_scraper_reads_every_ray_pods_metrics(world) -> None:

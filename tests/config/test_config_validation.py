@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,9 @@ INVALID = [
     ({"region": "us-west-9"}, "region", "valid: af-south-1"),
     ({"prefix": "PD_LLM"}, "prefix", "lower-case letters, digits"),
     ({"account": "12345"}, "account", "12-digit AWS account id"),
+    ({"bootstrap_qualifier": "pd-llm-prod"}, "bootstrap_qualifier", "1-10 letters, digits"),
+    ({"bootstrap_qualifier": "pd.llm"}, "bootstrap_qualifier", "1-10 letters, digits"),
+    ({"bootstrap_qualifier": "hnb659fds"}, "bootstrap_qualifier", "is the default qualifier"),
     ({"network.nat_gateways": "two"}, "network.nat_gateways", "valid integer"),
     ({"network.nat_gateways": "3"}, "network.nat_gateways", "at most one per zone"),
     ({"network.vpc_cidr": "10.0.0.1/16"}, "network.vpc_cidr", "host bits"),
@@ -966,3 +970,42 @@ def test_pdctl_prints_a_configuration_problem_as_typed() -> None:
     assert result.exit_code == 2, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
     assert "[/x]" in result.output
+
+
+# The pinned CDK CLI's bootstrap template (package.json pins aws-cdk; `npm ci` installs it).
+BOOTSTRAP_TEMPLATE = PROJECT_ROOT / "node_modules/aws-cdk/lib/api/bootstrap/bootstrap-template.yaml"
+
+
+def _bootstrap_qualifier_parameter() -> dict[str, str]:
+    text = BOOTSTRAP_TEMPLATE.read_text()
+    lines = text.split("\n  Qualifier:\n", 1)[1].splitlines()
+    fields: dict[str, str] = {}
+    for line in lines:
+        if not line.startswith("    "):
+            break
+        key, _, value = line.strip().partition(": ")
+        if not key.startswith("#"):
+            fields[key] = value.strip('"')
+    return fields
+
+
+@pytest.mark.parametrize(
+    "qualifier", ["pdllm", "a", "A1_b-2", "abcdefghij", "abcdefghijk", "pd.llm", "pd llm", ""]
+)
+def test_bootstrap_qualifier_follows_the_bootstrap_templates_rule(qualifier: str) -> None:
+    """A qualifier the app accepts is one `cdk bootstrap --qualifier` accepts (its template's
+    AllowedPattern), except the default itself, which is the shared bootstrap."""
+    import aws_cdk
+
+    from app_config.model import DEFAULT_BOOTSTRAP_QUALIFIER
+
+    parameter = _bootstrap_qualifier_parameter()
+    assert parameter["Default"] == DEFAULT_BOOTSTRAP_QUALIFIER
+    assert aws_cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER == DEFAULT_BOOTSTRAP_QUALIFIER
+    bootstrap_accepts = re.fullmatch(parameter["AllowedPattern"], qualifier) is not None
+    context = {**cdk_json_context(), "bootstrap_qualifier": qualifier}
+    if bootstrap_accepts:
+        assert load_settings(context).bootstrap_qualifier == qualifier
+    else:
+        with pytest.raises(ConfigError, match="bootstrap_qualifier"):
+            load_settings(context)

@@ -85,6 +85,15 @@ def test_workers_request_every_gpu_and_efa_device_of_their_node(rendered) -> Non
         assert {k: resources["limits"][k] for k in HUGEPAGES} == HUGEPAGES
 
 
+def test_no_service_account_of_the_app_mounts_a_kubernetes_token_by_default(rendered) -> None:
+    """Defence in depth behind the pods' own setting: a pod created later with one of these
+    accounts (by an admin, a Job) gets no Kubernetes API token unless it asks for one."""
+    _, manifests = rendered
+    assert manifests.service_accounts
+    for account in manifests.service_accounts:
+        assert account["automountServiceAccountToken"] is False, account["metadata"]["name"]
+
+
 def test_rays_autoscaler_keeps_one_worker_pod_per_gpu_node(rendered) -> None:
     """Bounds from the node groups: never a worker pod no node could hold, never fewer than the
     nodes the group keeps; the sidecar's idle timeout from the configuration."""

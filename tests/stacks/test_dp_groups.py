@@ -82,4 +82,6 @@ def test_a_dp_group_on_a_reservation_outside_a_placement_group_warns(
     capacity = '{"type": "capacity_reservation", "reservation_id": "cr-0fedcba9876543210", '
     capacity += '"reserved_instances": 4}'
     unplaced = synthesize("qwen3-235b-a22b-pd", {"gpu_nodes.decode.capacity": capacity})
-    assert "gpu_nodes.decode: a DP group spans 2 nodes" in _warnings(unplaced)
+    assert "gpu_nodes.decode.capacity.placement_group: a DP group spans 2 nodes" in _warnings(
+        unplaced
+    )

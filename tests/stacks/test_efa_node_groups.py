@@ -312,5 +312,5 @@ def test_a_capacity_block_side_synthesizes_with_the_eks_update_rule(reserved_app
     """EKS user guide: a Capacity Block node group is upgraded at desired size 0."""
     warnings = _warnings(reserved_app)
     for role, group in reserved_app.settings.gpu_nodes.groups().items():
-        warned = any(f"gpu_nodes.{role} is on a Capacity Block" in text for text in warnings)
+        warned = any(f"gpu_nodes.{role}: is on a Capacity Block" in text for text in warnings)
         assert warned == (group.capacity.type == "capacity_block"), role

@@ -226,3 +226,14 @@ def test_the_iam_model_follows_the_documented_rules() -> None:
     deny = {"Statement": [{"Effect": "Deny", "Action": "*", "Resource": "*"}]}
     assert not is_allowed(request, identity=[GRANT], resource=allow_anyone, scps=[deny])
     assert not is_allowed(request, identity=[GRANT], boundary={"Statement": []})
+
+
+def test_the_access_log_names_who_signed_each_request(default_app: Synthesized) -> None:
+    """Each line says which IAM principal (its ARN and account) called, through which
+    endpoint: the identity SigV4 proved, not only access-key and principal ids."""
+    stage = _one(default_app, "AWS::ApiGateway::Stage")
+    line = json.loads(stage["AccessLogSetting"]["Format"])
+    assert line["userArn"] == "$context.identity.userArn"
+    assert line["accountId"] == "$context.identity.accountId"
+    assert line["vpceId"] == "$context.identity.vpceId"
+    assert {"requestId", "ip", "status", "requestTime"} <= set(line)

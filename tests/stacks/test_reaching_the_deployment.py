@@ -17,13 +17,14 @@ from typing import Any
 import botocore.session
 import pytest
 
-from stacks.tunnel import API_LOCAL_PORT, ENDPOINT_LOCAL_PORT, NODE_TAG, PORT_FORWARD_DOCUMENT
+from constructs.common.session_tunnel import NODE_TAG
+from stacks.tunnel import API_LOCAL_PORT, ENDPOINT_LOCAL_PORT
 from tests.configurations import CONFIGURATIONS, PROJECT_ROOT
 from tests.conftest import Synthesized
 
-# AWS-StartPortForwardingSessionToRemoteHost's parameters (Systems Manager user guide, "Port
-# forwarding to a remote host"): the document, not the SSM API, defines them.
-PORT_FORWARD_PARAMETERS = {"host", "portNumber", "localPortNumber"}
+# The stacks' tunnel documents declare one parameter (constructs/common/session_tunnel.py): the
+# document, not the SSM API, defines them; host and port are fixed in the document.
+PORT_FORWARD_PARAMETERS = {"localPortNumber"}
 EXAMPLE_API_HOST = "0123456789ABCDEF0123456789ABCDEF.gr7.us-west-2.eks.amazonaws.com"
 EXAMPLE_NLB_HOST = "pd-llm-endpoint-0123456789abcdef.elb.us-west-2.amazonaws.com"
 EXAMPLE_VPCE_HOST = "vpce-0123456789abcdef0-abcdefgh.execute-api.us-west-2.vpce.amazonaws.com"
@@ -85,17 +86,34 @@ def _options(words: list[str]) -> dict[str, str]:
     return {words[i]: words[i + 1] for i in range(len(words) - 1) if words[i].startswith("--")}
 
 
-def _check_port_forward(words: list[str], cluster_name: str, host: str, port: int, local: int):
+def _check_port_forward(
+    words: list[str],
+    cluster_name: str,
+    host: str,
+    port: int,
+    local: int,
+    template: dict[str, Any],
+    tokens: Callable[[Any], str],
+) -> None:
+    """The command starts a session with a document of the same template, whose fixed
+    destination is ``host:port``, on local port ``local``."""
     assert words[:3] == ["aws", "ssm", "start-session"]
     options = _options(words)
     start_session = BOTOCORE.get_service_model("ssm").operation_model("StartSession")
     for option in ("--target", "--document-name", "--parameters"):
         member = "".join(part.capitalize() for part in option[2:].split("-"))
         assert member in start_session.input_shape.members
-    assert options["--document-name"] == PORT_FORWARD_DOCUMENT
+    (content,) = [
+        resource["Properties"]["Content"]
+        for resource in template["Resources"].values()
+        if resource["Type"] == "AWS::SSM::Document"
+        and resource["Properties"]["Name"] == options["--document-name"]
+    ]
+    assert set(content["parameters"]) == PORT_FORWARD_PARAMETERS
     parameters = dict(item.split("=", 1) for item in options["--parameters"].split(","))
-    assert set(parameters) == PORT_FORWARD_PARAMETERS
-    assert parameters == {"host": host, "portNumber": str(port), "localPortNumber": str(local)}
+    assert parameters == {"localPortNumber": str(local)}
+    properties = content["properties"]
+    assert (tokens(properties["host"]), properties["portNumber"]) == (host, str(port))
     # The target: a shell substitution that asks EC2 for a running node of this cluster.
     finder = shlex.split(options["--target"].removeprefix("$(").removesuffix(")"))
     assert finder[:3] == ["aws", "ec2", "describe-instances"]
@@ -120,7 +138,15 @@ def test_the_api_tunnel_reaches_the_clusters_endpoint_through_one_of_its_nodes(
     template = synthesized.templates["cluster"]
     (cluster,) = synthesized.resources("cluster", "AWS::EKS::Cluster").values()
     words = _command(template, "ApiTunnelCommand", _cluster_tokens(template))
-    _check_port_forward(words, cluster["Properties"]["Name"], EXAMPLE_API_HOST, 443, API_LOCAL_PORT)
+    _check_port_forward(
+        words,
+        cluster["Properties"]["Name"],
+        EXAMPLE_API_HOST,
+        443,
+        API_LOCAL_PORT,
+        template,
+        _cluster_tokens(template),
+    )
 
 
 @pytest.mark.parametrize("configuration", list(CONFIGURATIONS))
@@ -255,7 +281,15 @@ def test_the_endpoint_tunnel_goes_where_the_model_api_is_and_says_whether_a_node
         host = EXAMPLE_NLB_HOST
         groups = template["Resources"][balancer_id]["Properties"]["SecurityGroups"]
         assert local in description
-    _check_port_forward(words, cluster["Properties"]["Name"], host, port, ENDPOINT_LOCAL_PORT)
+    _check_port_forward(
+        words,
+        cluster["Properties"]["Name"],
+        host,
+        port,
+        ENDPOINT_LOCAL_PORT,
+        template,
+        _serving_tokens(template),
+    )
     nodes = _node_ranges(synthesized)
     admitted = _admits_every_node(_ingress(template, groups), port, nodes)
     if not (endpoint.client_security_group_ids or endpoint.source_cidrs):  # iam only

@@ -70,13 +70,21 @@ ROUTINE: dict[str, tuple[dict[str, str], frozenset[str]]] = {
         frozenset({"AWS::EKS::Nodegroup"}),
     ),
     # With the signed API (the default) the scheme is the API's type: private to regional keeps
-    # the API and the load balancer; the API's own VPC endpoint and its group go (a new URL).
+    # the API and the load balancer; the API's own VPC endpoint and its group go (a new URL),
+    # and with them the tunnel to it: its Session document and the policy that opens it.
     "endpoint scheme": (
         {
             "serving.endpoint.scheme": "internet-facing",
             "serving.endpoint.source_cidrs": '["198.51.100.0/24"]',
         },
-        frozenset({"AWS::EC2::VPCEndpoint", "AWS::EC2::SecurityGroup"}),
+        frozenset(
+            {
+                "AWS::EC2::VPCEndpoint",
+                "AWS::EC2::SecurityGroup",
+                "AWS::SSM::Document",
+                "AWS::IAM::ManagedPolicy",
+            }
+        ),
     ),
 }
 # aws-cdk-lib names an API's Deployment after a hash of the API's definition (tags included): a
