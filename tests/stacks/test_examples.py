@@ -88,3 +88,19 @@ def test_a_trial_example_states_its_efa_bandwidth(example: str) -> None:
     p5 = CATALOG["p5.48xlarge"].efa_bandwidth_gbps
     assert f"{p5:,} Gbps" in text
     assert f"{p5 // instance.efa_bandwidth_gbps} times" in text
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_an_example_synthesizes_warning_clean_but_for_its_placeholders(
+    synthesize: Callable[[str], Synthesized], example: str
+) -> None:
+    """What `cdk synth --strict` would fail on: every warning an example raises is acknowledged
+    with a reason, except the documentation placeholders the user must replace; and each
+    acknowledgment's reason is printed by the synth."""
+    synthesized = synthesize(example)
+    unweighed = [w for w in synthesized.warnings() if "[ack: pd-llm:" in w]
+    assert unweighed
+    assert all(w.endswith("[ack: pd-llm:documentation-placeholder]") for w in unweighed)
+    reasons = [ack.reason for ack in synthesized.settings.acknowledged_warnings]
+    printed = "\n".join(synthesized.infos())
+    assert all(reason in printed for reason in reasons)

@@ -1,0 +1,136 @@
+"""The rules layer (app_config/rules): each warning rule once, as a table (the configuration that
+raises it -> its code and the setting it names), and the acknowledgment rules."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app_config import ConfigError
+from app_config.errors import Severity
+from app_config.rules import evaluate, rules, warning_codes, warnings
+from tests.configurations import settings_for
+
+ACK_REASON = "weighed by the platform team for this trial deployment"
+CACHE_WITH_DIGEST = {
+    "serving.image_cache.enabled": "true",
+    "serving.image_digest": "sha256:" + "a" * 64,
+}
+
+# (configuration, overrides, code, the setting the finding names)
+WARNINGS = [
+    ("default", {}, "on-demand-p-class-prefill", "gpu_nodes.prefill"),
+    ("default", {}, "one-node-decode", "gpu_nodes.decode.scaling.min_size"),
+    ("default", {}, "no-cluster-admin", "cluster.admin_principal_arns"),
+    ("reserved-capacity", {}, "capacity-block-update-prefill", "gpu_nodes.prefill"),
+    ("reserved-capacity", {}, "no-upgrade-room-prefill", "gpu_nodes.prefill.scaling.max_size"),
+    ("reserved-capacity", {}, "registry-scanning-replaced", "serving.image_cache.scanning"),
+    ("deepseek-v3-pd", {}, "one-group-decode", "gpu_nodes.decode.scaling.min_size"),
+    (
+        "qwen3-235b-a22b-pd",
+        {
+            "gpu_nodes.decode.capacity": '{"type": "capacity_reservation", "reservation_id": '
+            '"cr-0a1b2c3d4e5f60718", "reserved_instances": 4}'
+        },
+        "dp-group-not-co-located-decode",
+        "gpu_nodes.decode.capacity.placement_group",
+    ),
+    (
+        "default",
+        {"serving.kv_transfer.backend": "UCX"},
+        "ucx-on-efa",
+        "serving.kv_transfer.backend",
+    ),
+    ("default", CACHE_WITH_DIGEST, "pinned-digest-through-cache", "serving.image_digest"),
+    ("default", {"serving.model.id": "qwen/qwen3-32b"}, "model-id-case", "serving.model.id"),
+    ("default", {"account": "123456789012"}, "documentation-placeholder", "account"),
+    ("quickstart", {}, "documentation-placeholder", "cluster.admin_principal_arns[0]"),
+    (
+        "capacity-block",
+        {},
+        "documentation-placeholder",
+        "gpu_nodes.prefill.capacity.reservation_id",
+    ),
+]
+
+
+@pytest.mark.parametrize(("configuration", "overrides", "code", "path"), WARNINGS)
+def test_each_warning_rule_names_its_setting(
+    configuration: str, overrides: dict[str, str], code: str, path: str
+) -> None:
+    found = warnings(evaluate(settings_for(configuration, **overrides)))
+    assert (path, code) in [(finding.path, finding.code) for finding in found]
+
+
+def test_every_warning_rule_has_a_row() -> None:
+    tested = {code for _, _, code, _ in WARNINGS}
+    families = {code.rsplit("-", 1)[0] for code in tested} | tested
+    missing = [r.code for r in rules() if r.severity is Severity.WARNING and r.code not in families]
+    assert missing == ["unused-acknowledgment"]  # its own tests below
+
+
+def test_a_real_account_and_real_ids_are_no_placeholders() -> None:
+    settings = settings_for(
+        "reserved-capacity",
+        account="210987654321",
+        **{
+            "cluster.admin_principal_arns": '["arn:aws:iam::210987654321:role/Admin"]',
+            "serving.endpoint.client_security_group_ids": '["sg-0a1b2c3d4e5f60718"]',
+            "gpu_nodes.decode.capacity.reservation_id": "cr-0d4c3b2a1f0e98765",
+        },
+    )
+    assert "documentation-placeholder" not in [f.code for f in warnings(evaluate(settings))]
+
+
+def _acknowledging(*codes: str, reason: str = ACK_REASON) -> dict[str, str]:
+    return {
+        "acknowledged_warnings": json.dumps([{"code": code, "reason": reason} for code in codes])
+    }
+
+
+def test_an_acknowledged_warning_is_still_found_and_its_acknowledgment_is_used() -> None:
+    settings = settings_for("default", **_acknowledging("one-node-prefill"))
+    codes = [finding.code for finding in warnings(evaluate(settings))]
+    assert "one-node-prefill" in codes
+    assert "unused-acknowledgment" not in codes
+
+
+def test_an_acknowledgment_of_a_warning_not_raised_is_a_warning() -> None:
+    settings = settings_for("default", **_acknowledging("ucx-on-efa"))
+    (stale,) = [f for f in warnings(evaluate(settings)) if f.code == "unused-acknowledgment"]
+    assert stale.path == "acknowledged_warnings[0]"
+    assert "ucx-on-efa" in stale.message
+
+
+@pytest.mark.parametrize(
+    ("acknowledgment", "path", "fragment"),
+    [
+        (_acknowledging("one-node-prefil"), "acknowledged_warnings[0].code", "one-node-prefill"),
+        (
+            _acknowledging("documentation-placeholder"),
+            "acknowledged_warnings[0].code",
+            "cannot be acknowledged",
+        ),
+        (_acknowledging("one-node-prefill", reason="ok"), "acknowledged_warnings.0.reason", "20"),
+        (_acknowledging("Pd-LLM:one-node"), "acknowledged_warnings.0.code", "warning code"),
+    ],
+)
+def test_a_bad_acknowledgment_is_an_error_naming_it(
+    acknowledgment: dict[str, str], path: str, fragment: str
+) -> None:
+    with pytest.raises(ConfigError) as raised:
+        settings_for("default", **acknowledgment)
+    messages = [
+        str(p)
+        for p in raised.value.problems
+        if p.path.replace("[0]", ".0") == path.replace("[0]", ".0")
+    ]
+    assert any(fragment in message for message in messages), raised.value.problems
+
+
+def test_warning_codes_are_unique_and_stable_words() -> None:
+    codes = [code for rule in rules() for code in rule.codes]
+    assert len(codes) == len(set(codes))
+    assert all(code.replace("-", "").isalnum() and code.islower() for code in codes)
+    assert set(warning_codes()) <= set(codes)
