@@ -69,6 +69,13 @@ def problems_from_validation_error(error: ValidationError, model: type[BaseModel
         elif detail["type"] == "string_pattern_mismatch":
             rule = _rule_at(model, detail["loc"]) or detail["msg"]
             problems.append(Problem(path, rule, detail.get("input"), code=detail["type"]))
+        elif detail.get("input", ...) is None and _model_at(model, detail["loc"]) is not None:
+            problems.append(Problem(
+                path,
+                "is empty (a key with no value, as a truncated file leaves it): give its "
+                "settings, or remove the key for the defaults",
+                code="empty-section",
+            ))  # fmt: skip
         else:
             message = detail["msg"].removeprefix("Value error, ")
             # A whole section's value says less than the message, which names its settings.

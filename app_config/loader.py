@@ -93,11 +93,19 @@ def _merged_sources(context: Mapping[str, Any], problems: list[Problem]) -> dict
     if CONFIG_FILE_KEY in context:
         path = context[CONFIG_FILE_KEY]
         try:
-            loaded = read_yaml_file(str(path)) or {}
+            loaded = read_yaml_file(str(path))
         except YamlError as problem:
             problems.append(Problem(CONFIG_FILE_KEY, str(problem), path))
         else:
-            if isinstance(loaded, dict):
+            if loaded is None or loaded == {}:
+                problems.append(Problem(
+                    CONFIG_FILE_KEY,
+                    "holds no settings (empty, or only comments): a configuration file that "
+                    "says nothing is a mistake, such as a truncated or wrong file; name settings "
+                    "in it, or leave -c config out to synthesize cdk.json's settings",
+                    path,
+                ))  # fmt: skip
+            elif isinstance(loaded, dict):
                 _deep_merge(raw, loaded)
             else:
                 problems.append(Problem(CONFIG_FILE_KEY, "must hold a mapping of settings", path))

@@ -17,6 +17,8 @@ from typing import Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from app_config.yaml_typing import implicit_typing_problem
+
 MAX_BYTES = 256 * 1024  # a configuration is a few kilobytes
 MAX_VALUES = 20_000  # values after expanding aliases; the full model has a few hundred
 MAX_DEPTH = 32  # the model nests five levels
@@ -40,7 +42,7 @@ def load_yaml(text: str) -> Any:
         if node is None:
             return None
         _check(node, {}, depth=0)
-        return loader.construct_document(node)
+        return unshared(loader.construct_document(node))
     except yaml.MarkedYAMLError as error:
         raise YamlError(_describe(error)) from None
     except yaml.YAMLError as error:
@@ -71,6 +73,18 @@ def read_yaml_file(path: str) -> Any:
             "as UTF-8"
         ) from None
     return load_yaml(text)
+
+
+def unshared(value: Any) -> Any:
+    """The same values with no mapping or list shared between two places. PyYAML builds an
+    alias (`decode: *side`) as the very object its anchor names, and a merge key (`<<: *base`)
+    copies only the top level: an override of one side would then change the other through the
+    shared object (`-c gpu_nodes.prefill.scaling.max_size=3` moving decode's too)."""
+    if isinstance(value, dict):
+        return {key: unshared(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [unshared(item) for item in value]
+    return value
 
 
 def _check_flow_depth(text: str) -> None:
@@ -109,6 +123,10 @@ def _check(node: Node, sizes: dict[int, int], depth: int) -> int:
     if id(node) in sizes:
         return sizes[id(node)]
     size = 1
+    if isinstance(node, ScalarNode):
+        problem = implicit_typing_problem(node)
+        if problem:
+            raise YamlError(f"line {node.start_mark.line + 1}: {problem}")
     if isinstance(node, SequenceNode):
         size += sum(_check(item, sizes, depth + 1) for item in node.value)
     elif isinstance(node, MappingNode):
