@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from catalog.expert_parallel import DUAL_BATCH_OVERLAP_REFUSAL
+from catalog.ray_llm_image import RAY, VLLM
 
 ARGS_FILE = Path(__file__).resolve().parent.parent / "catalog" / "vllm_engine_args.json"
 
@@ -37,7 +38,7 @@ OWNED: dict[str, str] = {
     "enable_eplb": "use serving.<side>.eplb.enabled",
     "eplb_config": "use serving.<side>.eplb (its communicator is pinned to NCCL on EFA)",
     "enable_ep_weight_filter": "set by the project on each expert-parallel side without EPLB, "
-    "where vLLM 0.26 honours it (serving_manifests/serve_config.py); under EPLB vLLM ignores it",
+    f"where {VLLM} honours it (serving_manifests/serve_config.py); under EPLB vLLM ignores it",
     "enable_dbo": DUAL_BATCH_OVERLAP_REFUSAL,
     "ubatch_size": DUAL_BATCH_OVERLAP_REFUSAL,
     "enable_elastic_ep": "elastic expert parallel resizes a DP group in place; Ray Serve LLM "
@@ -212,7 +213,7 @@ def loader_problems(options: Mapping[str, Any], s3_uri: str | None) -> list[tupl
     load_format = options.get("load_format")
     if s3_uri and isinstance(load_format, str) and load_format.startswith("runai_streamer"):
         return [("load_format", (
-            f"{load_format!r} with serving.model.s3_uri fails at engine start under Ray 2.58 "
+            f"{load_format!r} with serving.model.s3_uri fails at engine start under {RAY} "
             "(ray-project/ray#64978: vLLM gets the model id, not the S3 path); leave "
             "load_format unset"
         ))]  # fmt: skip

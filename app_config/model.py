@@ -58,6 +58,7 @@ from app_config.section import (
 from app_config.serving import Serving
 from app_config.side import Side
 from catalog.instances import CATALOG, GpuInstance
+from catalog.ray_llm_image import VLLM
 from catalog.regions import (
     REGIONS,
 )
@@ -402,7 +403,7 @@ class GpuNodes(Section):
         if prefill.vllm_attention_backend != decode.vllm_attention_backend:
             raise ValueError(
                 f"prefill {prefill.name} ({prefill.gpu_model}) and decode {decode.name} "
-                f"({decode.gpu_model}) would never exchange KV: vLLM 0.26 runs "
+                f"({decode.gpu_model}) would never exchange KV: {VLLM} runs "
                 f"{prefill.vllm_attention_backend} on one and {decode.vllm_attention_backend} on "
                 "the other, and NIXL's handshake refuses a backend mismatch; use one GPU "
                 "generation on both sides (Hopper: p5, p5e, p5en; Blackwell: p6-b200)"
@@ -410,7 +411,7 @@ class GpuNodes(Section):
         if prefill.gpu_architecture != decode.gpu_architecture:
             raise ValueError(
                 f"prefill {prefill.name} ({prefill.gpu_architecture}) and decode {decode.name} "
-                f"({decode.gpu_architecture}) are different GPU generations: vLLM 0.26 picks "
+                f"({decode.gpu_architecture}) are different GPU generations: {VLLM} picks "
                 "the attention backend per generation (an fp8 KV cache runs FLASH_ATTN on "
                 "Hopper, FLASHINFER on Ada), and NIXL's handshake refuses a backend mismatch; "
                 f"use one generation on both sides ({_same_generation(prefill)})"

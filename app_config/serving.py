@@ -28,7 +28,7 @@ from app_config.section import (
 )
 from catalog.expert_parallel import ALL2ALL_BACKENDS, SUPPORTED_ALL2ALL_BACKENDS
 from catalog.helm_charts import CHARTS
-from catalog.ray_llm_image import DEFAULT_IMAGE_TAG, IMAGES
+from catalog.ray_llm_image import DEFAULT_IMAGE_TAG, IMAGES, RAY, VLLM
 
 # KubeRay accepts 47 (MaxRayServiceNameLength = 53 - 6). Worker pods are named
 # "<cluster>-<group>-worker-<id>" with "<cluster>-<group>" cut at 50 characters
@@ -87,7 +87,7 @@ class Model(Section):
             "(huggingface_hub validate_repo_id)",
         ),
         description="Hugging Face model id (org/name); also the name clients send as `model`. "
-        "The default is ungated (Apache-2.0), supported by vLLM 0.26 and fits every P-class "
+        f"The default is ungated (Apache-2.0), supported by {VLLM} and fits every P-class "
         "catalog instance at TP=8; its 64 GB of bf16 weights do not fit the smaller G6/G6e "
         "sizes (examples/trial-g6e.yaml picks a model that does; `pdctl plan` checks a fit).",
     )
@@ -188,7 +188,7 @@ _ON_EFA = " or ".join(repr(name) for name in SUPPORTED_ALL2ALL_BACKENDS)
 def _all2all_on_efa(backend: str) -> str:
     if backend not in ALL2ALL_BACKENDS:
         raise ValueError(
-            f"not an all-to-all backend of vLLM 0.26 (vllm/config/parallel.py All2AllBackend); "
+            f"not an all-to-all backend of {VLLM} (vllm/config/parallel.py All2AllBackend); "
             f"on EFA use {_ON_EFA}"
         )
     reason = ALL2ALL_BACKENDS[backend]
@@ -226,7 +226,7 @@ class ExpertLoadBalancing(Section):
         if self.num_redundant_experts and not self.enabled:
             raise ValueError(
                 f"num_redundant_experts {self.num_redundant_experts} without enabled: true; "
-                "vLLM 0.26 refuses redundant experts without EPLB (ParallelConfig); enable EPLB "
+                f"{VLLM} refuses redundant experts without EPLB (ParallelConfig); enable EPLB "
                 "or set num_redundant_experts to 0"
             )
         return self
@@ -250,7 +250,7 @@ class Engine(Section):
         description="Attention data-parallel ranks per replica (vLLM data_parallel_size), each "
         "a Serve replica of TP x PP GPUs: above 1 a replica is a DP group that Ray Serve "
         "gang-schedules, scales and restarts as a whole (one failing rank restarts every rank), "
-        "and it may span nodes. MoE models only: vLLM 0.26 refuses data parallel for a "
+        f"and it may span nodes. MoE models only: {VLLM} refuses data parallel for a "
         "dense model at engine start (Ray's DP ranks run in vLLM's external DP mode); `pdctl "
         "plan` reads the model's config and says so before deploy.",
     )
@@ -302,7 +302,7 @@ class Engine(Section):
 
     engine_options: dict[str, Any] = Field(
         {},
-        description="vLLM engine options for this side only (vLLM 0.26.0 names: "
+        description=f"vLLM engine options for this side only ({VLLM} names: "
         "kv_cache_dtype, max_num_seqs, max_num_batched_tokens, enable_prefix_caching, "
         "quantization, tool_call_parser, reasoning_parser, ...), over serving.engine_options. "
         "Checked against the image's vLLM argument list (catalog/vllm_engine_args.json); the "
@@ -323,7 +323,7 @@ class Engine(Section):
     def _eplb_needs_expert_parallel(self) -> Engine:
         if self.eplb.enabled and not self.expert_parallel:
             raise ValueError(
-                "eplb.enabled without expert_parallel: vLLM 0.26 balances experts only across "
+                f"eplb.enabled without expert_parallel: {VLLM} balances experts only across "
                 "expert-parallel ranks (ParallelConfig: 'enable_expert_parallel must be True to "
                 "use EPLB'); set expert_parallel: true or disable eplb"
             )
@@ -670,7 +670,7 @@ class Serving(Section):
     def _decode_receives_requests(cls, decode: Engine) -> Engine:
         if decode.min_replicas < 1:
             raise ValueError(
-                "decode.min_replicas 0: decode is where requests enter (Ray 2.58's P/D ingress "
+                f"decode.min_replicas 0: decode is where requests enter ({RAY}'s P/D ingress "
                 "calls decode, which calls prefill), and with decode at zero the ingress scales "
                 "to zero too (OpenAiIngress.get_deployment_options); Ray then removes the idle "
                 "workers and no Serve proxy is left behind the endpoint to receive the request "

@@ -120,3 +120,14 @@ def image_uri(
     else:
         repository = f"{REGISTRY_ACCOUNTS[region]}.dkr.ecr.{region}.amazonaws.com/{REPOSITORY}"
     return f"{repository}@{digest}" if digest else f"{repository}:{tag}"
+
+
+def _minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+# The versions the app's messages name: those of the image the app deploys by default, so an
+# image upgrade is one row above and every message follows it.
+DEFAULT_IMAGE = IMAGES[DEFAULT_IMAGE_TAG]
+VLLM = f"vLLM {_minor(DEFAULT_IMAGE.vllm_version)}"
+RAY = f"Ray {_minor(DEFAULT_IMAGE.ray_version)}"

@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from catalog.ray_llm_image import VLLM
+
 # Bytes per cached element of the cache dtypes sized here; "auto" is the model's dtype.
 CACHE_DTYPE_BYTES = {
     "bfloat16": 2,
@@ -120,7 +122,7 @@ def mla_layout(
         return KvLayout(True, layers, 1, head_size, FP8_DS_MLA, 1, FP8_DS_MLA_BYTES, indexer)
     if cache_dtype in FP8_CACHE_DTYPES:
         raise CacheLayoutError(
-            f"kv_cache_dtype {cache_dtype} on sparse MLA (index_topk): vLLM 0.26 stores it as "
+            f"kv_cache_dtype {cache_dtype} on sparse MLA (index_topk): {VLLM} stores it as "
             f"{FP8_DS_MLA} ({FP8_DS_MLA_BYTES} bytes a token per layer) under FLASHMLA_SPARSE "
             f"but as plain FP8 ({head_size}) under FLASHINFER_MLA_SPARSE, and picks the backend "
             f"on the GPU; set kv_cache_dtype {FP8_DS_MLA} or auto to size it"

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from app_config import engine_options
 from app_config.errors import Problem
 from app_config.rules import Rule
+from catalog.ray_llm_image import VLLM
 
 if TYPE_CHECKING:
     from app_config.model import Settings
@@ -69,7 +70,7 @@ def replica_fit_problems(settings: Settings, role: str) -> list[Problem]:
         problems.append(Problem(
             f"{setting}.eplb.enabled",
             f"EPLB moves experts between expert-parallel ranks, and TP {tp} x DP {dp} is one "
-            "rank (vLLM 0.26 ParallelConfig: 'EPLB requires tensor, prefill-context, or data "
+            f"rank ({VLLM} ParallelConfig: 'EPLB requires tensor, prefill-context, or data "
             "parallelism'); raise data_parallel_size or disable eplb",
             True,
         ))  # fmt: skip
