@@ -15,16 +15,15 @@ from botocore.exceptions import ClientError
 from app_config import Settings
 from app_config.model import GpuNodeGroup
 from catalog.container_insights import log_group_kinds, log_group_name
+from catalog.documentation_accounts import documentation_account_in
 from catalog.ray_llm_image import REGISTRY_ACCOUNTS, REPOSITORY
 from catalog.regions import is_zone_id
+from catalog.service_quotas import VcpuQuota, quota_for
 from pdctl.checks import Check, failed, passed, undecided
 from pdctl.image_cache import cache_repository_checks
 
 T = TypeVar("T")
 
-# Service Quotas: "Running On-Demand P instances" (vCPUs). Capacity Blocks do not count against
-# it; On-Demand Capacity Reservations do (EC2 user guide, "On-Demand Instance quotas").
-P_INSTANCE_VCPU_QUOTA = ("ec2", "L-417A185B")
 # What `cdk bootstrap` records, and the version the synthesized templates require.
 BOOTSTRAP_VERSION_PARAMETER = "/cdk-bootstrap/hnb659fds/version"
 MIN_BOOTSTRAP_VERSION = 6
@@ -71,16 +70,28 @@ def efa_matches_catalog(ec2: Any, role: str, group: GpuNodeGroup) -> Check:
     )
 
 
-def vcpu_quota(quotas: Any, settings: Settings) -> Check:
-    needed = sum(
-        group.scaling.max_size * group.instance.vcpus
-        for group in settings.gpu_nodes.groups().values()
-        if group.capacity.type != "capacity_block"
-    )
-    service, code = P_INSTANCE_VCPU_QUOTA
-    name = f"vCPU quota for P instances ({code})"
-    if needed == 0:
-        return passed(name, "all GPU capacity comes from Capacity Blocks, which the quota excludes")
+def vcpu_quotas(quotas: Any, settings: Settings) -> list[Check]:
+    """One check per On-Demand vCPU quota the GPU groups run under (catalog/service_quotas.py:
+    P instances under one, G and VT under another), against the vCPUs of every group under it
+    at max_size. Capacity Blocks do not count against any."""
+    needed: dict[VcpuQuota, int] = {}
+    for group in settings.gpu_nodes.groups().values():
+        if group.capacity.type != "capacity_block":
+            quota = quota_for(group.instance_type)
+            needed[quota] = needed.get(quota, 0) + group.scaling.max_size * group.instance.vcpus
+    if not needed:
+        return [
+            passed(
+                "vCPU quotas of the GPU groups",
+                "all GPU capacity comes from Capacity Blocks, which the quotas exclude",
+            )
+        ]
+    return [_vcpu_quota(quotas, quota, vcpus) for quota, vcpus in needed.items()]
+
+
+def _vcpu_quota(quotas: Any, quota: VcpuQuota, needed: int) -> Check:
+    service, code = quota.service_code, quota.code
+    name = f"vCPU quota {quota.name} ({code})"
     try:
         value = quotas.get_service_quota(ServiceCode=service, QuotaCode=code)["Quota"]["Value"]
     except ClientError as error:
@@ -98,6 +109,43 @@ def vcpu_quota(quotas: Any, settings: Settings) -> Check:
         f"request an increase: aws service-quotas request-service-quota-increase "
         f"--service-code {service} --quota-code {code} --desired-value {needed}",
     )
+
+
+def documentation_placeholders(settings: Settings) -> Check:
+    """Every account id in the configuration (the account, and the account of every ARN: admin
+    and operator principals, certificates, keys) that is one of AWS documentation's example
+    ids (catalog/documentation_accounts.py): the examples' placeholders, left in place."""
+    name = "no example account ids of AWS documentation in the configuration"
+    found = [
+        f"{path} = {value} (account {account})"
+        for path, value in _string_settings(settings.model_dump(mode="json"))
+        if (account := documentation_account_in(value))
+    ]
+    if not found:
+        return passed(name, "none")
+    return failed(
+        name,
+        "; ".join(found),
+        "replace each with your own account's id or principal (`aws sts get-caller-identity` "
+        "prints the account and your ARN); the examples carry AWS documentation's ids",
+    )
+
+
+def _string_settings(value: Any, path: str = "") -> list[tuple[str, str]]:
+    """(setting path, value) of every string in a dumped configuration."""
+    if isinstance(value, str):
+        return [(path, value)]
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = ((f"[{index}]", item) for index, item in enumerate(value))
+    else:
+        return []
+    found = []
+    for key, item in items:
+        child = f"{path}{key}" if str(key).startswith("[") else f"{path}.{key}" if path else key
+        found += _string_settings(item, child)
+    return found
 
 
 def reservation(
@@ -183,6 +231,17 @@ def dlc_image(ecr: Any, settings: Settings) -> Check:
 def admin_principals(iam: Any, settings: Settings) -> list[Check]:
     checks = []
     for arn in settings.cluster.admin_principal_arns:
+        if documentation_account_in(arn):
+            # IAM's GetRole looks a name up in the caller's account: an example ARN's "Admin"
+            # would be found there and pass.
+            checks.append(
+                failed(
+                    f"admin principal {arn}",
+                    "not looked up: its account is one of AWS documentation's examples",
+                    "fix cluster.admin_principal_arns",
+                )
+            )
+            continue
         kind, _, path_name = arn.split(":", 5)[5].partition("/")
         principal = path_name.rsplit("/", 1)[-1]
         try:
@@ -266,7 +325,8 @@ def run_preflight(
     now = now or datetime.now(UTC)
     ec2, zone = clients["ec2"], settings.network.gpu_availability_zone
     planned: list[tuple[str, Callable[[], Check | list[Check] | None]]] = [
-        ("CDK bootstrap", lambda: cdk_bootstrap(clients["ssm"], settings))
+        ("example account ids", lambda: documentation_placeholders(settings)),
+        ("CDK bootstrap", lambda: cdk_bootstrap(clients["ssm"], settings)),
     ]
     for role, group in settings.gpu_nodes.groups().items():
         planned += [
@@ -284,7 +344,7 @@ def run_preflight(
             ),
         ]
     planned += [
-        ("vCPU quota for P instances", lambda: vcpu_quota(clients["service-quotas"], settings)),
+        ("vCPU quotas", lambda: vcpu_quotas(clients["service-quotas"], settings)),
         ("Ray LLM image", lambda: dlc_image(clients["ecr"], settings)),
         ("image cache repository", lambda: cache_repository_checks(clients["ecr"], settings)),
         ("admin principals", lambda: admin_principals(clients["iam"], settings)),
