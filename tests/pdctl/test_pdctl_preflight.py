@@ -27,7 +27,7 @@ from pdctl.preflight import (
     run_preflight,
     vcpu_quotas,
 )
-from tests.configurations import EXAMPLES, context_for, settings_for
+from tests.configurations import EXAMPLES, PROJECT_ROOT, context_for, settings_for
 
 NOW = datetime(2026, 11, 29, 12, tzinfo=UTC)
 CONFIGURATION = "reserved-capacity"  # both kinds of reservation, AZ IDs
@@ -455,3 +455,17 @@ def test_an_example_admin_arn_is_never_looked_up_in_the_callers_account() -> Non
         (False, "not looked up"),
         (True, "exists"),
     ]
+
+
+@pytest.mark.parametrize(
+    ("configuration", "quoted"),
+    [("default", "needs {} vCPUs of the P quota"), ("trial-g6e", "yaml` {} of the G and VT quota")],
+)
+def test_the_readmes_quota_figures_are_what_preflight_asks_for(configuration, quoted) -> None:
+    """README, 'What you need': the vCPUs each quota must hold at max_size."""
+    readme = " ".join((PROJECT_ROOT / "README.md").read_text().split())
+    settings = settings_for(configuration)
+    needed = sum(
+        g.scaling.max_size * g.instance.vcpus for g in settings.gpu_nodes.groups().values()
+    )
+    assert quoted.format(needed) in readme
