@@ -19,6 +19,7 @@ from catalog.documentation_accounts import documentation_account_in
 from catalog.ray_llm_image import REGISTRY_ACCOUNTS, REPOSITORY
 from catalog.regions import is_zone_id
 from catalog.service_quotas import VcpuQuota, quota_for
+from pdctl import aws_errors
 from pdctl.checks import Check, failed, passed, undecided
 from pdctl.image_cache import cache_repository_checks
 
@@ -57,7 +58,7 @@ def efa_matches_catalog(ec2: Any, role: str, group: GpuNodeGroup) -> Check:
     try:
         (info,) = ec2.describe_instance_types(InstanceTypes=[group.instance_type])["InstanceTypes"]
     except ClientError as error:
-        return failed(name, _message(error), "check the instance type and the region")
+        return _refused(name, error, "check the instance type and the region")
     network = info["NetworkInfo"]
     maximum = network.get("EfaInfo", {}).get("MaximumEfaInterfaces", 0)
     if network.get("EfaSupported") and maximum == group.instance.network_cards:
@@ -96,7 +97,7 @@ def _vcpu_quota(quotas: Any, quota: VcpuQuota, needed: int) -> Check:
         value = quotas.get_service_quota(ServiceCode=service, QuotaCode=code)["Quota"]["Value"]
     except ClientError as error:
         if _code(error) != "NoSuchResourceException":
-            return failed(name, _message(error), "allow servicequotas:GetServiceQuota")
+            return _refused(name, error, "allow servicequotas:GetServiceQuota")
         # Never changed in this account: the default applies.
         value = quotas.get_aws_default_service_quota(ServiceCode=service, QuotaCode=code)["Quota"][
             "Value"
@@ -160,7 +161,7 @@ def reservation(
             "CapacityReservations"
         ]
     except ClientError as error:
-        return failed(name, _message(error), "check the id and the region")
+        return _refused(name, error, "check the id and the region")
     zone_field = "AvailabilityZoneId" if is_zone_id(zone) else "AvailabilityZone"
     problems = []
     if found["State"] not in USABLE_RESERVATION_STATES:
@@ -200,7 +201,7 @@ def cdk_bootstrap(ssm: Any, settings: Settings) -> Check:
         value = ssm.get_parameter(Name=BOOTSTRAP_VERSION_PARAMETER)["Parameter"]["Value"]
     except ClientError as error:
         if _code(error) != "ParameterNotFound":
-            return failed(name, _message(error), "allow ssm:GetParameter on /cdk-bootstrap/*")
+            return _refused(name, error, "allow ssm:GetParameter on /cdk-bootstrap/*")
         value = None
     if value is None:
         return failed(name, "not bootstrapped in this account and region", fix)
@@ -221,7 +222,7 @@ def dlc_image(ecr: Any, settings: Settings) -> Check:
             imageIds=[{"imageTag": tag}],
         )
     except ClientError as error:
-        return failed(name, _message(error), fix)
+        return _refused(name, error, fix)
     if response.get("failures") or not response.get("images"):
         reasons = ", ".join(f["failureReason"] for f in response.get("failures", []))
         return failed(name, reasons or "no such image", fix)
@@ -252,7 +253,10 @@ def admin_principals(iam: Any, settings: Settings) -> list[Check]:
             if not isinstance(answer, dict) or not answer.get("Arn"):
                 raise KeyError("Arn")
             checks.append(passed(f"admin principal {arn}", "exists"))
-        except ClientError:
+        except ClientError as error:
+            if _code(error) != "NoSuchEntity":
+                checks.append(_refused(f"admin principal {arn}", error, "allow iam:GetRole"))
+                continue
             checks.append(
                 failed(
                     f"admin principal {arn}", "does not exist", "fix cluster.admin_principal_arns"
@@ -272,7 +276,7 @@ def leftover_log_groups(cloudformation: Any, logs: Any, settings: Settings) -> C
         return passed(name, f"{stack} exists and owns them")
     except ClientError as error:
         if "does not exist" not in _message(error):
-            return failed(name, _message(error), "allow cloudformation:DescribeStacks")
+            return _refused(name, error, "allow cloudformation:DescribeStacks")
     kinds = log_group_kinds(settings.observability.container_logs)
     wanted = {log_group_name(settings.cluster_name, kind) for kind in kinds}
     prefix = log_group_name(settings.cluster_name, "")
@@ -287,6 +291,18 @@ def leftover_log_groups(cloudformation: Any, logs: Any, settings: Settings) -> C
         "export what you need, then `aws logs delete-log-group --log-group-name <name>` for "
         "each; or deploy under another cluster.name",
     )
+
+
+def _refused(name: str, error: ClientError, fix: str) -> Check:
+    """AWS's error for one check: an answer about the thing asked for fails it; a refusal of
+    the caller, throttling or a server error leaves it undecided (pdctl/aws_errors.py)."""
+    if aws_errors.cannot_decide(error):
+        return undecided(
+            name,
+            f"AWS did not answer: {_code(error)}: {_message(error)}",
+            aws_errors.hint(error),
+        )
+    return failed(name, _message(error), fix)
 
 
 def _code(error: ClientError) -> str:

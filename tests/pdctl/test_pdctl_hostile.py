@@ -210,7 +210,7 @@ SCENARIOS: dict[str, tuple[str, Callable, int, str]] = {
         "/v1/chat",
         respond(json.dumps({"choices": [{"message": {"content": "hi"}}]})),
         1,
-        "cut short",
+        "answered application/json, not a stream (text/event-stream)",
     ),
     "HTTP 500 with markup in the body": (
         "/v1/chat",
