@@ -81,7 +81,14 @@ def guarded(command: F) -> F:
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
-        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+            ConnectTimeoutError,
+            EndpointConnectionError,
+            NoCredentialsError,
+            ReadTimeoutError,
+        )
         from botocore.parsers import ResponseParserError
 
         try:
@@ -104,11 +111,13 @@ def guarded(command: F) -> F:
                 f"AWS answered something that is not its API's answer ({error})",
                 "check AWS_ENDPOINT_URL, proxies and the region",
             )
-        except BotoCoreError as error:  # no connection, no endpoint for the region, ...
+        except (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError) as error:
             fail(
                 f"AWS out of reach: {error}",
                 "check the network, the region and AWS_ENDPOINT_URL (a proxy or endpoint override)",
             )
+        except BotoCoreError as error:  # the SDK's own: a profile not found, a bad config file
+            fail(f"AWS SDK: {error}", f"{CREDENTIALS_HINT}; check AWS_PROFILE and ~/.aws/config")
         except Exception as error:
             if type(error).__module__.startswith(("kubernetes", "urllib3")):
                 from pdctl import kube

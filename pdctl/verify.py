@@ -145,8 +145,9 @@ def _http_failure(what: str, status: int, headers: Message, data: bytes) -> Exce
         answer = json.loads(data[:100_000])
         error = answer.get("error")
         message = error.get("message", message) if isinstance(error, dict) else error or message
-        if isinstance(answer.get("message"), str) and "error" not in answer:
-            message = answer["message"]  # API Gateway's body
+        for key in ("message", "Message"):  # API Gateway's bodies (IAM denials: "Message")
+            if isinstance(answer.get(key), str) and "error" not in answer:
+                message = answer[key]
     except (ValueError, AttributeError, RecursionError):
         pass  # not the JSON error shape: the raw start of the body says it best
     error_type = (headers.get(API_GATEWAY_ERROR_TYPE) or "").split(":", 1)[0].strip()
