@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -148,7 +149,9 @@ class KubernetesJobs:
         from kubernetes import client
         from kubernetes import config as kube_config
 
-        kube_config.load_kube_config()
+        # KUBECONFIG read now, as pdctl.kube.load_kubeconfig does: the client reads it once,
+        # when it is first imported, and a long-lived process may have moved it since.
+        kube_config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)
         self._batch, self._core = client.BatchV1Api(), client.CoreV1Api()
         self._timeout = request_timeout
 
