@@ -131,6 +131,9 @@ API_GATEWAY_HINTS = {
     "ExpiredTokenException": "the credentials expired: sign in again (aws sso login)",
     "AccessDeniedException": "the caller may not invoke the API: allow execute-api:Invoke on the "
     "serving stack's ModelApiInvokeArn output for this identity",
+    "TooManyRequestsException": "API Gateway throttled the request (the stage's or the "
+    "account's request rate): run pdctl verify again in a minute",
+    "ThrottlingException": "API Gateway throttled the request: run pdctl verify again in a minute",
     "ForbiddenException": "a private API admits only requests through its execute-api VPC "
     "endpoint: run from a host that endpoint admits (README, 'Reaching what you deployed')",
 }

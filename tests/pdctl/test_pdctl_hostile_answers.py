@@ -202,6 +202,13 @@ API_GATEWAY = [
         ["InvalidSignatureException", "clock"],
     ),
     (
+        "429 Too Many Requests",
+        "TooManyRequestsException",
+        {"message": "Too Many Requests"},
+        2,
+        ["HTTP 429 TooManyRequestsException", "run pdctl verify again in a minute"],
+    ),
+    (
         "502 Bad Gateway",
         "InternalServerErrorException",
         {"message": "Internal server error"},
