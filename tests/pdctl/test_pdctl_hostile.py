@@ -297,7 +297,8 @@ SCENARIOS: dict[str, tuple[str, Callable, int, str]] = {
 def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
     """Table cells unwrapped, so that a fragment is found whatever the terminal."""
     for console in (output.stdout, output.stderr):
-        monkeypatch.setattr(console, "width", 400)
+        # _width, not width: undoing `width` would pin every later test to the width read here
+        monkeypatch.setattr(console, "_width", 400)
 
 
 def _run(args: list[str]) -> tuple[int, str, float]:

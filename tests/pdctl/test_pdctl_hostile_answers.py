@@ -52,7 +52,8 @@ AWS_ENV = {
 @pytest.fixture(autouse=True)
 def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
     for console in (output.stdout, output.stderr):
-        monkeypatch.setattr(console, "width", 400)
+        # _width, not width: undoing `width` would pin every later test to the width read here
+        monkeypatch.setattr(console, "_width", 400)
 
 
 def _invoke(args: list[str], env: dict[str, str | None]) -> tuple[int, str]:
