@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from pdctl import model_architecture
 from pdctl.cli import app
-from pdctl.model_architecture import ARCHITECTURE_CLASSES, ARCHITECTURES, model_shape
+from pdctl.model_architecture import model_shape
 from tests.configurations import PROJECT_ROOT
 
 MODEL_CONFIGS = PROJECT_ROOT / "tests" / "data" / "model_configs"
@@ -84,7 +85,7 @@ def test_a_config_that_does_not_describe_its_own_architecture_is_refused(
 def test_whole_configs_of_each_family_are_sized(name: str) -> None:
     shape = model_shape(_config(name))
     named = _config(name).get("model_type")
-    architecture = ARCHITECTURES.get(named)
+    architecture = model_architecture.ARCHITECTURES.get(named)
     assert (shape.experts > 0) == bool(architecture and architecture.experts_key)
     assert (shape.mla is not None) == bool(architecture and architecture.mla)
     assert shape.kv_bytes_per_token > 0
@@ -95,4 +96,5 @@ def test_mixtral_whole_is_sized_as_a_mixture_of_experts() -> None:
 
 
 def test_every_architecture_class_names_an_architecture_of_the_table() -> None:
-    assert set(ARCHITECTURE_CLASSES.values()) <= set(ARCHITECTURES)
+    table = model_architecture.ARCHITECTURES
+    assert set(model_architecture.ARCHITECTURE_CLASSES.values()) <= set(table)
