@@ -19,6 +19,7 @@ from pdctl.efa_jobs import (
     service_manifest,
     service_name,
 )
+from pdctl.kube import describe_api_error
 
 POLL_SECONDS = 5.0
 ROLES = (CLIENT_ROLE, SERVER_ROLE)
@@ -138,7 +139,8 @@ def _delete_all(api: JobApi, namespace: str, objects: list[tuple[str, str]]) -> 
         try:
             api.delete(kind, namespace, name)
         except Exception as error:  # any API failure: the next object still gets deleted
-            errors.append(f"{kind} {name}: {type(error).__name__}: {error}")
+            # The API server's own words, not the client exception's headers and body.
+            errors.append(f"{kind} {name}: {describe_api_error(error, None)}")
     return errors
 
 

@@ -400,3 +400,23 @@ def test_image_cannot_tell_exits_2_as_every_undecided_check_does() -> None:
 def test_preflight_clients_are_the_ones_tested_here() -> None:
     assert "ec2" in CLIENTS
     assert "iam" in CLIENTS
+
+
+def test_a_cleanup_the_api_refused_is_reported_in_the_api_servers_words() -> None:
+    """efa-check's deletions: what is left to its TTL, and why, without the client's dump."""
+    from kubernetes.client.exceptions import ApiException
+
+    from pdctl import efa_run
+
+    said = 'jobs.batch "x" is forbidden: User "me" cannot delete resource "jobs"'
+
+    class Refusing:
+        def delete(self, kind: str, namespace: str, name: str) -> None:
+            error = ApiException(status=403, reason="Forbidden")
+            error.body = json.dumps({"kind": "Status", "message": said, "code": 403})
+            error.headers = {"Audit-Id": "secret-looking"}
+            raise error
+
+    (reported,) = efa_run._delete_all(Refusing(), NAMESPACE, [("Job", "x")])
+    assert reported.startswith(f"Job x: the Kubernetes API refused the caller (HTTP 403: {said})")
+    assert "Audit-Id" not in reported
