@@ -38,6 +38,7 @@ $(VENV)/.dev: requirements-dev.txt requirements.txt | $(BIN)/python
 $(VENV)/.promtool: | $(BIN)/python
 	@if command -v promtool >/dev/null; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "make: installing Debian's prometheus package (promtool) with apt-get, as root"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 	    apt-get install -y -qq --no-install-recommends prometheus >/dev/null; \
 	else \
@@ -120,8 +121,13 @@ diff: setup ## cdk diff against the deployed stacks (needs credentials)
 	@$(BIN)/python -m tools.aws_ready diff $(CDK_FLAGS)
 	$(CDK) diff $(CDK_FLAGS)
 
-deploy: setup ## Deploy all stacks in order (needs credentials and a bootstrapped account)
+# `pdctl preflight` first (quotas, reservations, bootstrap, the image, example ids left in the
+# configuration): a failure stops the deploy before CloudFormation starts. SKIP_PREFLIGHT=1 skips
+# it (an account whose preflight you ran already, or one it cannot read).
+PREFLIGHT := $(BIN)/pdctl preflight $(if $(CONFIG),--config $(CONFIG))
+deploy: setup ## Deploy all stacks in order, after pdctl preflight (SKIP_PREFLIGHT=1: without it)
 	@$(BIN)/python -m tools.aws_ready deploy $(CDK_FLAGS)
+	$(if $(SKIP_PREFLIGHT),@echo "make: SKIP_PREFLIGHT is set: deploying without pdctl preflight",$(PREFLIGHT))
 	$(CDK) deploy $(CDK_FLAGS) --all
 
 destroy: setup ## Destroy all stacks (keys and log groups stay unless retain_data_on_destroy: false)

@@ -61,7 +61,7 @@ RELEASES: dict[str, KubernetesRelease] = {
     ),
 }
 DEFAULT_MINOR = "1.36"
-# What `make synth` builds. The design card named 1.29 with lambda-layer-kubectl-v29; 1.29 left
+# What `make synth` builds. Older EKS samples pin 1.29 with lambda-layer-kubectl-v29; 1.29 left
 # extended support on 2026-03-23 and EKS no longer creates clusters on it.
 KUBERNETES = RELEASES[DEFAULT_MINOR]
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 from rich.table import Table
 
-from pdctl import output, verify
+from pdctl import aws_errors, output, verify
 from pdctl.checks import Check, exit_code
 from pdctl.output import CannotRunError, emit_json, fail, plain, styled
 
@@ -44,10 +44,7 @@ JsonOption = Annotated[
     bool,
     typer.Option("--json", help="machine-readable output (errors too)", callback=output.json_mode),
 ]
-CREDENTIALS_HINT = (
-    "configure AWS credentials (AWS_PROFILE, `aws sso login`, or `aws configure`) for the "
-    "target account"
-)
+CREDENTIALS_HINT = aws_errors.CREDENTIALS_HINT
 
 
 def _aws_config() -> Any:
@@ -84,7 +81,14 @@ def guarded(command: F) -> F:
 
     @functools.wraps(command)
     def run(*args: Any, **kwargs: Any) -> Any:
-        from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
+        from botocore.exceptions import (
+            BotoCoreError,
+            ClientError,
+            ConnectTimeoutError,
+            EndpointConnectionError,
+            NoCredentialsError,
+            ReadTimeoutError,
+        )
         from botocore.parsers import ResponseParserError
 
         try:
@@ -98,20 +102,28 @@ def guarded(command: F) -> F:
             if command.__name__ == "cost_command":
                 hint += "; or `pdctl cost --prices catalog` for list prices without an account"
             fail(f"AWS: {error}", hint)
-        except (BotoCoreError, ClientError) as error:
-            fail(f"AWS: {error}", CREDENTIALS_HINT)
+        except ClientError as error:
+            # By class (pdctl/aws_errors.py): credentials advice only for credential errors.
+            said = f"{aws_errors.code(error)}: {aws_errors.message(error)}"
+            fail(f"AWS {error.operation_name}: {said}", aws_errors.hint(error))
         except ResponseParserError as error:
             fail(
                 f"AWS answered something that is not its API's answer ({error})",
                 "check AWS_ENDPOINT_URL, proxies and the region",
             )
+        except (EndpointConnectionError, ConnectTimeoutError, ReadTimeoutError) as error:
+            fail(
+                f"AWS out of reach: {error}",
+                "check the network, the region and AWS_ENDPOINT_URL (a proxy or endpoint override)",
+            )
+        except BotoCoreError as error:  # the SDK's own: a profile not found, a bad config file
+            fail(f"AWS SDK: {error}", f"{CREDENTIALS_HINT}; check AWS_PROFILE and ~/.aws/config")
         except Exception as error:
             if type(error).__module__.startswith(("kubernetes", "urllib3")):
-                fail(
-                    f"Kubernetes: {type(error).__name__}: {error}",
-                    "`aws eks update-kubeconfig --name <cluster> --region <region>` (the cluster "
-                    "stack's UpdateKubeconfigCommand output)",
-                )
+                from pdctl import kube
+
+                reason = kube.describe_api_error(error, None)
+                fail(f"Kubernetes: {reason}", reason.hint or kube.kubeconfig_hint(None))
             if os.environ.get("PDCTL_DEBUG"):
                 raise
             fail(
@@ -795,8 +807,12 @@ def image_command(
     account = _account(settings)
     result = image.report(settings, ecr, pod_images, pod_image(settings, account), account=account)
     scan = _scan_report(settings, ecr, account) if scan_report else None
+    # "cannot tell" (the registry gave no digest) and "cannot judge the scan" could not decide.
+    undecided = result.inconclusive or bool(scan and scan.inconclusive)
     if as_json:
         emit_json({**result.as_dict(), "scan": scan.as_dict() if scan else None})
+        if undecided:
+            raise typer.Exit(output.EXIT_CANNOT_RUN)
         return
     table = Table(title=f"Ray LLM image in {settings.region}")
     table.add_column("item")
@@ -819,6 +835,8 @@ def image_command(
         counts = ", ".join(f"{n} {s.lower()}" for s, n in scan.counts.items()) or "none"
         console.print(styled(f"scan of {scan.repository}: {scan.status}; findings: {counts}"))
         console.print(styled(scan.verdict))
+    if undecided:
+        raise typer.Exit(output.EXIT_CANNOT_RUN)
 
 
 def _scan_report(settings: Settings, ecr: Any, account: str | None) -> Any:
@@ -1040,9 +1058,21 @@ def _stack_output(settings: Settings, key: str) -> str:
     cloudformation = boto3.client(
         "cloudformation", region_name=settings.region, config=_aws_config()
     )
-    answer = _aws_answer(
-        "CloudFormation DescribeStacks", lambda: cloudformation.describe_stacks(StackName=stack)
-    )
+    from botocore.exceptions import ClientError
+
+    try:
+        answer = _aws_answer(
+            "CloudFormation DescribeStacks",
+            lambda: cloudformation.describe_stacks(StackName=stack),
+        )
+    except ClientError as error:
+        if aws_errors.kind(error) != "missing-stack":
+            raise
+        raise CannotRunError(
+            f"stack {stack} does not exist in {settings.region} (for these credentials' account), "
+            f"so it has no {key} output",
+            f"pass --url, or {aws_errors.hint(error)}",
+        ) from None
     stacks = answer.get("Stacks") if isinstance(answer, dict) else None
     outputs = stacks[0].get("Outputs", []) if stacks and isinstance(stacks[0], dict) else []
     for item in outputs if isinstance(outputs, list) else []:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from pdctl.efa_jobs import (
     service_manifest,
     service_name,
 )
+from pdctl.kube import describe_api_error
 
 POLL_SECONDS = 5.0
 ROLES = (CLIENT_ROLE, SERVER_ROLE)
@@ -137,7 +139,8 @@ def _delete_all(api: JobApi, namespace: str, objects: list[tuple[str, str]]) -> 
         try:
             api.delete(kind, namespace, name)
         except Exception as error:  # any API failure: the next object still gets deleted
-            errors.append(f"{kind} {name}: {type(error).__name__}: {error}")
+            # The API server's own words, not the client exception's headers and body.
+            errors.append(f"{kind} {name}: {describe_api_error(error, None)}")
     return errors
 
 
@@ -148,7 +151,9 @@ class KubernetesJobs:
         from kubernetes import client
         from kubernetes import config as kube_config
 
-        kube_config.load_kube_config()
+        # KUBECONFIG read now, as pdctl.kube.load_kubeconfig does: the client reads it once,
+        # when it is first imported, and a long-lived process may have moved it since.
+        kube_config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)
         self._batch, self._core = client.BatchV1Api(), client.CoreV1Api()
         self._timeout = request_timeout
 

@@ -107,13 +107,38 @@ def open_response(
         try:
             connection.sock.settimeout(max(deadline.remaining(), 0.001))
             connection.request(method, target, body=body, headers=headers or {})
-            yield connection.getresponse()
+            response = connection.getresponse()
+            _check_encoding(url, response)
+            yield response
         except (OSError, http.client.HTTPException, ValueError) as error:
             deadline.check(url)
             raise HttpCallError(f"{url}: {_describe(error)}") from None
     finally:
         timer.cancel()
         connection.close()
+
+
+class UnrequestedEncodingError(HttpCallError):
+    """The body came in a content coding the request did not accept."""
+
+
+def _check_encoding(url: str, response: http.client.HTTPResponse) -> None:
+    """http.client asks for the body as it is (it sends `Accept-Encoding: identity`) and decodes
+    no coding: a gzip or br body read as text would look like garbage, and be judged as "not
+    JSON" or "not metrics". Named as what it is instead (RFC 9110, 8.4 and 12.5.3: a server
+    should not send a coding the request did not accept; a proxy in between may)."""
+    codings = [
+        coding.strip().lower()
+        for coding in (response.getheader("Content-Encoding") or "").split(",")
+        if coding.strip()
+    ]
+    unrequested = [coding for coding in codings if coding != "identity"]
+    if unrequested:
+        raise UnrequestedEncodingError(
+            f"{url}: the answer is encoded {', '.join(unrequested)} (Content-Encoding), which "
+            "pdctl did not ask for (it sends Accept-Encoding: identity) and does not decode; "
+            "a proxy or load balancer in between may have compressed it"
+        )
 
 
 def iter_chunks(

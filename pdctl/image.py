@@ -39,6 +39,9 @@ MANIFEST_TYPES = [
 ]
 
 
+NOT_ASKED = "not asked (--no-registry)"
+
+
 @dataclass(frozen=True)
 class ImageReport:
     tag: str
@@ -70,6 +73,10 @@ class ImageReport:
                 "only on a pull by tag: pods cannot pull it. Pin the cache's digest shown here, "
                 "or deploy once by tag first (pdctl preflight says the same)"
             )
+        if self.registry_digest is None and self.registry_error == NOT_ASKED:
+            return (
+                "not compared with the registry (--no-registry): the pinned and running builds only"
+            )
         if self.registry_digest is None:
             return f"cannot tell: the registry did not answer ({self.registry_error})"
         current = self.pinned_digest or (
@@ -89,8 +96,23 @@ class ImageReport:
             "digest and deploy (a new Ray cluster, docs/operating.md, 'Upgrading')"
         )
 
+    @property
+    def inconclusive(self) -> bool:
+        """The registry was asked and gave no digest to compare: "cannot tell", which exits 2
+        like every check that could not decide (docs/pdctl.md, conventions)."""
+        return (
+            self.registry_digest is None
+            and self.registry_error != NOT_ASKED
+            and self.pinned_in_cache is not False
+        )
+
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "verdict": self.verdict, "newest": self.newest}
+        return {
+            **asdict(self),
+            "verdict": self.verdict,
+            "newest": self.newest,
+            "inconclusive": self.inconclusive,
+        }
 
 
 def _registry_lookup(
@@ -174,9 +196,7 @@ def report(
     serving = settings.serving
     image = IMAGES[serving.image_tag]
     digest, error, pinned_in_cache = (
-        _registry_lookup(ecr, settings, account)
-        if ecr
-        else (None, "not asked (--no-registry)", None)
+        _registry_lookup(ecr, settings, account) if ecr else (None, NOT_ASKED, None)
     )
     return ImageReport(
         tag=serving.image_tag,

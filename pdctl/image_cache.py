@@ -20,7 +20,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from app_config import Settings
-from pdctl.checks import Check, failed, passed
+from pdctl import aws_errors
+from pdctl.checks import Check, failed, passed, undecided
 from serving_manifests.image import cache_repository
 
 # What these checks read; the fix for an AccessDeniedException names them.
@@ -81,14 +82,14 @@ def cache_repository_checks(ecr: Any, settings: Settings) -> list[Check]:
     except ClientError as error:
         code = _code(error)
         if code != "RepositoryNotFoundException":
-            return [failed(name, _said(error), _fix_for(error))]
+            return [_refused(name, error)]
         if not cache_on:
             return [passed(name, "none left from an earlier deployment")]
         if digest:
             return [failed(name, "not created yet", _import_first(repository, settings))]
         return [passed(name, "not created yet: the first pull by tag creates it")]
     except BotoCoreError as error:
-        return [failed(name, str(error), "check the network and credentials")]
+        return [undecided(name, f"AWS out of reach: {error}", "check the network and the region")]
     leftover = (
         "made by the pull-through cache, not by CloudFormation: it outlives `cdk destroy`; "
         f"delete it when unused: aws ecr delete-repository --repository-name {repository} --force"
@@ -113,9 +114,9 @@ def _pinned_build(ecr: Any, repository: str, digest: str, settings: Settings) ->
     except ClientError as error:
         if _code(error) == "ImageNotFoundException":
             return failed(name, "not in the cache", _import_first(repository, settings))
-        return failed(name, _said(error), _fix_for(error))
+        return _refused(name, error)
     except BotoCoreError as error:
-        return failed(name, str(error), "check the network and credentials")
+        return undecided(name, f"AWS out of reach: {error}", "check the network and the region")
     details = response.get("imageDetails") if isinstance(response, dict) else None
     found = [d for d in details or [] if isinstance(d, dict) and d.get("imageDigest") == digest]
     if not found:
@@ -141,9 +142,9 @@ def _lifecycle(ecr: Any, repository: str, tag: str) -> Check:
     except ClientError as error:
         if _code(error) == "LifecyclePolicyNotFoundException":
             return passed(name, "no lifecycle policy: no build is ever expired")
-        return failed(name, _said(error), _fix_for(error))
+        return _refused(name, error)
     except BotoCoreError as error:
-        return failed(name, str(error), "check the network and credentials")
+        return undecided(name, f"AWS out of reach: {error}", "check the network and the region")
     text = response.get("lifecyclePolicyText") if isinstance(response, dict) else None
     rule = expiring_rule(text, tag)
     if rule is None:
@@ -164,6 +165,14 @@ def _import_first(repository: str, settings: Settings) -> str:
         f"{registry}/{repository}:{settings.serving.image_tag}`, then pin the digest "
         "`pdctl image` shows (a digest the tag no longer points to cannot be imported)"
     )
+
+
+def _refused(name: str, error: ClientError) -> Check:
+    """An answer about the repository fails the check; a refusal of the caller, throttling or a
+    server error leaves it undecided (pdctl/aws_errors.py)."""
+    if aws_errors.cannot_decide(error):
+        return undecided(name, f"AWS did not answer: {_said(error)}", _fix_for(error))
+    return failed(name, _said(error), _fix_for(error))
 
 
 def _fix_for(error: ClientError) -> str:

@@ -273,12 +273,92 @@ def _mla_dims(config: dict[str, Any], hidden_size: int) -> MlaDims | None:
     return MlaDims(**dims, q_lora_rank=q_lora, indexer_weights=indexer)
 
 
+@dataclass(frozen=True)
+class Architecture:
+    """What a named architecture is made of, by the fields its config class defines."""
+
+    config_class: str  # transformers' configuration class of the model_type
+    experts_key: str | None = None  # a mixture of experts: routed experts per MoE layer
+    mla: bool = False  # multi-head latent attention: kv_lora_rank
+
+
+# model_type -> architecture, for the MoE and MLA families plan sizes. transformers' config
+# classes define these fields, each with a default (DeepseekV3Config: n_routed_experts=256,
+# kv_lora_rank=512, those of DeepSeek-V3 itself; models/deepseek_v3/configuration_deepseek_v3.py),
+# and vLLM 0.26 loads a config through them (vllm/transformers_utils/config.py, AutoConfig), so a
+# config.json that leaves such a field out is read with another checkpoint's value. plan refuses
+# it instead: a config that does not describe its own architecture is not the checkpoint's, and
+# sizing it as a dense or grouped-query model answers for a model nobody runs.
+ARCHITECTURES: dict[str, Architecture] = {
+    "deepseek_v2": Architecture("DeepseekV2Config", "n_routed_experts", mla=True),
+    "deepseek_v3": Architecture("DeepseekV3Config", "n_routed_experts", mla=True),
+    "deepseek_v32": Architecture("DeepseekV32Config", "n_routed_experts", mla=True),
+    "kimi_k2": Architecture("DeepseekV3Config", "n_routed_experts", mla=True),
+    "qwen2_moe": Architecture("Qwen2MoeConfig", "num_experts"),
+    "qwen3_moe": Architecture("Qwen3MoeConfig", "num_experts"),
+    "mixtral": Architecture("MixtralConfig", "num_local_experts"),
+    "gpt_oss": Architecture("GptOssConfig", "num_local_experts"),
+}
+# vLLM picks the model class by `architectures` (vllm/model_executor/models/registry.py):
+# naming one of these is naming the architecture as much as model_type is.
+ARCHITECTURE_CLASSES: dict[str, str] = {
+    "DeepseekV2ForCausalLM": "deepseek_v2",
+    "DeepseekV3ForCausalLM": "deepseek_v3",
+    "DeepseekV32ForCausalLM": "deepseek_v32",
+    "Qwen2MoeForCausalLM": "qwen2_moe",
+    "Qwen3MoeForCausalLM": "qwen3_moe",
+    "MixtralForCausalLM": "mixtral",
+    "GptOssForCausalLM": "gpt_oss",
+}
+
+
+def named_architectures(model_config: dict[str, Any], config: dict[str, Any]) -> list[str]:
+    """The model_types a config names: its own (or its text_config's) model_type, and those of
+    the classes in `architectures`."""
+    named = []
+    for model_type in (config.get("model_type"), model_config.get("model_type")):
+        if isinstance(model_type, str) and model_type in ARCHITECTURES:
+            named.append(model_type)
+    classes = model_config.get("architectures") or config.get("architectures") or []
+    if isinstance(classes, list):
+        named += [ARCHITECTURE_CLASSES[c] for c in classes if c in ARCHITECTURE_CLASSES]
+    return list(dict.fromkeys(named))
+
+
+def check_describes_its_architecture(model_config: dict[str, Any], config: dict[str, Any]) -> None:
+    """Refuses a config that names an MoE or MLA architecture but lacks the fields that make it
+    one (see ARCHITECTURES: sized without them it would be another architecture)."""
+    for model_type in named_architectures(model_config, config):
+        architecture = ARCHITECTURES[model_type]
+        missing = []
+        if architecture.experts_key and not config.get(architecture.experts_key):
+            missing.append(f"{architecture.experts_key} (its routed experts)")
+        if architecture.mla and config.get("kv_lora_rank") is None:
+            missing.append("kv_lora_rank (its multi-head latent attention)")
+        if missing:
+            kinds = " with ".join(
+                kind
+                for kind, present in (
+                    ("a mixture of experts", architecture.experts_key),
+                    ("multi-head latent attention", architecture.mla),
+                )
+                if present
+            )
+            raise UnsupportedModelError(
+                f"the config names {model_type} ({kinds}) but has no {' and no '.join(missing)}; "
+                f"sized without it, it would be another architecture, and vLLM would load it "
+                f"with transformers' {architecture.config_class} defaults, which are another "
+                "checkpoint's: use the model's own config.json"
+            )
+
+
 def model_shape(model_config: dict[str, Any], kv_cache_dtype: str = "auto") -> ModelShape:
     """kv_cache_dtype as vLLM's engine option names it ("auto": the model's dtype)."""
     # Multimodal configs nest the language model; the quantization_config stays on top.
     config = model_config.get("text_config", model_config)
     if not isinstance(config, dict):
         raise UnsupportedModelError("text_config is not a JSON object")
+    check_describes_its_architecture(model_config, config)
     try:
         precision = weight_precision(
             model_config if "quantization_config" in model_config else config

@@ -15,16 +15,16 @@ from botocore.exceptions import ClientError
 from app_config import Settings
 from app_config.model import GpuNodeGroup
 from catalog.container_insights import log_group_kinds, log_group_name
+from catalog.documentation_examples import is_example_account
 from catalog.ray_llm_image import REGISTRY_ACCOUNTS, REPOSITORY
 from catalog.regions import is_zone_id
+from catalog.service_quotas import VcpuQuota, quota_for
+from pdctl import aws_errors
 from pdctl.checks import Check, failed, passed, undecided
 from pdctl.image_cache import cache_repository_checks
 
 T = TypeVar("T")
 
-# Service Quotas: "Running On-Demand P instances" (vCPUs). Capacity Blocks do not count against
-# it; On-Demand Capacity Reservations do (EC2 user guide, "On-Demand Instance quotas").
-P_INSTANCE_VCPU_QUOTA = ("ec2", "L-417A185B")
 # What `cdk bootstrap` records, and the version the synthesized templates require.
 BOOTSTRAP_VERSION_PARAMETER = "/cdk-bootstrap/hnb659fds/version"
 MIN_BOOTSTRAP_VERSION = 6
@@ -58,7 +58,7 @@ def efa_matches_catalog(ec2: Any, role: str, group: GpuNodeGroup) -> Check:
     try:
         (info,) = ec2.describe_instance_types(InstanceTypes=[group.instance_type])["InstanceTypes"]
     except ClientError as error:
-        return failed(name, _message(error), "check the instance type and the region")
+        return _refused(name, error, "check the instance type and the region")
     network = info["NetworkInfo"]
     maximum = network.get("EfaInfo", {}).get("MaximumEfaInterfaces", 0)
     if network.get("EfaSupported") and maximum == group.instance.network_cards:
@@ -71,21 +71,33 @@ def efa_matches_catalog(ec2: Any, role: str, group: GpuNodeGroup) -> Check:
     )
 
 
-def vcpu_quota(quotas: Any, settings: Settings) -> Check:
-    needed = sum(
-        group.scaling.max_size * group.instance.vcpus
-        for group in settings.gpu_nodes.groups().values()
-        if group.capacity.type != "capacity_block"
-    )
-    service, code = P_INSTANCE_VCPU_QUOTA
-    name = f"vCPU quota for P instances ({code})"
-    if needed == 0:
-        return passed(name, "all GPU capacity comes from Capacity Blocks, which the quota excludes")
+def vcpu_quotas(quotas: Any, settings: Settings) -> list[Check]:
+    """One check per On-Demand vCPU quota the GPU groups run under (catalog/service_quotas.py:
+    P instances under one, G and VT under another), against the vCPUs of every group under it
+    at max_size. Capacity Blocks do not count against any."""
+    needed: dict[VcpuQuota, int] = {}
+    for group in settings.gpu_nodes.groups().values():
+        if group.capacity.type != "capacity_block":
+            quota = quota_for(group.instance_type)
+            needed[quota] = needed.get(quota, 0) + group.scaling.max_size * group.instance.vcpus
+    if not needed:
+        return [
+            passed(
+                "vCPU quotas of the GPU groups",
+                "all GPU capacity comes from Capacity Blocks, which the quotas exclude",
+            )
+        ]
+    return [_vcpu_quota(quotas, quota, vcpus) for quota, vcpus in needed.items()]
+
+
+def _vcpu_quota(quotas: Any, quota: VcpuQuota, needed: int) -> Check:
+    service, code = quota.service_code, quota.code
+    name = f"vCPU quota {quota.name} ({code})"
     try:
         value = quotas.get_service_quota(ServiceCode=service, QuotaCode=code)["Quota"]["Value"]
     except ClientError as error:
         if _code(error) != "NoSuchResourceException":
-            return failed(name, _message(error), "allow servicequotas:GetServiceQuota")
+            return _refused(name, error, "allow servicequotas:GetServiceQuota")
         # Never changed in this account: the default applies.
         value = quotas.get_aws_default_service_quota(ServiceCode=service, QuotaCode=code)["Quota"][
             "Value"
@@ -97,6 +109,26 @@ def vcpu_quota(quotas: Any, settings: Settings) -> Check:
         f"{value:.0f} vCPUs, {needed} needed at max_size",
         f"request an increase: aws service-quotas request-service-quota-increase "
         f"--service-code {service} --quota-code {code} --desired-value {needed}",
+    )
+
+
+def documentation_placeholders(settings: Settings) -> Check:
+    """Values copied from AWS's documentation left in the configuration (the examples' account
+    and admin ARN, `cr-` ids): synth's `documentation-placeholder` warning, the same rule
+    (app_config/rules/access.py, catalog/documentation_examples.py), failed here before a
+    deploy, where it cannot be acknowledged."""
+    from app_config.rules.access import documentation_placeholders as findings
+
+    name = "no AWS documentation example ids in the configuration"
+    found = [f"{finding.path} = {finding.value}" for finding in findings(settings)]
+    if not found:
+        return passed(name, "none")
+    return failed(
+        name,
+        "; ".join(found),
+        "replace each with your own account's id, principal or reservation (`aws sts "
+        "get-caller-identity` prints the account and your ARN); the examples carry AWS "
+        "documentation's ids",
     )
 
 
@@ -112,7 +144,7 @@ def reservation(
             "CapacityReservations"
         ]
     except ClientError as error:
-        return failed(name, _message(error), "check the id and the region")
+        return _refused(name, error, "check the id and the region")
     zone_field = "AvailabilityZoneId" if is_zone_id(zone) else "AvailabilityZone"
     problems = []
     if found["State"] not in USABLE_RESERVATION_STATES:
@@ -152,7 +184,7 @@ def cdk_bootstrap(ssm: Any, settings: Settings) -> Check:
         value = ssm.get_parameter(Name=BOOTSTRAP_VERSION_PARAMETER)["Parameter"]["Value"]
     except ClientError as error:
         if _code(error) != "ParameterNotFound":
-            return failed(name, _message(error), "allow ssm:GetParameter on /cdk-bootstrap/*")
+            return _refused(name, error, "allow ssm:GetParameter on /cdk-bootstrap/*")
         value = None
     if value is None:
         return failed(name, "not bootstrapped in this account and region", fix)
@@ -173,7 +205,7 @@ def dlc_image(ecr: Any, settings: Settings) -> Check:
             imageIds=[{"imageTag": tag}],
         )
     except ClientError as error:
-        return failed(name, _message(error), fix)
+        return _refused(name, error, fix)
     if response.get("failures") or not response.get("images"):
         reasons = ", ".join(f["failureReason"] for f in response.get("failures", []))
         return failed(name, reasons or "no such image", fix)
@@ -183,6 +215,17 @@ def dlc_image(ecr: Any, settings: Settings) -> Check:
 def admin_principals(iam: Any, settings: Settings) -> list[Check]:
     checks = []
     for arn in settings.cluster.admin_principal_arns:
+        if is_example_account(arn.split(":")[4]):
+            # IAM's GetRole looks a name up in the caller's account: an example ARN's "Admin"
+            # would be found there and pass.
+            checks.append(
+                failed(
+                    f"admin principal {arn}",
+                    "not looked up: its account is one of AWS documentation's examples",
+                    "fix cluster.admin_principal_arns",
+                )
+            )
+            continue
         kind, _, path_name = arn.split(":", 5)[5].partition("/")
         principal = path_name.rsplit("/", 1)[-1]
         try:
@@ -193,7 +236,10 @@ def admin_principals(iam: Any, settings: Settings) -> list[Check]:
             if not isinstance(answer, dict) or not answer.get("Arn"):
                 raise KeyError("Arn")
             checks.append(passed(f"admin principal {arn}", "exists"))
-        except ClientError:
+        except ClientError as error:
+            if _code(error) != "NoSuchEntity":
+                checks.append(_refused(f"admin principal {arn}", error, "allow iam:GetRole"))
+                continue
             checks.append(
                 failed(
                     f"admin principal {arn}", "does not exist", "fix cluster.admin_principal_arns"
@@ -213,7 +259,7 @@ def leftover_log_groups(cloudformation: Any, logs: Any, settings: Settings) -> C
         return passed(name, f"{stack} exists and owns them")
     except ClientError as error:
         if "does not exist" not in _message(error):
-            return failed(name, _message(error), "allow cloudformation:DescribeStacks")
+            return _refused(name, error, "allow cloudformation:DescribeStacks")
     kinds = log_group_kinds(settings.observability.container_logs)
     wanted = {log_group_name(settings.cluster_name, kind) for kind in kinds}
     prefix = log_group_name(settings.cluster_name, "")
@@ -228,6 +274,18 @@ def leftover_log_groups(cloudformation: Any, logs: Any, settings: Settings) -> C
         "export what you need, then `aws logs delete-log-group --log-group-name <name>` for "
         "each; or deploy under another cluster.name",
     )
+
+
+def _refused(name: str, error: ClientError, fix: str) -> Check:
+    """AWS's error for one check: an answer about the thing asked for fails it; a refusal of
+    the caller, throttling or a server error leaves it undecided (pdctl/aws_errors.py)."""
+    if aws_errors.cannot_decide(error):
+        return undecided(
+            name,
+            f"AWS did not answer: {_code(error)}: {_message(error)}",
+            aws_errors.hint(error),
+        )
+    return failed(name, _message(error), fix)
 
 
 def _code(error: ClientError) -> str:
@@ -266,7 +324,8 @@ def run_preflight(
     now = now or datetime.now(UTC)
     ec2, zone = clients["ec2"], settings.network.gpu_availability_zone
     planned: list[tuple[str, Callable[[], Check | list[Check] | None]]] = [
-        ("CDK bootstrap", lambda: cdk_bootstrap(clients["ssm"], settings))
+        ("example account ids", lambda: documentation_placeholders(settings)),
+        ("CDK bootstrap", lambda: cdk_bootstrap(clients["ssm"], settings)),
     ]
     for role, group in settings.gpu_nodes.groups().items():
         planned += [
@@ -284,7 +343,7 @@ def run_preflight(
             ),
         ]
     planned += [
-        ("vCPU quota for P instances", lambda: vcpu_quota(clients["service-quotas"], settings)),
+        ("vCPU quotas", lambda: vcpu_quotas(clients["service-quotas"], settings)),
         ("Ray LLM image", lambda: dlc_image(clients["ecr"], settings)),
         ("image cache repository", lambda: cache_repository_checks(clients["ecr"], settings)),
         ("admin principals", lambda: admin_principals(clients["iam"], settings)),

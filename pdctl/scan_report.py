@@ -84,8 +84,13 @@ class ScanSummary:
             )
         return "no critical or high findings"
 
+    @property
+    def inconclusive(self) -> bool:
+        """A finished scan whose findings cannot be read: "cannot judge", exit 2."""
+        return self.status in READABLE and bool(self.unreadable)
+
     def as_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "verdict": self.verdict}
+        return {**asdict(self), "verdict": self.verdict, "inconclusive": self.inconclusive}
 
 
 def scan_summary(ecr: Any, settings: Settings, account: str) -> ScanSummary:

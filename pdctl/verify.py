@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from email.message import Message
 from typing import Any
 
 from catalog.metrics import NIXL_FAILED_TRANSFERS, NIXL_TRANSFER_TIME
@@ -87,12 +88,12 @@ def _endpoint_errors(what: str) -> Iterator[None]:
 
 def _call(
     method: str, url: str, deadline: Deadline, what: str, body: bytes | None = None
-) -> tuple[int, str, bytes]:
-    """Status, content type and the whole body of one bounded call."""
+) -> tuple[int, Message, bytes]:
+    """Status, headers and the whole body of one bounded call."""
     headers = {"Content-Type": "application/json"} if body else {}
     with _endpoint_errors(what), open_response(method, url, deadline, body, headers) as response:
         data = read_body(response, deadline, what, MODELS_BYTES_MAX)
-        return response.status, response.getheader("Content-Type", ""), data
+        return response.status, response.headers, data
 
 
 def parse_json(data: bytes | str, what: str) -> Any:
@@ -110,23 +111,67 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
-def _http_failure(what: str, status: int, content_type: str, data: bytes) -> VerifyError:
+# API Gateway names why it refused a request in the x-amzn-ErrorType header (its value is
+# "<type>" or "<type>:<namespace>"; the body is {"message": ...}): API Gateway developer guide,
+# "Gateway response types" and "Troubleshoot ... 403 errors". MISSING_AUTHENTICATION_TOKEN
+# (MissingAuthenticationTokenException) is also what it answers for a path or stage the API has
+# no resource for, signed or not; a private API answers ForbiddenException to a request that
+# did not come through an allowed VPC endpoint.
+API_GATEWAY_ERROR_TYPE = "x-amzn-ErrorType"
+API_GATEWAY_HINTS = {
+    "MissingAuthenticationTokenException": "API Gateway answers this for a path or stage it has "
+    "no resource for (a signed request too): the URL must end with the stage, as the serving "
+    "stack's EndpointUrl output does (https://<api>.execute-api.<region>.amazonaws.com/<stage>); "
+    "pdctl adds /v1/... itself",
+    "IncompleteSignatureException": "the request's signature is not a whole SigV4 signature: a "
+    "proxy may have changed its headers; sign in again",
+    "InvalidSignatureException": "the signature does not match: check the machine's clock and "
+    "the region in the URL, and that nothing between rewrites the request",
+    "UnrecognizedClientException": "the credentials are not valid: sign in again",
+    "ExpiredTokenException": "the credentials expired: sign in again (aws sso login)",
+    "AccessDeniedException": "the caller may not invoke the API: allow execute-api:Invoke on the "
+    "serving stack's ModelApiInvokeArn output for this identity",
+    "TooManyRequestsException": "API Gateway throttled the request (the stage's or the "
+    "account's request rate): run pdctl verify again in a minute",
+    "ThrottlingException": "API Gateway throttled the request: run pdctl verify again in a minute",
+    "ForbiddenException": "a private API admits only requests through its execute-api VPC "
+    "endpoint: run from a host that endpoint admits (README, 'Reaching what you deployed')",
+}
+
+
+def _http_failure(what: str, status: int, headers: Message, data: bytes) -> Exception:
+    """An HTTP error as what it is: API Gateway's refusal with its error type (a refusal of the
+    caller is "could not run", exit 2), or the endpoint's own error (the check failed)."""
+    content_type = headers.get("Content-Type", "") or "no content type"
     message = data[:300].decode(errors="replace")
     try:
-        error = json.loads(data[:100_000]).get("error")
+        answer = json.loads(data[:100_000])
+        error = answer.get("error")
         message = error.get("message", message) if isinstance(error, dict) else error or message
+        for key in ("message", "Message"):  # API Gateway's bodies (IAM denials: "Message")
+            if isinstance(answer.get(key), str) and "error" not in answer:
+                message = answer[key]
     except (ValueError, AttributeError, RecursionError):
         pass  # not the JSON error shape: the raw start of the body says it best
-    return VerifyError(f"{what} failed: HTTP {status} ({content_type}): {plain(message, 200)}")
+    error_type = (headers.get(API_GATEWAY_ERROR_TYPE) or "").split(":", 1)[0].strip()
+    said = f"HTTP {status} ({content_type}): {plain(message, 200)}"
+    if error_type:
+        said = (
+            f"API Gateway refused it: HTTP {status} {plain(error_type, 80)}: {plain(message, 200)}"
+        )
+        hint = API_GATEWAY_HINTS.get(error_type, "")
+        if status in (401, 403) or error_type in API_GATEWAY_HINTS:
+            return CannotRunError(f"{what}: {said}", hint)
+        return VerifyError(f"{what} failed: {said}" + (f"; {hint}" if hint else ""))
+    return VerifyError(f"{what} failed: {said}")
 
 
 def list_models(base_url: str, timeout: float) -> list[str]:
     what = "listing models"
-    status, content_type, data = _call(
-        "GET", f"{_base(base_url)}/v1/models", Deadline(timeout), what
-    )
+    status, headers, data = _call("GET", f"{_base(base_url)}/v1/models", Deadline(timeout), what)
     if status != 200:
-        raise _http_failure(what, status, content_type, data)
+        raise _http_failure(what, status, headers, data)
+    content_type = headers.get("Content-Type", "")
     answer = parse_json(data, f"{what}: the answer ({content_type or 'no content type'})")
     listed = answer.get("data") if isinstance(answer, dict) else None
     if not isinstance(listed, list):
@@ -229,7 +274,17 @@ def stream_one_completion(
     ):
         if response.status != 200:
             data = read_body(response, deadline, what, MODELS_BYTES_MAX)
-            raise _http_failure(what, response.status, response.getheader("Content-Type"), data)
+            raise _http_failure(what, response.status, response.headers, data)
+        media_type = (response.getheader("Content-Type") or "").split(";")[0].strip().lower()
+        if media_type != "text/event-stream":
+            # A whole answer where a stream was asked for ("stream": true): vLLM streams as
+            # text/event-stream; this is not a stream cut short, it is no stream.
+            start = read_body(response, deadline, what, MODELS_BYTES_MAX)[:120]
+            raise VerifyError(
+                f"{what}: the endpoint answered {media_type or 'without a content type'}, not "
+                f"a stream (text/event-stream), to a request with stream: true; it begins "
+                f"{plain(start.decode(errors='replace'), 120)!r}"
+            )
         for data in sse_data(iter_chunks(response, deadline, what, STREAM_BYTES_MAX)):
             if data == "[DONE]":
                 done = True

@@ -71,7 +71,8 @@ def _kubeconfig(tmp_path: Path, url: str) -> str:
 @pytest.fixture(autouse=True)
 def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
     for console in (output.stdout, output.stderr):
-        monkeypatch.setattr(console, "width", 300)
+        # _width, not width: undoing `width` would pin every later test to the width read here
+        monkeypatch.setattr(console, "_width", 300)
 
 
 def _bench(routes: dict, tmp_path: Path, *extra: str) -> tuple[int, str, str]:

@@ -10,6 +10,7 @@ import pytest
 from botocore.stub import ANY, Stubber
 
 from app_config import load_settings
+from catalog.instances import CATALOG
 from catalog.prices import INSTANCE_HOURLY_USD
 from catalog.vpc_endpoints import INTERFACE_ENDPOINT_SERVICES
 from pdctl.cost import (
@@ -20,7 +21,7 @@ from pdctl.cost import (
     cost_lines,
     total_per_hour,
 )
-from tests.configurations import PROJECT_ROOT, context_for, settings_for
+from tests.configurations import EXAMPLES, PROJECT_ROOT, context_for, settings_for
 
 
 def _product(price: str) -> str:
@@ -113,9 +114,8 @@ def test_price_list_answers_are_read_defensively(pricing, price_list, fragment) 
 
 
 def test_catalog_prices_mark_what_they_cannot_price() -> None:
-    settings = load_settings(
-        context_for("default", **{"gpu_nodes.decode.instance_type": "p5en.48xlarge"})
-    )
+    unpriced = next(name for name in CATALOG if name not in INSTANCE_HOURLY_USD)
+    settings = load_settings(context_for("default", **{"gpu_nodes.decode.instance_type": unpriced}))
     lines = cost_lines(CatalogPrices(), settings)
     decode = next(line for line in lines if line.item.startswith("decode"))
     assert decode.per_hour is None
@@ -129,14 +129,35 @@ def test_catalog_prices_mark_what_they_cannot_price() -> None:
     )
 
 
-def test_the_readmes_moe_example_costs_are_what_pdctl_cost_computes() -> None:
-    """README, 'Starting points': the figures quoted for the MoE examples at catalog prices."""
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_every_examples_gpu_types_have_a_catalog_price(example) -> None:
+    """`pdctl cost` before an account exists prices every example whole: no `?` row."""
+    settings = settings_for(example)
+    types = {group.instance_type for group in settings.gpu_nodes.groups().values()}
+    assert types <= set(INSTANCE_HOURLY_USD)
+    lines = cost_lines(CatalogPrices(), settings)
+    assert [line.item for line in lines if line.per_hour is None] == []
+    assert total_per_hour(lines)[1]
+
+
+def test_every_g6_and_g6e_size_of_the_catalog_has_a_price() -> None:
+    """The trial shapes: any size a user picks from catalog/instances.py is priced."""
+    trial = {name for name in CATALOG if name.startswith(("g6.", "g6e."))}
+    assert trial <= set(INSTANCE_HOURLY_USD)
+
+
+@pytest.mark.parametrize(
+    ("example", "quoted"),
+    [
+        ("qwen3-235b-a22b-pd", "gives **USD {:.0f} per hour**"),
+        ("deepseek-v3-pd", "give **USD {:.0f} per hour**"),
+        ("trial-g6e", "gives **USD {:.0f} per hour**"),
+        ("quickstart", "`examples/quickstart.yaml` **USD {:.0f} per hour**"),
+    ],
+)
+def test_the_readmes_example_costs_are_what_pdctl_cost_computes(example, quoted) -> None:
+    """README, 'What it costs' and 'Starting points': the figures quoted at catalog prices."""
     readme = " ".join((PROJECT_ROOT / "README.md").read_text().split())
-    qwen = cost_lines(CatalogPrices(), settings_for("qwen3-235b-a22b-pd"))
-    total, complete = total_per_hour(qwen)
+    total, complete = total_per_hour(cost_lines(CatalogPrices(), settings_for(example)))
     assert complete
-    assert f"gives **USD {round(total)} per hour**" in readme
-    deepseek = cost_lines(CatalogPrices(), settings_for("deepseek-v3-pd"))
-    rest, complete = total_per_hour(deepseek)
-    assert not complete  # p5en has no catalog list price, and the README says so
-    assert f"the rest of that stack is USD {rest:.2f} per hour" in readme
+    assert quoted.format(total) in readme

@@ -210,7 +210,7 @@ SCENARIOS: dict[str, tuple[str, Callable, int, str]] = {
         "/v1/chat",
         respond(json.dumps({"choices": [{"message": {"content": "hi"}}]})),
         1,
-        "cut short",
+        "answered application/json, not a stream (text/event-stream)",
     ),
     "HTTP 500 with markup in the body": (
         "/v1/chat",
@@ -297,7 +297,8 @@ SCENARIOS: dict[str, tuple[str, Callable, int, str]] = {
 def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
     """Table cells unwrapped, so that a fragment is found whatever the terminal."""
     for console in (output.stdout, output.stderr):
-        monkeypatch.setattr(console, "width", 400)
+        # _width, not width: undoing `width` would pin every later test to the width read here
+        monkeypatch.setattr(console, "_width", 400)
 
 
 def _run(args: list[str]) -> tuple[int, str, float]:

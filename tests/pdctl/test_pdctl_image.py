@@ -82,7 +82,8 @@ def test_image_command_prints_json_without_asking_the_registry() -> None:
     data = json.loads(result.output)
     assert data["tag"] == settings_for("default").serving.image_tag
     assert data["registry_digest"] is None
-    assert "cannot tell" in data["verdict"]
+    assert "not compared with the registry (--no-registry)" in data["verdict"]
+    assert data["inconclusive"] is False
 
 
 def test_with_the_image_cache_the_cache_repository_is_asked() -> None:

@@ -3,6 +3,7 @@ own service models, so a wrong parameter or a misread field fails here."""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -12,17 +13,21 @@ from botocore.stub import ANY, Stubber
 
 from app_config import load_settings
 from catalog.container_insights import log_group_kinds, log_group_name
+from catalog.documentation_examples import is_example_account
 from catalog.instances import CATALOG
 from catalog.ray_llm_image import REGISTRY_ACCOUNTS
+from catalog.service_quotas import FAMILY_QUOTAS, SERVICE_CODE, family, quota_for
 from pdctl.preflight import (
     BOOTSTRAP_VERSION_PARAMETER,
     CLIENTS,
     MIN_BOOTSTRAP_VERSION,
-    P_INSTANCE_VCPU_QUOTA,
+    admin_principals,
+    documentation_placeholders,
     leftover_log_groups,
     run_preflight,
+    vcpu_quotas,
 )
-from tests.configurations import context_for
+from tests.configurations import EXAMPLES, PROJECT_ROOT, context_for, settings_for
 
 NOW = datetime(2026, 11, 29, 12, tzinfo=UTC)
 CONFIGURATION = "reserved-capacity"  # both kinds of reservation, AZ IDs
@@ -35,8 +40,13 @@ def _clients() -> dict[str, Any]:
     return {name: session.client(name) for name in CLIENTS}
 
 
+# The configuration's decode reservation id is AWS documentation's example (cr-0fedcba9876543210),
+# which preflight refuses; these runs are of an account's own ids.
+OWN_RESERVATION = {"gpu_nodes.decode.capacity.reservation_id": "cr-07f3a9c1d2e4b5a68"}
+
+
 def _settings(**overrides: str):
-    return load_settings(context_for(CONFIGURATION, **overrides))
+    return load_settings(context_for(CONFIGURATION, **{**OWN_RESERVATION, **overrides}))
 
 
 def _healthy_responses(settings, broken: str = "") -> dict[str, list[tuple[str, dict, dict]]]:
@@ -123,13 +133,14 @@ def _healthy_responses(settings, broken: str = "") -> dict[str, list[tuple[str, 
             )
         )
     vcpus = 1.0 if broken == "quota" else 10_000.0
-    calls["service-quotas"].append(
-        (
-            "get_service_quota",
-            {"Quota": {"Value": vcpus}},
-            {"ServiceCode": P_INSTANCE_VCPU_QUOTA[0], "QuotaCode": P_INSTANCE_VCPU_QUOTA[1]},
+    for code in _quota_codes(settings):
+        calls["service-quotas"].append(
+            (
+                "get_service_quota",
+                {"Quota": {"Value": vcpus}},
+                {"ServiceCode": SERVICE_CODE, "QuotaCode": code},
+            )
         )
-    )
     image = {"imageTag": settings.serving.image_tag}
     found = {
         "registryId": REGISTRY_ACCOUNTS[settings.region],
@@ -219,13 +230,25 @@ def _run(settings, broken: str = ""):
     return checks
 
 
-ADMIN = '["arn:aws:iam::123456789012:role/PlatformAdmins"]'
+def _quota_codes(settings) -> list[str]:
+    """The quota codes of the GPU groups that count against one (not Capacity Blocks)."""
+    codes = [
+        quota_for(group.instance_type).code
+        for group in settings.gpu_nodes.groups().values()
+        if group.capacity.type != "capacity_block"
+    ]
+    return list(dict.fromkeys(codes))
+
+
+# An account id that is not one of AWS documentation's examples.
+OWN_ACCOUNT = "240318571604"
+ADMIN = f'["arn:aws:iam::{OWN_ACCOUNT}:role/PlatformAdmins"]'
 
 
 def test_a_healthy_account_passes_every_check() -> None:
     checks = _run(_settings(**{"cluster.admin_principal_arns": ADMIN}))
     assert [c.name for c in checks if not c.ok] == []
-    assert len(checks) == 1 + 3 * 2 + 1 + 1 + 1 + 1 + 1
+    assert len(checks) == 1 + 1 + 3 * 2 + 1 + 1 + 1 + 1 + 1
 
 
 @pytest.mark.parametrize(
@@ -238,7 +261,7 @@ def test_a_healthy_account_passes_every_check() -> None:
         ("ends:decode", "decode: reservation", "fix the reservation"),
         ("starts:prefill", "prefill: reservation", "fix the reservation"),
         ("short:decode", "decode: reservation", "fix the reservation"),
-        ("quota", "vCPU quota", "request-service-quota-increase"),
+        ("quota", "vCPU quota Running On-Demand P instances", "request-service-quota-increase"),
         ("image", "Ray LLM image", "serving.image_tag"),
         ("principal", "admin principal", "cluster.admin_principal_arns"),
         ("log-groups", "Container Insights log groups", "aws logs delete-log-group"),
@@ -302,9 +325,152 @@ class _AnswersWithoutFields:
 def test_answers_without_the_fields_a_check_reads_never_pass(configuration: str) -> None:
     settings = load_settings(context_for(configuration))
     clients = {name: _AnswersWithoutFields() for name in CLIENTS}
-    checks = run_preflight(clients, settings, now=NOW)
+    offline = documentation_placeholders(settings).name  # reads the configuration, not AWS
+    checks = [c for c in run_preflight(clients, settings, now=NOW) if c.name != offline]
     assert checks
     assert not any(check.ok for check in checks), [c.name for c in checks if c.ok]
     undecided = [check for check in checks if check.inconclusive]
     assert undecided
     assert all("AWS answered without what this check reads" in c.detail for c in undecided)
+
+
+def test_every_catalog_instance_type_has_its_familys_on_demand_quota() -> None:
+    """catalog/service_quotas.py covers every type the app can run GPU groups on."""
+    assert {family(name) for name in CATALOG} <= set(FAMILY_QUOTAS)
+
+
+@pytest.mark.parametrize("configuration", ["default", *EXAMPLES])
+def test_each_gpu_group_is_checked_against_its_own_familys_vcpu_quota(configuration) -> None:
+    """P types against "Running On-Demand P instances", G types against "Running On-Demand G
+    and VT instances": each quota asked once, holding the vCPUs of every group under it."""
+    settings = settings_for(configuration)
+    expected: dict[str, int] = {}
+    for group in settings.gpu_nodes.groups().values():
+        if group.capacity.type != "capacity_block":
+            code = FAMILY_QUOTAS[family(group.instance_type)].code
+            expected[code] = expected.get(code, 0) + group.scaling.max_size * group.instance.vcpus
+    client = _clients()["service-quotas"]
+    with Stubber(client) as stubber:
+        for code in expected:
+            stubber.add_response(
+                "get_service_quota",
+                {"Quota": {"Value": 0.0}},
+                {"ServiceCode": SERVICE_CODE, "QuotaCode": code},
+            )
+        checks = vcpu_quotas(client, settings)
+        stubber.assert_no_pending_responses()
+    if not expected:  # Capacity Blocks only
+        assert [check.ok for check in checks] == [True]
+        return
+    assert [(c.ok, c.fix.split("--quota-code ")[1]) for c in checks] == [
+        (False, f"{code} --desired-value {vcpus}") for code, vcpus in expected.items()
+    ]
+
+
+def test_a_g6e_trial_is_not_checked_against_the_p_instance_quota() -> None:
+    settings = settings_for("trial-g6e")
+    (check,) = vcpu_quotas(_AnswersWithValue(10_000.0), settings)
+    assert "G and VT" in check.name
+    assert "L-DB2E81BA" in check.name
+
+
+class _AnswersWithValue:
+    def __init__(self, value: float) -> None:
+        self.value = value
+
+    def get_service_quota(self, ServiceCode: str, QuotaCode: str) -> dict:  # noqa: N803
+        return {"Quota": {"Value": self.value, "QuotaCode": QuotaCode}}
+
+
+@pytest.mark.parametrize(
+    ("account", "placeholder"),
+    [
+        ("123456789012", True),  # the CDK, CloudFormation and IAM guides' usual example
+        ("012345678901", True),  # AWS Account Management reference
+        ("111122223333", True),  # IAM user guide
+        ("444455556666", True),
+        ("777788889999", True),
+        ("000000000000", True),
+        ("999999999999", True),
+        ("901234567890", True),  # the run wraps from 9 to 0
+        (OWN_ACCOUNT, False),
+        ("123456789013", False),
+        ("111122224444", False),  # not consecutive runs
+        ("111122223333" + "4", False),  # 13 digits: not an account id
+        ("12345678901", False),
+    ],
+)
+def test_documentation_example_accounts_follow_a_rule(account, placeholder) -> None:
+    assert is_example_account(account) is placeholder
+
+
+@pytest.mark.parametrize("example", EXAMPLES)
+def test_preflight_fails_on_the_examples_placeholder_admin_arn(example) -> None:
+    settings = settings_for(example)
+    check = documentation_placeholders(settings)
+    assert not check.ok
+    assert not check.inconclusive
+    for index, arn in enumerate(settings.cluster.admin_principal_arns):
+        assert f"cluster.admin_principal_arns[{index}] = {arn}" in check.detail
+    assert "aws sts get-caller-identity" in check.fix
+
+
+@pytest.mark.parametrize(
+    ("overrides", "setting"),
+    [
+        ({"account": "111122223333"}, "account = 111122223333"),
+        (
+            {"cluster.operator_principal_arns": '["arn:aws:iam::444455556666:role/Ops"]'},
+            "cluster.operator_principal_arns[0]",
+        ),
+        (
+            {"cluster.admin_principal_arns": '["arn:aws:iam::123456789012:user/alice"]'},
+            "cluster.admin_principal_arns[0]",
+        ),
+    ],
+)
+def test_any_setting_holding_an_example_account_is_named(overrides, setting) -> None:
+    check = documentation_placeholders(load_settings(context_for("default", **overrides)))
+    assert not check.ok
+    assert setting in check.detail
+
+
+def test_own_accounts_pass_the_placeholder_check() -> None:
+    settings = load_settings(
+        context_for("default", account=OWN_ACCOUNT, **{"cluster.admin_principal_arns": ADMIN})
+    )
+    assert documentation_placeholders(settings).ok
+
+
+def test_an_example_admin_arn_is_never_looked_up_in_the_callers_account() -> None:
+    """IAM GetRole finds a role by name in the caller's account: the example's `Admin` may
+    exist there, which must not make the example ARN pass."""
+
+    class EveryRoleExists:
+        def get_role(self, RoleName: str) -> dict:  # noqa: N803
+            return {"Role": {"RoleName": RoleName, "Arn": f"arn:aws:iam::{OWN_ACCOUNT}:role/x"}}
+
+    arns = json.dumps(
+        [f"arn:aws:iam::{account}:role/Admin" for account in ("123456789012", OWN_ACCOUNT)]
+    )
+    checks = admin_principals(
+        EveryRoleExists(), _settings(**{"cluster.admin_principal_arns": arns})
+    )
+    assert [(check.ok, check.detail.split(":")[0]) for check in checks] == [
+        (False, "not looked up"),
+        (True, "exists"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("configuration", "quoted"),
+    [("default", "needs {} vCPUs of the P quota"), ("trial-g6e", "yaml` {} of the G and VT quota")],
+)
+def test_the_readmes_quota_figures_are_what_preflight_asks_for(configuration, quoted) -> None:
+    """README, 'What you need': the vCPUs each quota must hold at max_size."""
+    readme = " ".join((PROJECT_ROOT / "README.md").read_text().split())
+    settings = settings_for(configuration)
+    needed = sum(
+        g.scaling.max_size * g.instance.vcpus for g in settings.gpu_nodes.groups().values()
+    )
+    assert quoted.format(needed) in readme

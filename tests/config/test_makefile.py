@@ -1,0 +1,61 @@
+"""What `make` runs, read from its dry run (`make -n`: the commands, none executed): deploy runs
+`pdctl preflight` on the same configuration before the CDK CLI starts, unless told not to; and
+a system package is never installed without a line saying so first."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from tests.configurations import PROJECT_ROOT
+
+EXAMPLE = "examples/quickstart.yaml"
+
+
+def _dry_run(*arguments: str) -> list[str]:
+    result = subprocess.run(
+        ["make", "--no-print-directory", "-n", *arguments],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return result.stdout.splitlines()
+
+
+def _index(lines: list[str], fragment: str) -> int:
+    return next(index for index, line in enumerate(lines) if fragment in line)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "preflight"),
+    [
+        ((), ".venv/bin/pdctl preflight"),
+        ((f"CONFIG={EXAMPLE}",), f".venv/bin/pdctl preflight --config {EXAMPLE}"),
+    ],
+    ids=["defaults", "config-file"],
+)
+def test_deploy_runs_preflight_on_the_same_configuration_first(arguments, preflight) -> None:
+    lines = _dry_run("deploy", *arguments)
+    deploy = _index(lines, "cdk deploy")
+    assert preflight in [line.strip() for line in lines[:deploy]]
+    if arguments:
+        assert f"-c config={EXAMPLE}" in lines[deploy]
+
+
+def test_skip_preflight_deploys_without_it_and_says_so() -> None:
+    lines = _dry_run("deploy", "SKIP_PREFLIGHT=1")
+    assert not any("pdctl preflight" in line and "echo" not in line for line in lines)
+    said = _index(lines, "SKIP_PREFLIGHT is set")
+    assert said < _index(lines, "cdk deploy")
+
+
+def test_promtool_is_announced_before_apt_get_installs_it() -> None:
+    """The recipe is one shell command; in it the announcement comes before apt-get."""
+    recipe = "\n".join(_dry_run("-B", ".venv/.promtool"))
+    assert "apt-get update" in recipe
+    assert recipe.index("make: installing Debian's prometheus package") < recipe.index(
+        "apt-get update"
+    )
