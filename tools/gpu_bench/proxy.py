@@ -2,8 +2,8 @@
 protocol, with nothing of Serve between them.
 
 The same protocol as vLLM's own toy proxy for its NIXL integration tests
-(tests/v1/kv_connector/nixl_integration/toy_proxy_server.py, v0.26.0) and as Ray Serve LLM's
-decode server: the request goes to prefill with ``max_tokens: 1``, no stream and
+(tests/v1/kv_connector/nixl_integration/toy_proxy_server.py in vLLM's repository) and
+as Ray Serve LLM's decode server: the request goes to prefill with ``max_tokens: 1``, no stream and
 ``kv_transfer_params.do_remote_decode``; prefill's answer carries ``kv_transfer_params`` naming
 the blocks it kept; the request goes on to decode with them, and decode's stream is relayed
 chunk by chunk. One process, one event loop (aiohttp), connection pools without a limit.

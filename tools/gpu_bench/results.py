@@ -69,7 +69,7 @@ def saturation(run: BenchRun, variant: str, dataset: str) -> float | None:
 
 
 def _number(value: Any, digits: int = 1) -> str:
-    return "–" if value is None else f"{value:,.{digits}f}"
+    return "-" if value is None else f"{value:,.{digits}f}"
 
 
 def markdown_report(runs: Iterable[BenchRun]) -> str:
@@ -94,16 +94,18 @@ def markdown_report(runs: Iterable[BenchRun]) -> str:
                     tput = ratio(run, variant, dataset, concurrency, "output_throughput")
                     extra = added_ms(run, variant, dataset, concurrency, "median_ttft_ms")
                     versus = (
-                        f"tok/s ×{tput:.2f}, TTFT p50 {extra:+.1f} ms"
+                        f"tok/s x{tput:.2f}, TTFT p50 {extra:+.1f} ms"
                         if variant != FLOOR and tput is not None and extra is not None
                         else ""
                     )
                     failed = f" ({f.get('failed')} failed)" if f.get("failed") else ""
+                    pairs = [
+                        f"{_number(f.get('median_' + key), digits)} / "
+                        f"{_number(f.get('p99_' + key), digits)}"
+                        for key, digits in (("ttft_ms", 1), ("itl_ms", 2), ("e2el_ms", 0))
+                    ]
                     lines.append(
-                        f"| {variant} | {concurrency}{failed} | "
-                        f"{_number(f.get('median_ttft_ms'))} / {_number(f.get('p99_ttft_ms'))} | "
-                        f"{_number(f.get('median_itl_ms'), 2)} / {_number(f.get('p99_itl_ms'), 2)} | "
-                        f"{_number(f.get('median_e2el_ms'), 0)} / {_number(f.get('p99_e2el_ms'), 0)} | "
+                        f"| {variant} | {concurrency}{failed} | " + " | ".join(pairs) + " | "
                         f"{_number(f.get('output_throughput'), 0)} | "
                         f"{_number(f.get('request_throughput'), 2)} | {versus} |"
                     )

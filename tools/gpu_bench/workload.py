@@ -71,8 +71,8 @@ def bench_args(
     result_dir: str,
     result_file: str,
 ) -> list[str]:
-    """One point's `vllm bench serve` arguments: a fixed number of streams (``--max-concurrency``), every request sent at once
-    (the default infinite request rate), fixed output lengths (``--ignore-eos``)."""
+    """One point's `vllm bench serve` arguments: a fixed number of streams
+    (``--max-concurrency``), every request sent at once (the default infinite request rate), fixed output lengths (``--ignore-eos``)."""
     return [
         "--backend",
         "openai",
