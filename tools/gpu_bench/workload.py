@@ -72,7 +72,8 @@ def bench_args(
     result_file: str,
 ) -> list[str]:
     """One point's `vllm bench serve` arguments: a fixed number of streams
-    (``--max-concurrency``), every request sent at once (the default infinite request rate), fixed output lengths (``--ignore-eos``)."""
+    (``--max-concurrency``), every request sent at once (the default infinite request rate),
+    fixed output lengths (``--ignore-eos``)."""
     return [
         "--backend",
         "openai",
