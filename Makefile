@@ -15,7 +15,7 @@ CDK := node_modules/.bin/cdk
 CDK_FLAGS := --no-notices $(if $(CONFIG),-c config=$(CONFIG))
 PIP := $(BIN)/python -m pip install -qq --disable-pip-version-check
 
-.PHONY: help setup setup-dev synth test lint format diff deploy destroy snapshots bench config-docs manifests clean e2e-setup e2e e2e-bench gpu-check
+.PHONY: help setup setup-dev synth test lint format diff deploy destroy snapshots bench config-docs manifests clean e2e-setup e2e e2e-bench gpu-check gpu-bench
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -115,6 +115,25 @@ e2e-bench: synth e2e-setup ## Latency the P/D graph adds over Ray's aggregated a
 gpu-check: synth e2e-setup ## Third tier, one NVIDIA GPU: deployed engine config on real vLLM + Ray Serve
 	"$$($(E2E_TOOL) venv)/bin/python" -m tools.gpu_check run \
 		$(if $(CONFIG),--deployment $(CONFIG)) $(if $(MODEL_CONFIG),--model-config $(MODEL_CONFIG))
+
+# How fast the deployed path is on one GPU (not in CI): vllm bench serve against the engines
+# alone, one engine, and the Serve app as synthesized, with a real-size model of the family on
+# dummy weights (docs/verification.md "How fast it is on one GPU"). MODEL_CONFIG=<config.json>,
+# TOKENIZER=<folder with tokenizer.json>; the result lands in build/gpu-bench/result.json.
+GPU_BENCH = "$$($(E2E_TOOL) venv)/bin/python" -m tools.gpu_bench
+gpu-bench: synth e2e-setup ## One NVIDIA GPU: direct / aggregated / deployed speed, vllm bench serve
+	$(GPU_BENCH) prepare --model-config $(or $(MODEL_CONFIG),tests/data/model_configs/Qwen3-8B.json) \
+		--tokenizer $(TOKENIZER) --commit "$$(git rev-parse HEAD)"
+	$(GPU_BENCH) engines
+	$(GPU_BENCH) sweep direct random prefix
+	$(GPU_BENCH) sweep aggregated random prefix
+	$(GPU_BENCH) stop
+	$(GPU_BENCH) serve --wait
+	$(GPU_BENCH) sweep deployed random prefix
+	$(GPU_BENCH) ingress 2
+	$(GPU_BENCH) sweep deployed-ingress-2 random
+	$(GPU_BENCH) stop
+	$(GPU_BENCH) collect build/gpu-bench
 
 # Each says in one line what is missing (credentials, bootstrap) before the CDK CLI starts.
 diff: setup ## cdk diff against the deployed stacks (needs credentials)

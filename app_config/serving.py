@@ -16,6 +16,7 @@ from pydantic import (
 
 from app_config import engine_options
 from app_config.endpoint_health import seconds_until_new_targets_healthy
+from app_config.ingress import Ingress
 from app_config.node_labels import GPU_ROLES
 from app_config.section import (
     CidrBlock,
@@ -609,6 +610,11 @@ class Serving(Section):
     prefill: Engine = Field(_prefill_engine(), description="Prefill engines.")
     decode: Engine = Field(_decode_engine(), description="Decode engines.")
     endpoint: Endpoint = Field(Endpoint(), description="The OpenAI-compatible endpoint.")
+    ingress: Ingress | None = Field(
+        None,
+        description="The OpenAI ingress's replicas (app_config/ingress.py); unset: Ray Serve "
+        "LLM's default of one replica.",
+    )
     gcs_fault_tolerance: GcsFaultTolerance = Field(
         GcsFaultTolerance(), description="Ray GCS fault tolerance with an external store."
     )

@@ -9,8 +9,13 @@ no request record), so what is measured is Ray Serve's and Ray Serve LLM's own p
 concurrency both are run alternately, several rounds, so drift on a shared machine hits both.
 
 Figures: time to first token (request sent -> first content chunk) and time per output token
-(the rest of the stream over the remaining tokens), p50 and p99 over all requests of a setting.
-Written to <run dir>/bench-orchestration.json and printed as a table.
+(the rest of the stream over the remaining tokens), p50 and p99 over all requests of a setting,
+requests/s, and the ratios `make gpu-bench` reports for deployed against its floor (here the
+aggregated app, the same Serve path without the P/D hop): P/D / aggregated output tokens/s and
+the TTFT p50 P/D adds. With a stand-in that costs nothing the engines never saturate, so the
+highest concurrency whose requests/s still grows is the ceiling of Serve's own path (the
+ingress replica and the hops), reported as ``ceiling``. Written to
+<run dir>/bench-orchestration.json and printed as a table.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import copy
+import itertools
 import json
 import os
 import platform
@@ -31,6 +37,8 @@ import aiohttp
 from harness import PROJECT_ROOT, LocalRay, NodeShape, Synthesized
 
 CONCURRENCY = (1, 8, 64)
+# A step up in streams that raises requests/s by less than this share: the path has bent.
+BEND = 0.10
 OUTPUT_TOKENS = 32
 AGGREGATED = "aggregated"
 REQUEST_TIMEOUT_S = 120.0
@@ -138,6 +146,7 @@ def main() -> None:
     parser.add_argument("--run-dir", type=Path, default=PROJECT_ROOT / "build" / "e2e-bench")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--requests-per-stream", type=int, default=8)
+    parser.add_argument("--concurrency", type=int, nargs="+", default=list(CONCURRENCY))
     args = parser.parse_args()
 
     synthesized = Synthesized.read(args.cdk_out)
@@ -165,7 +174,7 @@ def main() -> None:
         }
         for url in urls.values():  # warm both paths
             asyncio.run(run(url, model, 4, 16))
-        for concurrency in CONCURRENCY:
+        for concurrency in args.concurrency:
             pooled: dict[str, dict[str, list[float]]] = {
                 app: {"ttft": [], "tpot": []} for app in urls
             }
@@ -189,13 +198,45 @@ def main() -> None:
                 }
                 for app in urls
             }
+            result["runs"][str(concurrency)]["ratios"] = ratios(result["runs"][str(concurrency)])
             print(f"concurrency {concurrency}: done", file=sys.stderr, flush=True)
+        result["ceiling"] = {app: ceiling(result["runs"], app) for app in urls}
     finally:
         cluster.stop()
     result["machine"]["load_average_after"] = os.getloadavg()
     args.run_dir.mkdir(parents=True, exist_ok=True)
     (args.run_dir / "bench-orchestration.json").write_text(json.dumps(result, indent=2) + "\n")
     print(table(result))
+
+
+def ratios(runs: dict[str, Any]) -> dict[str, float]:
+    """P/D against aggregated at one concurrency, as gpu-bench reads deployed against direct:
+    output tokens/s (requests/s x the fixed output length) and the TTFT p50 added."""
+    pd, agg = runs["pd"], runs[AGGREGATED]
+    return {
+        "tokens_per_s": round(pd["requests_per_s"] / agg["requests_per_s"], 3)
+        if agg["requests_per_s"]
+        else 0.0,
+        "ttft_p50_added_ms": round(pd["ttft"]["p50_ms"] - agg["ttft"]["p50_ms"], 2),
+    }
+
+
+def ceiling(runs: dict[str, Any], app: str) -> dict[str, Any]:
+    """The highest concurrency before requests/s stops growing (by less than BEND per step),
+    with its requests/s and output tokens/s; the last one measured if it never bends."""
+    points = sorted((int(c), figures[app]["requests_per_s"]) for c, figures in runs.items())
+    best = points[0]
+    for previous, current in itertools.pairwise(points):
+        if current[1] < previous[1] * (1 + BEND):
+            best = previous
+            break
+        best = current
+    return {
+        "streams": best[0],
+        "requests_per_s": best[1],
+        "output_tokens_per_s": round(best[1] * OUTPUT_TOKENS, 1),
+        "bent": best != points[-1],
+    }
 
 
 def table(result: dict[str, Any]) -> str:
@@ -206,8 +247,9 @@ def table(result: dict[str, Any]) -> str:
         return f"{pd:.1f} / {agg:.1f} ({pd - agg:+.1f})"
 
     lines = [
-        "| streams | TTFT p50 | TTFT p99 | per token p50 | per token p99 | requests/s |",
-        "|---|---|---|---|---|---|",
+        "| streams | TTFT p50 | TTFT p99 | per token p50 | per token p99 | requests/s "
+        "| P/D / aggregated tok/s |",
+        "|---|---|---|---|---|---|---|",
     ]
     for concurrency, runs in result["runs"].items():
         rates = " / ".join(f"{runs[app]['requests_per_s']:.0f}" for app in ("pd", AGGREGATED))
@@ -216,7 +258,14 @@ def table(result: dict[str, Any]) -> str:
             for figure in ("ttft", "tpot")
             for quantile in ("p50_ms", "p99_ms")
         ]
-        lines.append(f"| {concurrency} | " + " | ".join(cells) + f" | {rates} |")
+        share = ratios(runs)["tokens_per_s"]
+        lines.append(f"| {concurrency} | " + " | ".join(cells) + f" | {rates} | {share:.2f} |")
+    for app, found in result.get("ceiling", {}).items():
+        verb = "bends after" if found["bent"] else "still grows at"
+        lines.append(
+            f"\n{app}: requests/s {verb} {found['streams']} streams ({found['requests_per_s']:.0f} "
+            f"requests/s, {found['output_tokens_per_s']:.0f} output tokens/s)"
+        )
     m = result["machine"]
     load = ", ".join(f"{value:.1f}" for value in m["load_average_before"])
     lines.append(f"\n{m['cpus']} CPUs ({m['cpu']}), {m['memory_gib']} GiB, load {load} before")

@@ -1,0 +1,357 @@
+"""`make gpu-bench`: the deployed serving path's speed on one GPU, against its floor.
+
+    python -m tools.gpu_bench prepare --model-config C --tokenizer DIR   # model folder, plan
+    python -m tools.gpu_bench engines                # prefill + decode vLLM, the toy P/D proxy
+    python -m tools.gpu_bench sweep VARIANT DATASET  # vllm bench serve over CONCURRENCY
+    python -m tools.gpu_bench stop                   # the processes this tool started
+    python -m tools.gpu_bench serve [--wait]         # local Ray + the Serve app as synthesized
+    python -m tools.gpu_bench ingress N              # the same app with N ingress replicas
+    python -m tools.gpu_bench metrics NAME           # every /metrics page, saved for the TTFT parts
+    python -m tools.gpu_bench collect OUT            # the result JSON and the logs
+    python -m tools.gpu_bench report docs/gpu-bench/*.json [--svg DIR]
+
+Each step is its own command so that a GPU machine lent call by call can run them in a few
+long calls; the processes started stay up between calls, and the state (the plan, the results
+so far, the logs) lives in $GPU_BENCH_STATE (default ~/gpu-bench).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from app_config.node_labels import GPU_ROLES
+from tools.gpu_bench import real_size, stack
+from tools.gpu_bench.results import BenchRun, markdown_report, write_svg
+from tools.gpu_bench.workload import CONCURRENCY, DATASETS, FIGURES, OUTPUT_TOKENS, PROMPTS
+from tools.gpu_check.deployed import DeployedRayService
+from tools.gpu_check.one_gpu import engine_kwargs, one_gpu_serve_config, served_model
+from tools.gpu_check.serve_app import one_gpu_worker_resources
+
+ROOT = Path(__file__).resolve().parents[2]
+STATE = Path(os.environ.get("GPU_BENCH_STATE", Path.home() / "gpu-bench"))
+HTTP_PORT = 8400
+# The benchmark runs the deployed kernels: unlike gpu-check it does not set VLLM_BATCH_INVARIANT
+# (answers are not compared here, and batch-invariant kernels are slower).
+ENVIRONMENT = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "RAY_USAGE_STATS_ENABLED": "0",
+}
+DUMMY = "random weights, nothing downloaded (the real-size model)"
+VARIANTS = {
+    "direct": "prefill + decode vLLM engines, the P/D protocol by a toy proxy (no Serve)",
+    "aggregated": "the decode engine alone, no hand-off (what P/D is compared to)",
+    "deployed": "the Serve application as synthesized (one-GPU changes listed)",
+    "deployed-ingress-2": "deployed, with 2 ingress replicas",
+}
+
+
+def point_figures(raw: Path) -> dict[str, Any]:
+    """The figures kept from one point's `vllm bench serve --save-result` file."""
+    if not raw.exists():
+        return {"missing": "no result file (see bench.log)"}
+    saved = json.loads(raw.read_text())
+    figures: dict[str, Any] = {key: saved.get(key) for key in FIGURES}
+    errors = [error for error in saved.get("errors", []) if error]
+    if errors:
+        figures["first_error"] = str(errors[0])[:300]
+    return figures
+
+
+def record() -> BenchRun:
+    return BenchRun.read(STATE / "result.json")
+
+
+def prepare(args: argparse.Namespace) -> None:
+    STATE.mkdir(parents=True, exist_ok=True)
+    deployed = DeployedRayService.read(Path(args.cdk_out))
+    model_id, _ = served_model(deployed.serve_config)
+    config = json.loads(Path(args.model_config).read_text())
+    model_path = STATE / "model"
+    model_changes = real_size.build(config, Path(args.tokenizer), model_path)
+    serve_config, changes = one_gpu_serve_config(
+        deployed.serve_config, str(model_path), efa=False, http_port=HTTP_PORT
+    )
+    lines = [str(change) for change in changes]
+    (application,) = serve_config["applications"]
+    for role in GPU_ROLES:
+        kwargs = application["args"][f"{role}_config"]["engine_kwargs"]
+        lines.append(f"{role}_config.engine_kwargs.load_format: unset -> 'dummy' ({DUMMY})")
+        kwargs["load_format"] = "dummy"
+    resources, resource_changes = one_gpu_worker_resources(
+        {role: deployed.worker_resources(role) for role in GPU_ROLES}
+    )
+    plan = {
+        "serve_config": serve_config,
+        "head_start_params": deployed.head_start_params,
+        "worker_resources": resources,
+        "model_id": model_id,
+        "model_path": str(model_path),
+    }
+    (STATE / "plan.json").write_text(json.dumps(plan, indent=2))
+    run = BenchRun(
+        date=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d"),
+        gpu=gpu_name(),
+        model=model_id,
+        architecture=f"{config['architectures'][0]} ({Path(args.model_config).name})",
+        versions=versions(),
+        commit=args.commit,
+        changes=lines + resource_changes,
+        model_changes=model_changes,
+        workload={
+            "concurrency": list(CONCURRENCY),
+            "prompts": {str(c): n for c, n in PROMPTS.items()},
+            "output_tokens": OUTPUT_TOKENS,
+            "datasets": {name: d.description for name, d in DATASETS.items()},
+            "load_generator": "vllm bench serve (the engine image's vLLM)",
+        },
+        variants=dict(VARIANTS),
+    )
+    run.write(STATE / "result.json")
+    print(f"gpu-bench: {model_id} as {run.architecture} on {run.gpu}; {run.versions}")
+    for line in run.changes + run.model_changes:
+        print(f"  change: {line}")
+
+
+def plan() -> dict[str, Any]:
+    return json.loads((STATE / "plan.json").read_text())
+
+
+def engines(_: argparse.Namespace) -> None:
+    p = plan()
+    kwargs = {role: engine_kwargs(p["serve_config"], role) for role in GPU_ROLES}
+    seconds = stack.start_engines(p["model_path"], p["model_id"], kwargs, ENVIRONMENT, STATE)
+    run = record()
+    run.startup.update({f"{role} engine healthy (s)": round(s) for role, s in seconds.items()})
+    run.write(STATE / "result.json")
+
+
+def base_url(variant: str) -> str:
+    if variant == "direct":
+        return stack.proxy_url()
+    if variant == "aggregated":
+        return stack.engine_url("decode")
+    return f"http://127.0.0.1:{HTTP_PORT}"
+
+
+def sweep(args: argparse.Namespace) -> None:
+    """One process per dataset runs every concurrency point (tools/gpu_bench/points.py)."""
+    from tools.gpu_bench.workload import bench_args
+
+    p = plan()
+    for dataset_name in args.datasets:
+        dataset = DATASETS[dataset_name]
+        concurrencies = args.concurrency or CONCURRENCY
+        names = {c: f"{args.variant}-{dataset_name}-{c}.json" for c in concurrencies}
+        argv = [
+            bench_args(
+                base_url(args.variant),
+                p["model_id"],
+                p["model_path"],
+                dataset,
+                c,
+                str(STATE / "raw"),
+                names[c],
+            )
+            for c in concurrencies
+        ]
+        start = time.monotonic()
+        with open(STATE / "bench.log", "ab") as log:
+            subprocess.run(
+                [sys.executable, "-m", "tools.gpu_bench.points", json.dumps(argv)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                check=False,
+            )
+        run = record()
+        for concurrency, name in names.items():
+            figures = point_figures(STATE / "raw" / name)
+            run.points.setdefault(args.variant, {}).setdefault(dataset_name, {})[
+                str(concurrency)
+            ] = figures
+            print(
+                f"gpu-bench: {args.variant} {dataset_name} c={concurrency}: "
+                f"{figures.get('output_throughput') or 0:.0f} tok/s, TTFT p50 "
+                f"{figures.get('median_ttft_ms') or 0:.1f} ms p99 "
+                f"{figures.get('p99_ttft_ms') or 0:.1f}, ITL p50 "
+                f"{figures.get('median_itl_ms') or 0:.2f} ms, failed {figures.get('failed')}",
+                flush=True,
+            )
+        run.write(STATE / "result.json")
+        print(f"gpu-bench: {args.variant} {dataset_name}: {time.monotonic() - start:.0f} s")
+
+
+def fold(args: argparse.Namespace) -> None:
+    """Points whose sweep was cut short (a device call's time limit) from their saved files."""
+    run = BenchRun.read(Path(args.result))
+    for raw in sorted(Path(args.raw).glob("*.json")):
+        variant, dataset, concurrency = raw.stem.rsplit("-", 2)
+        points = run.points.setdefault(variant, {}).setdefault(dataset, {})
+        points.setdefault(concurrency, point_figures(raw))
+        run.points[variant][dataset] = dict(sorted(points.items(), key=lambda kv: int(kv[0])))
+    run.write(Path(args.result))
+
+
+def stop(_: argparse.Namespace) -> None:
+    stack.stop(STATE)
+    stack.stop_ray(ENVIRONMENT)
+
+
+def serve(args: argparse.Namespace) -> None:
+    p = plan()
+    cluster = stack.start_ray(p["head_start_params"], p["worker_resources"], ENVIRONMENT, STATE)
+    cluster.put(p["serve_config"])
+    print("gpu-bench: Serve config PUT", flush=True)
+    if args.wait:
+        wait(args)
+
+
+def wait(_: argparse.Namespace) -> None:
+    p = plan()
+    (application,) = p["serve_config"]["applications"]
+    seconds = stack.cluster().wait_running(application["name"], STATE / "serve-status.json")
+    print(f"gpu-bench: application RUNNING ({seconds:.0f} s of waiting)", flush=True)
+    run = record()
+    run.startup.setdefault("Serve app RUNNING, waited (s)", round(seconds))
+    run.write(STATE / "result.json")
+
+
+def ingress(args: argparse.Namespace) -> None:
+    """N ingress replicas, by Serve's in-place update of one deployment's autoscaling bounds (a
+    `deployments` entry in the Serve config): the same deployment options that
+    `ingress_deployment_config` gives the ingress at build time, without the full redeploy that
+    a change of the application's args causes (Serve's code version hashes the args,
+    serve/_private/deploy_utils.py get_app_code_version, 2.58)."""
+    p = plan()
+    cluster = stack.cluster()
+    config = copy.deepcopy(p["serve_config"])
+    (application,) = config["applications"]
+    name = stack.ingress_name(cluster, application["name"])
+    bounds = {"min_replicas": args.replicas, "max_replicas": args.replicas}
+    application["deployments"] = [{"name": name, "autoscaling_config": bounds}]
+    cluster.put(config)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        replicas = stack.deployments(cluster, application["name"])[name].get("replicas", [])
+        if sum(r.get("state") == "RUNNING" for r in replicas) >= args.replicas:
+            break
+        time.sleep(3)
+    print(f"gpu-bench: {name} at {args.replicas} replicas", flush=True)
+
+
+def metrics(args: argparse.Namespace) -> None:
+    out = STATE / "metrics"
+    out.mkdir(exist_ok=True)
+    pages = {f"engine-{r}": f"{stack.engine_url(r)}/metrics" for r in GPU_ROLES}
+    pages.update({f"ray-{n}": f"http://127.0.0.1:{port}/metrics" for n, port in
+                  stack.RAY_PORTS.items() if n in ("head", *GPU_ROLES)})  # fmt: skip
+    for page, url in pages.items():
+        try:
+            with urllib.request.urlopen(url, timeout=30) as answer:
+                (out / f"{args.name}-{page}.txt").write_bytes(answer.read())
+        except OSError:
+            continue
+
+
+def collect(args: argparse.Namespace) -> None:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "result.json").write_bytes((STATE / "result.json").read_bytes())
+    with tarfile.open(out / "logs.tar.gz", "w:gz") as tar:
+        for path in sorted(STATE.glob("*.log")) + sorted(STATE.glob("*.json")):
+            if path.stat().st_size < 20 * 2**20:
+                tar.add(path, arcname=path.name)
+        for folder in ("metrics", "raw"):
+            if (STATE / folder).is_dir():
+                tar.add(STATE / folder, arcname=folder)
+
+
+def report(args: argparse.Namespace) -> None:
+    runs = [BenchRun.read(Path(path)) for path in args.results]
+    print(markdown_report(runs))
+    if args.svg:
+        for run, path in zip(runs, args.results, strict=True):
+            for dataset in DATASETS:
+                write_svg(run, dataset, Path(args.svg) / f"{Path(path).stem}-{dataset}.svg")
+
+
+def versions() -> dict[str, str]:
+    from importlib import metadata
+
+    found = {}
+    for package in ("vllm", "ray", "nixl-cu13", "torch"):
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = "missing"
+    return found
+
+
+def gpu_name() -> str:
+    try:
+        return subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split("\n")[0]
+    except (OSError, subprocess.CalledProcessError):
+        return "no GPU"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.gpu_bench", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    p = commands.add_parser("prepare")
+    p.add_argument("--cdk-out", default=str(ROOT / "cdk.out"))
+    p.add_argument("--model-config", required=True)
+    p.add_argument("--tokenizer", required=True, help="folder with tokenizer.json")
+    p.add_argument("--commit", default="")
+    p.set_defaults(handler=prepare)
+    commands.add_parser("engines").set_defaults(handler=engines)
+    s = commands.add_parser("sweep")
+    s.add_argument("variant", choices=tuple(VARIANTS))
+    s.add_argument("datasets", nargs="+", choices=tuple(DATASETS))
+    s.add_argument("--concurrency", type=int, nargs="*")
+    s.set_defaults(handler=sweep)
+    commands.add_parser("stop").set_defaults(handler=stop)
+    v = commands.add_parser("serve")
+    v.add_argument("--wait", action="store_true")
+    v.set_defaults(handler=serve)
+    commands.add_parser("wait").set_defaults(handler=wait)
+    i = commands.add_parser("ingress")
+    i.add_argument("replicas", type=int)
+    i.set_defaults(handler=ingress)
+    m = commands.add_parser("metrics")
+    m.add_argument("name")
+    m.set_defaults(handler=metrics)
+    c = commands.add_parser("collect")
+    c.add_argument("out")
+    c.set_defaults(handler=collect)
+    f = commands.add_parser("fold")
+    f.add_argument("raw")
+    f.add_argument("result")
+    f.set_defaults(handler=fold)
+    r = commands.add_parser("report")
+    r.add_argument("results", nargs="+")
+    r.add_argument("--svg")
+    r.set_defaults(handler=report)
+    args = parser.parse_args(argv)
+    args.handler(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

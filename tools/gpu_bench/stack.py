@@ -1,0 +1,221 @@
+"""The processes under test, started detached so that they outlive the device call that started
+them (the GPU machine keeps processes of a new session between calls): two vLLM engines and the
+toy proxy (direct, aggregated), or a local Ray cluster with the Serve application (deployed).
+
+Each process's id is written to the state folder; ``stop`` ends exactly those process groups.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from app_config.node_labels import GPU_ROLES
+from tools.gpu_check.engines import HTTP_PORTS, SIDE_CHANNEL_PORTS
+from tools.gpu_check.one_gpu import LOOPBACK, vllm_cli_args
+from tools.gpu_check.serve_app import WORKER_CPUS, LocalCluster
+
+START_TIMEOUT_S = 540.0
+PROXY_PORT = 8300
+RAY_PORTS = {"gcs": 6380, "dashboard": 8266, "head": 8081, "prefill": 8082, "decode": 8083}
+
+
+def _detached(command: list[str], env: Mapping[str, str], log: Path, pids: Path) -> int:
+    with open(log, "ab") as out:
+        process = subprocess.Popen(
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **env},
+            start_new_session=True,
+        )
+    with open(pids, "a") as record:
+        record.write(f"{process.pid}\n")
+    return process.pid
+
+
+def wait_healthy(url: str, log: Path, pid: int, timeout: float = START_TIMEOUT_S) -> float:
+    start = time.monotonic()
+    while True:
+        try:
+            urllib.request.urlopen(url, timeout=5).close()
+            return time.monotonic() - start
+        except OSError:
+            pass
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            tail = log.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"{log.name}: the process exited:\n{tail}") from None
+        if time.monotonic() - start > timeout:
+            raise TimeoutError(f"{url} not healthy in {timeout:.0f} s")
+        time.sleep(2)
+
+
+def start_engines(
+    model_path: str,
+    model_id: str,
+    kwargs_by_role: Mapping[str, Mapping[str, Any]],
+    env: Mapping[str, str],
+    state: Path,
+) -> dict[str, float]:
+    """Prefill first, then decode: two engines profiling memory at once on one GPU can fail
+    (../shared/GPU.md). Returns each engine's seconds to healthy."""
+    seconds = {}
+    for role in GPU_ROLES:
+        command = [
+            sys.executable,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            model_path,
+            "--served-model-name",
+            model_id,
+            "--host",
+            LOOPBACK,
+            "--port",
+            str(HTTP_PORTS[role]),
+            *vllm_cli_args(kwargs_by_role[role]),
+        ]
+        role_env = {
+            **env,
+            "VLLM_NIXL_SIDE_CHANNEL_HOST": LOOPBACK,
+            "VLLM_NIXL_SIDE_CHANNEL_PORT": str(SIDE_CHANNEL_PORTS[role]),
+        }
+        log = state / f"{role}.log"
+        pid = _detached(command, role_env, log, state / "pids")
+        seconds[role] = wait_healthy(f"{engine_url(role)}/health", log, pid)
+        print(f"gpu-bench: {role} engine healthy in {seconds[role]:.0f} s", flush=True)
+    pid = _detached(
+        [
+            sys.executable,
+            "-m",
+            "tools.gpu_bench.proxy",
+            "--port",
+            str(PROXY_PORT),
+            "--prefill",
+            engine_url("prefill"),
+            "--decode",
+            engine_url("decode"),
+        ],
+        env,
+        state / "proxy.log",
+        state / "pids",
+    )
+    wait_healthy(f"{proxy_url()}/health", state / "proxy.log", pid, timeout=60)
+    return seconds
+
+
+def engine_url(role: str) -> str:
+    return f"http://{LOOPBACK}:{HTTP_PORTS[role]}"
+
+
+def proxy_url() -> str:
+    return f"http://{LOOPBACK}:{PROXY_PORT}"
+
+
+def stop(state: Path) -> None:
+    """End the process groups this tool started (and only those), then Ray's own."""
+    pids = state / "pids"
+    if pids.exists():
+        for line in pids.read_text().split():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(int(line), signal.SIGTERM)
+        time.sleep(10)
+        for line in pids.read_text().split():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(int(line), signal.SIGKILL)
+        pids.unlink()
+
+
+def start_ray(
+    head_params: Mapping[str, str],
+    worker_resources: Mapping[str, Mapping[str, float]],
+    env: Mapping[str, str],
+    state: Path,
+) -> LocalCluster:
+    """A head (the head group's CPUs, no GPU) and one node per side with the GPU and the side's
+    resource, as `make gpu-check` shapes it (tools/gpu_check/serve_app.py)."""
+    ray = [sys.executable, "-m", "ray.scripts.scripts", "start"]
+    process_env = {**os.environ, **env}
+
+    def start(name: str, args: list[str]) -> None:
+        with open(state / f"ray-start-{name}.log", "wb") as out:
+            subprocess.run(
+                [*ray, *args],
+                check=True,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=process_env,
+                timeout=180,
+                start_new_session=True,
+            )
+
+    start(
+        "head",
+        [
+            "--head",
+            f"--node-ip-address={LOOPBACK}",
+            f"--port={RAY_PORTS['gcs']}",
+            f"--num-cpus={head_params.get('num-cpus', '0')}",
+            "--num-gpus=0",
+            f"--dashboard-host={LOOPBACK}",
+            f"--dashboard-port={RAY_PORTS['dashboard']}",
+            f"--metrics-export-port={RAY_PORTS['head']}",
+            "--disable-usage-stats",
+        ],
+    )
+    for role in GPU_ROLES:
+        start(
+            role,
+            [
+                f"--address={LOOPBACK}:{RAY_PORTS['gcs']}",
+                f"--node-ip-address={LOOPBACK}",
+                f"--num-cpus={WORKER_CPUS}",
+                "--num-gpus=1",
+                f"--resources={json.dumps(dict(worker_resources[role]))}",
+                f"--metrics-export-port={RAY_PORTS[role]}",
+            ],
+        )
+    return cluster()
+
+
+def cluster() -> LocalCluster:
+    return LocalCluster(
+        f"http://{LOOPBACK}:{RAY_PORTS['dashboard']}",
+        {node: RAY_PORTS[node] for node in ("head", *GPU_ROLES)},
+    )
+
+
+def stop_ray(env: Mapping[str, str]) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "ray.scripts.scripts", "stop", "--force"],
+        env={**os.environ, **env},
+        capture_output=True,
+        timeout=120,
+    )
+
+
+def deployments(cluster: LocalCluster, app: str) -> dict[str, Any]:
+    with urllib.request.urlopen(f"{cluster.dashboard}/api/serve/applications/", timeout=30) as a:
+        status = json.loads(a.read())["applications"][app]
+    return status.get("deployments", {})
+
+
+def ingress_name(cluster: LocalCluster, app: str) -> str:
+    """The application's ingress deployment: the one that is neither side's server."""
+    (name,) = [
+        name
+        for name in deployments(cluster, app)
+        if not name.startswith(("Prefill:", "Decode:", "Prefill", "Decode"))
+    ]
+    return name
