@@ -65,10 +65,11 @@ def test_a_floor_of_one_group_gets_a_warning_and_no_budget(
         for b in render_deployed(settings).pod_disruption_budgets
         if b["spec"]["selector"]["matchLabels"][RAYSERVICE_LABEL] == settings.serving.name
     }
+    said = warnings + "\n".join(synthesized.infos())  # warned, or acknowledged with a reason
     for role, group in settings.gpu_nodes.groups().items():
-        nodes = settings.nodes_per_replica(role)
+        nodes = settings.side(role).nodes_per_replica
         one_group = nodes > 1 and group.scaling.min_size < 2 * nodes
-        assert (f"the side may run one DP group ({nodes} nodes)" in warnings) or not one_group
+        assert (f"pd-llm:one-group-{role}" in said) == one_group
         if one_group:
             assert role not in budgets
 
