@@ -1,0 +1,26 @@
+"""cfn-lint, a tool we did not write, reads every configuration's templates in one run; a finding
+names the configuration it is in (<configuration>--<stack>.template.json)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.configurations import CONFIGURATIONS, PROJECT_ROOT
+
+
+def test_cfn_lint_finds_nothing_in_any_configuration(every_template: Path) -> None:
+    templates = sorted(str(path) for path in every_template.glob("*.template.json"))
+    assert len(templates) == 5 * len(CONFIGURATIONS)
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "cfn-lint"), "--format", "json", *templates],
+        cwd=PROJECT_ROOT,  # picks up .cfnlintrc.yaml and its reasons
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    findings = json.loads(result.stdout or "[]")
+    named = [(Path(f["Filename"]).name, f["Rule"]["Id"], f["Message"]) for f in findings]
+    assert named == [], result.stderr
