@@ -12,7 +12,9 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
 CDK := node_modules/.bin/cdk
 # CONFIG=<file.yaml> synthesizes that configuration (`cdk synth -c config=<file>`).
+# STRICT=1 fails the synth on any warning the configuration has not acknowledged (cdk --strict).
 CDK_FLAGS := --no-notices $(if $(CONFIG),-c config=$(CONFIG))
+SYNTH_FLAGS := $(if $(STRICT),--strict)
 PIP := $(BIN)/python -m pip install -qq --disable-pip-version-check
 
 .PHONY: help setup setup-dev synth test lint format diff deploy destroy snapshots bench config-docs manifests clean e2e-setup e2e e2e-bench gpu-check gpu-bench
@@ -61,7 +63,7 @@ setup: $(VENV)/.runtime node_modules/.installed ## Install the app's Python and 
 setup-dev: setup $(VENV)/.dev $(CHECKOV_VENV)/.installed $(VENV)/.promtool ## Also install test and scan tools (promtool: as root)
 
 synth: setup ## Synthesize every stack into cdk.out/ (no AWS credentials needed)
-	$(CDK) synth $(CDK_FLAGS) --quiet
+	$(CDK) synth $(CDK_FLAGS) $(SYNTH_FLAGS) --quiet
 	@ls cdk.out/*.template.json
 
 test: setup-dev ## Lint, then run the whole test suite

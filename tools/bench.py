@@ -1,14 +1,17 @@
-"""`make bench`: wall time of `cdk synth` (cold and warm) and of the test suite, as medians.
+"""`make bench`: wall time of `cdk synth` (cold, warm, and against a bare aws-cdk-lib EKS app,
+alternated) and of the test suite, as medians.
 
 Cold: no cdk.out and no Python bytecode cache. Warm: the same command again with both present.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import statistics
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,11 +22,13 @@ ROOT = Path(__file__).resolve().parent.parent
 RUNS = 3
 
 
-def _timed(command: list[str], prepare: Callable[[], None] = lambda: None) -> float:
+def _timed(
+    command: list[str], prepare: Callable[[], None] = lambda: None, cwd: Path = ROOT
+) -> float:
     prepare()
     start = time.perf_counter()
     subprocess.run(
-        command, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        command, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     return time.perf_counter() - start
 
@@ -39,19 +44,48 @@ def _median(command: list[str], prepare: Callable[[], None] = lambda: None) -> f
     return statistics.median(_timed(command, prepare) for _ in range(RUNS))
 
 
+BARE_APP = ROOT / "tools" / "bare_eks_app" / "app.py"
+SYNTH_RUNS = 5
+
+
+def _synth_pair(cdk: str) -> tuple[list[float], list[float]]:
+    """`cdk synth` of this app and of the bare EKS app, alternated run by run, so that a drift
+    of the machine's speed moves both."""
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(scratch)
+        shutil.copy(BARE_APP, folder / "app.py")
+        python = ROOT / ".venv" / "bin" / "python"
+        (folder / "cdk.json").write_text(json.dumps({"app": f"{python} app.py"}))
+        ours, bare = [], []
+        for _ in range(SYNTH_RUNS):
+            ours.append(_timed([cdk, "synth", "--no-notices", "--quiet"]))
+            bare.append(_timed([cdk, "synth", "--no-notices", "--quiet"], cwd=folder))
+    return ours, bare
+
+
 def main() -> None:
-    synth = [str(ROOT / "node_modules" / ".bin" / "cdk"), "synth", "--no-notices", "--quiet"]
+    cdk = str(ROOT / "node_modules" / ".bin" / "cdk")
+    synth = [cdk, "synth", "--no-notices", "--quiet"]
     pytest = [str(ROOT / ".venv" / "bin" / "pytest"), "-q", "-p", "no:cacheprovider"]
+    ours, bare = _synth_pair(cdk)
     results = {
         "cdk synth, cold": _median(synth, _cold),
-        "cdk synth, warm": _median(synth),
+        "cdk synth, warm": statistics.median(ours),
+        "bare EKS app synth": statistics.median(bare),
         "test suite (pytest)": _median(pytest),
     }
     cores = os.cpu_count()
     memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    print(f"machine: {cores} cores, {memory_gib:.0f} GiB; median of {RUNS} runs")
+    print(
+        f"machine: {cores} cores, {memory_gib:.0f} GiB; median of {RUNS} runs "
+        f"({SYNTH_RUNS} synth pairs)"
+    )
     for name, seconds in results.items():
         print(f"  {name:<22} {seconds:6.1f} s")
+    print(
+        "  synth / bare EKS app   "
+        f"{results['cdk synth, warm'] / results['bare EKS app synth']:6.2f}"
+    )
     print("EFA interfaces attached / network cards:")
     for name, ratio in efa_coverage().items():
         print(f"  {name:<22} {ratio:.2f}")

@@ -59,3 +59,10 @@ def test_promtool_is_announced_before_apt_get_installs_it() -> None:
     assert recipe.index("make: installing Debian's prometheus package") < recipe.index(
         "apt-get update"
     )
+
+
+@pytest.mark.parametrize(("arguments", "strict"), [((), False), (("STRICT=1",), True)])
+def test_synth_is_strict_only_when_asked(arguments: tuple[str, ...], strict: bool) -> None:
+    """STRICT=1 makes `cdk synth` fail on a warning the configuration has not acknowledged."""
+    (synth,) = [line for line in _dry_run("synth", *arguments) if "cdk synth" in line]
+    assert ("--strict" in synth.split()) == strict
