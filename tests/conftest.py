@@ -105,26 +105,23 @@ class Synthesized:
             (self.outdir / f"{self.settings.stack_name(role)}.metadata.json").read_text()
         )
 
-    def warnings(self, role: str | None = None) -> list[str]:
-        """The synth warnings (what `cdk synth` prints) of one stack, or of all, as text."""
+    def _entries(self, kind: str, role: str | None) -> list[str]:
         roles = STACK_ROLES if role is None else (role,)
         return [
             str(entry["data"])
             for each in roles
             for entries in self.metadata(each).values()
             for entry in entries
-            if entry["type"] == "aws:cdk:warning"
+            if entry["type"] == kind
         ]
 
+    def warnings(self, role: str | None = None) -> list[str]:
+        """The synth warnings (what `cdk synth` prints) of one stack, or of all, as text."""
+        return self._entries("aws:cdk:warning", role)
+
     def infos(self, role: str | None = None) -> list[str]:
-        roles = STACK_ROLES if role is None else (role,)
-        return [
-            str(entry["data"])
-            for each in roles
-            for entries in self.metadata(each).values()
-            for entry in entries
-            if entry["type"] == "aws:cdk:info"
-        ]
+        """The synth's info lines (acknowledged warnings' reasons among them)."""
+        return self._entries("aws:cdk:info", role)
 
     def gpu_node_warnings(self) -> list[str]:
         return self.warnings("gpu-nodes")

@@ -13,6 +13,9 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
 
 LIFETIME_SECONDS = 30.0
 
@@ -163,3 +166,21 @@ def chunked(piece: bytes | str) -> bytes:
     """One chunk of Transfer-Encoding: chunked (RFC 9112, 7.1)."""
     data = piece.encode() if isinstance(piece, str) else piece
     return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+
+def kubeconfig_for(folder: Path, url: str) -> str:
+    """A kubeconfig whose one cluster is the server at ``url`` (a bearer token, no TLS)."""
+    path = folder / "kubeconfig"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "local", "cluster": {"server": url}}],
+                "users": [{"name": "me", "user": {"token": "t"}}],
+                "contexts": [{"name": "local", "context": {"cluster": "local", "user": "me"}}],
+                "current-context": "local",
+            }
+        )
+    )
+    return str(path)

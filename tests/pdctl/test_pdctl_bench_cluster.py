@@ -10,14 +10,13 @@ import math
 from pathlib import Path
 
 import pytest
-import yaml
 from typer.testing import CliRunner
 
-from pdctl import bench_run, output
+from pdctl import bench_run
 from pdctl.bench_job import RESULT_BEGIN, RESULT_END
 from pdctl.cli import app
 from tests.configurations import settings_for
-from tests.pdctl.hostile_server import Connection, Request, hostile_server
+from tests.pdctl.hostile_server import Connection, Request, hostile_server, kubeconfig_for
 from tests.pdctl.test_pdctl_bench import NOTHING_COMPLETED, SAVED_RESULT
 
 NAMESPACE = settings_for("default").serving.namespace
@@ -51,36 +50,12 @@ def cluster(job_status: dict, logs: str | None, pods: int = 1) -> dict:
     return {JOBS: create, f"{JOBS}/": status, PODS: pod_list, f"{PODS}/": log}
 
 
-def _kubeconfig(tmp_path: Path, url: str) -> str:
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "local", "cluster": {"server": url}}],
-                "users": [{"name": "me", "user": {"token": "t"}}],
-                "contexts": [{"name": "local", "context": {"cluster": "local", "user": "me"}}],
-                "current-context": "local",
-            }
-        )
-    )
-    return str(path)
-
-
-@pytest.fixture(autouse=True)
-def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
-    for console in (output.stdout, output.stderr):
-        # _width, not width: undoing `width` would pin every later test to the width read here
-        monkeypatch.setattr(console, "_width", 300)
-
-
 def _bench(routes: dict, tmp_path: Path, *extra: str) -> tuple[int, str, str]:
     with hostile_server(routes) as url:
         result = CliRunner().invoke(
             app,
             ["bench", "--save", str(tmp_path / "result.json"), *extra],
-            env={"KUBECONFIG": _kubeconfig(tmp_path, url)},
+            env={"KUBECONFIG": kubeconfig_for(tmp_path, url)},
         )
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     return result.exit_code, result.stdout, result.stderr

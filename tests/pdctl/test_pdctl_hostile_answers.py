@@ -21,17 +21,15 @@ from pathlib import Path
 
 import boto3
 import pytest
-import yaml
 from botocore.stub import Stubber
 from typer.testing import CliRunner
 
 from app_config import load_settings
-from pdctl import output
 from pdctl.checks import exit_code
 from pdctl.cli import app
 from pdctl.preflight import CLIENTS, admin_principals, efa_matches_catalog
 from tests.configurations import context_for, settings_for
-from tests.pdctl.hostile_server import Connection, Request, hostile_server
+from tests.pdctl.hostile_server import Connection, Request, hostile_server, kubeconfig_for
 from tests.pdctl.test_pdctl_hostile import HEALTHY_METRICS, models_ok, stream_ok
 
 SETTINGS = settings_for("default")
@@ -49,36 +47,12 @@ AWS_ENV = {
 }
 
 
-@pytest.fixture(autouse=True)
-def wide_console(monkeypatch: pytest.MonkeyPatch) -> None:
-    for console in (output.stdout, output.stderr):
-        # _width, not width: undoing `width` would pin every later test to the width read here
-        monkeypatch.setattr(console, "_width", 400)
-
-
 def _invoke(args: list[str], env: dict[str, str | None]) -> tuple[int, str]:
     result = CliRunner().invoke(app, args, env={"COLUMNS": "400", **env})
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
     text = " ".join(result.output.split())
     assert "Traceback" not in text
     return result.exit_code, text
-
-
-def _kubeconfig(tmp_path: Path, url: str) -> str:
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "clusters": [{"name": "local", "cluster": {"server": url}}],
-                "users": [{"name": "me", "user": {"token": "t"}}],
-                "contexts": [{"name": "local", "context": {"cluster": "local", "user": "me"}}],
-                "current-context": "local",
-            }
-        )
-    )
-    return str(path)
 
 
 # What the API server says when RBAC refuses: a Status object (Kubernetes API conventions).
@@ -139,7 +113,7 @@ def test_a_kubernetes_refusal_is_one_line_with_what_the_api_server_said(
 ) -> None:
     args, routes, said = CLUSTER_REFUSALS[scenario]
     with hostile_server(routes) as url:
-        code, text = _invoke(args, {"KUBECONFIG": _kubeconfig(tmp_path, url)})
+        code, text = _invoke(args, {"KUBECONFIG": kubeconfig_for(tmp_path, url)})
     assert code == 2, text
     assert f"the Kubernetes API refused the caller (HTTP 403: {said})" in text
     assert "access entry" in text
@@ -154,7 +128,7 @@ def test_decode_metrics_refused_by_the_kubernetes_api_cannot_tell_with_its_messa
     with hostile_server(routes) as url:
         code, text = _invoke(
             ["verify", "--url", url, "--timeout", "1", "--metrics-wait", "0"],
-            {"KUBECONFIG": _kubeconfig(tmp_path, url)},
+            {"KUBECONFIG": kubeconfig_for(tmp_path, url)},
         )
     assert code == 2, text
     assert f"HTTP 403: {PODS_SAID}" in text

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from app_config.node_labels import GPU_ROLES
-from tools.gpu_check.engines import HTTP_PORTS, SIDE_CHANNEL_PORTS
-from tools.gpu_check.one_gpu import LOOPBACK, vllm_cli_args
+from tools.gpu_check.engines import HTTP_PORTS, engine_command
+from tools.gpu_check.one_gpu import LOOPBACK
 from tools.gpu_check.serve_app import WORKER_CPUS, LocalCluster
 
 START_TIMEOUT_S = 540.0
@@ -72,25 +72,7 @@ def start_engines(
     (../shared/GPU.md). Returns each engine's seconds to healthy."""
     seconds = {}
     for role in GPU_ROLES:
-        command = [
-            sys.executable,
-            "-m",
-            "vllm.entrypoints.openai.api_server",
-            "--model",
-            model_path,
-            "--served-model-name",
-            model_id,
-            "--host",
-            LOOPBACK,
-            "--port",
-            str(HTTP_PORTS[role]),
-            *vllm_cli_args(kwargs_by_role[role]),
-        ]
-        role_env = {
-            **env,
-            "VLLM_NIXL_SIDE_CHANNEL_HOST": LOOPBACK,
-            "VLLM_NIXL_SIDE_CHANNEL_PORT": str(SIDE_CHANNEL_PORTS[role]),
-        }
+        command, role_env = engine_command(role, model_path, model_id, kwargs_by_role[role], env)
         log = state / f"{role}.log"
         pid = _detached(command, role_env, log, state / "pids")
         seconds[role] = wait_healthy(f"{engine_url(role)}/health", log, pid)

@@ -37,6 +37,33 @@ SIDE_CHANNEL_PORTS = {"prefill": 5600, "decode": 5610}
 HTTP_PORTS = {"prefill": 8100, "decode": 8200}
 
 
+def engine_command(
+    role: str, model_path: str, model_id: str, kwargs: Mapping[str, Any], env: Mapping[str, str]
+) -> tuple[list[str], dict[str, str]]:
+    """vLLM's OpenAI server for one side on this host, and its environment: each side its own
+    HTTP port and NIXL side channel, so two engines share one machine."""
+    command = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        model_path,
+        "--served-model-name",
+        model_id,
+        "--host",
+        LOOPBACK,
+        "--port",
+        str(HTTP_PORTS[role]),
+        *vllm_cli_args(kwargs),
+    ]
+    role_env = {
+        **env,
+        "VLLM_NIXL_SIDE_CHANNEL_HOST": LOOPBACK,
+        "VLLM_NIXL_SIDE_CHANNEL_PORT": str(SIDE_CHANNEL_PORTS[role]),
+    }
+    return command, role_env
+
+
 def prompts(count: int, words: int = 420) -> list[str]:
     """Prompts of several KV blocks each (block_size 128 tokens), each with its own first words so
     that no prefix is shared between them and prefix caching cannot stand in for a transfer."""
@@ -92,25 +119,10 @@ def running(
     env: Mapping[str, str],
     log: Path,
 ) -> Iterator[Engine]:
-    command = [
-        sys.executable,
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        model_path,
-        "--served-model-name",
-        model_id,
-        "--host",
-        LOOPBACK,
-        "--port",
-        str(HTTP_PORTS[role]),
-        *vllm_cli_args(kwargs),
-    ]
+    command, role_env = engine_command(role, model_path, model_id, kwargs, env)
     process_env = {
         **os.environ,
-        **env,
-        "VLLM_NIXL_SIDE_CHANNEL_HOST": LOOPBACK,
-        "VLLM_NIXL_SIDE_CHANNEL_PORT": str(SIDE_CHANNEL_PORTS[role]),
+        **role_env,
         "VLLM_SERVER_DEV_MODE": "1",  # /reset_prefix_cache
     }
     with open(log, "wb") as out:
