@@ -124,7 +124,7 @@ gpu-check: synth e2e-setup ## Third tier, one NVIDIA GPU: deployed engine config
 # TOKENIZER=<folder with tokenizer.json>; the result lands in build/gpu-bench/result.json.
 GPU_BENCH = "$$($(E2E_TOOL) venv)/bin/python" -m tools.gpu_bench
 gpu-bench: synth e2e-setup ## One NVIDIA GPU: direct / aggregated / deployed speed, vllm bench serve
-	$(GPU_BENCH) prepare --model-config $(or $(MODEL_CONFIG),tests/data/model_configs/Qwen3-8B.json) \
+	$(GPU_BENCH) prepare --model-config $(or $(MODEL_CONFIG),catalog/model_configs/Qwen3-8B.json) \
 		--tokenizer $(TOKENIZER) --commit "$$(git rev-parse HEAD)"
 	$(GPU_BENCH) engines
 	$(GPU_BENCH) sweep direct random prefix

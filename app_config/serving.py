@@ -99,6 +99,14 @@ class Model(Section):
         description="s3://bucket/prefix holding the model files; the Ray pods get read-only "
         "access to exactly that prefix.",
     )
+    config_file: str | None = Field(
+        None,
+        max_length=1024,
+        description="The model's config.json (a path on the machine that runs `cdk synth`), for "
+        "the rules that need the model: context length, data parallel only for MoE. Unset: "
+        "the copy the app bundles for a model it knows (catalog/model_configs), else synth warns "
+        "that these were not checked (model-unchecked).",
+    )
     hf_token_secret_arn: str | None = Field(
         None,
         **matching(

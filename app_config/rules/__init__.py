@@ -63,6 +63,7 @@ def _registry() -> tuple[Rule, ...]:
         capacity,
         image,
         kv_transfer,
+        model_fit,
         network,
         replica_fit,
         updates,
@@ -77,6 +78,7 @@ def _registry() -> tuple[Rule, ...]:
         *capacity.RULES,
         *updates.RULES,
         *kv_transfer.RULES,
+        *model_fit.RULES,
         *acknowledgments.RULES,
     )
 

@@ -20,8 +20,14 @@ from tests.configurations import context_for, settings_for
 DEEPSEEK = "deepseek-v3-pd"
 
 
+# The shape rules are judged on an MoE model: data parallel of a dense one is refused by its own
+# rule (app_config/rules/model_fit.py).
+MOE_MODEL = {"serving.model.id": "Qwen/Qwen3-30B-A3B"}
+
+
 def _load(**overrides: Any) -> Any:
-    return load_settings(context_for("default", **{k: str(v) for k, v in overrides.items()}), {})
+    given = {**MOE_MODEL, **{k: str(v) for k, v in overrides.items()}}
+    return load_settings(context_for("default", **given), {})
 
 
 def _problems(**overrides: Any) -> dict[str, str]:

@@ -45,6 +45,7 @@ WARNINGS = [
     ("default", CACHE_WITH_DIGEST, "pinned-digest-through-cache", "serving.image_digest"),
     ("default", {"serving.model.id": "qwen/qwen3-32b"}, "model-id-case", "serving.model.id"),
     ("default", {"account": "123456789012"}, "documentation-placeholder", "account"),
+    ("public-endpoint", {}, "model-unchecked", "serving.model.id"),
     ("quickstart", {}, "documentation-placeholder", "cluster.admin_principal_arns[0]"),
     (
         "capacity-block",
@@ -134,3 +135,74 @@ def test_warning_codes_are_unique_and_stable_words() -> None:
     assert len(codes) == len(set(codes))
     assert all(code.replace("-", "").isalnum() and code.islower() for code in codes)
     assert set(warning_codes()) <= set(codes)
+
+
+def _model_config(tmp_path, **fields) -> str:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({"model_type": "test", **fields}))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("fields", "max_model_len", "refused"),
+    [
+        ({"max_position_embeddings": 40960}, 40960, False),
+        ({"max_position_embeddings": 40960}, 40961, True),
+        # yarn scales its original length (vLLM 0.26 _get_and_verify_max_len)
+        (
+            {
+                "max_position_embeddings": 163840,
+                "rope_scaling": {
+                    "type": "yarn",
+                    "factor": 40,
+                    "original_max_position_embeddings": 4096,
+                },
+            },
+            163840,
+            False,
+        ),
+        # llama3 rope is not scaled again
+        (
+            {
+                "max_position_embeddings": 131072,
+                "rope_scaling": {"rope_type": "llama3", "factor": 8},
+            },
+            131073,
+            True,
+        ),
+        # the smallest length key decides
+        ({"max_position_embeddings": 65536, "seq_length": 8192}, 16384, True),
+    ],
+)
+def test_the_context_length_is_judged_by_the_models_config(
+    tmp_path, fields: dict, max_model_len: int, refused: bool
+) -> None:
+    overrides = {
+        "serving.model.config_file": _model_config(tmp_path, **fields),
+        "serving.max_model_len": str(max_model_len),
+    }
+    if not refused:
+        settings_for("default", **overrides)
+        return
+    with pytest.raises(ConfigError) as raised:
+        settings_for("default", **overrides)
+    (problem,) = [p for p in raised.value.problems if p.path == "serving.max_model_len"]
+    assert problem.code == "model-context-length"
+
+
+def test_data_parallel_of_a_dense_model_is_refused_by_its_config(tmp_path) -> None:
+    dense = _model_config(tmp_path, max_position_embeddings=163840)
+    with pytest.raises(ConfigError) as raised:
+        settings_for("deepseek-v3-pd", **{"serving.model.config_file": dense})
+    paths = {p.path for p in raised.value.problems if p.code == "model-dense-data-parallel"}
+    assert paths == {"serving.prefill.data_parallel_size", "serving.decode.data_parallel_size"}
+    settings_for("deepseek-v3-pd")  # the bundled DeepSeek-V3 config has 256 routed experts
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]"])
+def test_an_unreadable_model_config_is_an_error_naming_the_setting(tmp_path, content) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(content)
+    with pytest.raises(ConfigError) as raised:
+        settings_for("default", **{"serving.model.config_file": str(path)})
+    assert [p.path for p in raised.value.problems] == ["serving.model.config_file"]

@@ -73,7 +73,7 @@ def test_the_vocabulary_is_cut_to_what_the_tokenizer_decodes(
     tmp_path, config_vocab, tokens, changed
 ) -> None:
     tokenizer = _tokenizer(tmp_path / "tok", tokens - 26, 26)
-    config = json.loads((ROOT / "tests/data/model_configs/Qwen3-8B.json").read_text())
+    config = json.loads((ROOT / "catalog/model_configs/Qwen3-8B.json").read_text())
     config["vocab_size"] = config_vocab
     notes = real_size.build(config, tokenizer, tmp_path / "model")
     written = json.loads((tmp_path / "model" / "config.json").read_text())

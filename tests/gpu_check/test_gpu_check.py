@@ -32,7 +32,7 @@ from tools.gpu_check.serve_app import metric_presence, one_gpu_worker_resources
 from tools.gpu_check.tiny_model import CHAT_TEMPLATE, chat_prompt
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIGS = sorted((ROOT / "tests/data/model_configs").glob("*.json"))
+CONFIGS = sorted((ROOT / "catalog/model_configs").glob("*.json"))
 CAPTURED = ROOT / "tests/data/gpu_check"
 RESULTS = sorted((ROOT / "docs/gpu-check").glob("*.json"))
 VOCAB = 4096

@@ -18,7 +18,7 @@ from pdctl.cli import app
 from pdctl.model_architecture import model_shape
 from tests.configurations import PROJECT_ROOT
 
-MODEL_CONFIGS = PROJECT_ROOT / "tests" / "data" / "model_configs"
+MODEL_CONFIGS = PROJECT_ROOT / "catalog" / "model_configs"
 
 
 def _config(name: str) -> dict:

@@ -31,7 +31,7 @@ from pdctl.model_architecture import UnsupportedModelError, model_shape
 from tests.configurations import PROJECT_ROOT
 from tests.pdctl.test_pdctl_plan import LLAMA_3_1_70B, QWEN3_30B_A3B
 
-MODEL_CONFIGS = PROJECT_ROOT / "tests" / "data" / "model_configs"
+MODEL_CONFIGS = PROJECT_ROOT / "catalog" / "model_configs"
 DEEPSEEK_V3 = json.loads((MODEL_CONFIGS / "DeepSeek-V3.json").read_text())
 # DeepSeek-V3.2's sparse attention adds an indexer to V3's architecture; its config keys (the
 # V3.2-Exp config.json, written from knowledge) on V3's numbers.
