@@ -695,6 +695,7 @@ def bench_command(
 
     From the Ray LLM image, next to the endpoint; exits 1 unless every request completed."""
     from pdctl import bench_job, bench_run, kube
+    from pdctl.cluster_jobs import ClusterJobs
     from serving_manifests.image import pod_image
     from serving_manifests.names import SERVE_PORT, endpoint_service_name
 
@@ -716,7 +717,7 @@ def bench_command(
     )
     with output.stderr.status(f"Job {name}: running vllm bench serve...", spinner="dots") as shown:
         outcome = bench_run.run(
-            bench_run.KubernetesBenchJobs(settings),
+            ClusterJobs(settings),
             manifest,
             deadline_seconds=timeout_minutes * 60,
             progress=lambda text: shown.update(plain(text)),
@@ -896,6 +897,7 @@ def efa_check_command(
     """Every EFA device of a prefill and a decode node, and a ping-pong over each device pair on
     the efa fabric, from the Ray LLM image, judged against the catalog's line rate."""
     from pdctl import efa_jobs, efa_results, efa_run, kube
+    from pdctl.cluster_jobs import ClusterJobs
 
     settings = _settings(config, context)
     kube.load_kubeconfig(settings)
@@ -911,7 +913,7 @@ def efa_check_command(
             f"{plan.deadline_seconds} s)...",
             spinner="dots",
         ):
-            run_output = efa_run.run(efa_run.KubernetesJobs(), plan)
+            run_output = efa_run.run(ClusterJobs(settings), plan)
     except efa_run.EfaCheckError as error:
         fail(f"efa-check: {error}")
     expected = {

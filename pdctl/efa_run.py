@@ -4,12 +4,12 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pdctl.cluster_jobs import PodState
 from pdctl.efa_jobs import (
     CLIENT_ROLE,
     SERVER_ROLE,
@@ -27,15 +27,6 @@ ROLES = (CLIENT_ROLE, SERVER_ROLE)
 
 class EfaCheckError(Exception):
     """The check could not run to the end: one line saying where it stopped and why."""
-
-
-@dataclass(frozen=True)
-class PodState:
-    phase: str  # Pending, Running, Succeeded, Failed, or "" when no pod exists yet
-    ip: str | None = None
-    node: str | None = None
-    waiting: str = ""  # why it is not running: the scheduler's or the kubelet's message
-    ran: bool = False  # its container started at some point
 
 
 class JobApi(Protocol):
@@ -142,78 +133,3 @@ def _delete_all(api: JobApi, namespace: str, objects: list[tuple[str, str]]) -> 
             # The API server's own words, not the client exception's headers and body.
             errors.append(f"{kind} {name}: {describe_api_error(error, None)}")
     return errors
-
-
-class KubernetesJobs:
-    """JobApi on the kubeconfig's cluster, every call bounded."""
-
-    def __init__(self, request_timeout: float = 30) -> None:
-        from kubernetes import client
-        from kubernetes import config as kube_config
-
-        # KUBECONFIG read now, as pdctl.kube.load_kubeconfig does: the client reads it once,
-        # when it is first imported, and a long-lived process may have moved it since.
-        kube_config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)
-        self._batch, self._core = client.BatchV1Api(), client.CoreV1Api()
-        self._timeout = request_timeout
-
-    def create(self, manifest: dict[str, Any]) -> None:
-        namespace = manifest["metadata"]["namespace"]
-        if manifest["kind"] == "Service":
-            self._core.create_namespaced_service(
-                namespace, manifest, _request_timeout=self._timeout
-            )
-        else:
-            self._batch.create_namespaced_job(namespace, manifest, _request_timeout=self._timeout)
-
-    def _pod(self, namespace: str, job: str) -> Any:
-        pods = self._core.list_namespaced_pod(
-            namespace, label_selector=f"job-name={job}", _request_timeout=self._timeout
-        ).items
-        return pods[0] if pods else None
-
-    def pod_state(self, namespace: str, job: str) -> PodState:
-        pod = self._pod(namespace, job)
-        if pod is None:
-            return PodState("")
-        status = pod.status
-        reasons = [
-            f"{c.reason}: {c.message}"
-            for c in status.conditions or []
-            if c.status != "True" and c.message
-        ] + [
-            f"{s.state.waiting.reason}: {s.state.waiting.message or ''}".rstrip(": ")
-            for s in status.container_statuses or []
-            if s.state and s.state.waiting
-        ]
-        ran = any(
-            s.state and (s.state.running or (s.state.terminated and s.state.terminated.started_at))
-            for s in status.container_statuses or []
-        )
-        return PodState(
-            status.phase or "", status.pod_ip, pod.spec.node_name, "; ".join(reasons), bool(ran)
-        )
-
-    def logs(self, namespace: str, job: str) -> str:
-        pod = self._pod(namespace, job)
-        if pod is None:
-            return ""
-        return self._core.read_namespaced_pod_log(
-            pod.metadata.name, namespace, _request_timeout=self._timeout
-        )
-
-    def delete(self, kind: str, namespace: str, name: str) -> None:
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            if kind == "Service":
-                self._core.delete_namespaced_service(
-                    name, namespace, _request_timeout=self._timeout
-                )
-            else:
-                self._batch.delete_namespaced_job(
-                    name, namespace, propagation_policy="Background", _request_timeout=self._timeout
-                )
-        except ApiException as error:
-            if error.status != 404:
-                raise

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pdctl import bench_run
+from pdctl import bench_run, cluster_jobs
 from pdctl.bench_job import RESULT_BEGIN, RESULT_END
 from pdctl.cli import app
 from tests.configurations import settings_for
@@ -94,7 +94,7 @@ def test_bench_exit_code_follows_what_the_run_completed(
     extra = ["--json"]
     if job_status.get("active"):
         extra += ["--timeout-minutes", "1"]
-        monkeypatch.setattr(bench_run, "CALL_SECONDS", 1.0)
+        monkeypatch.setattr(cluster_jobs, "CALL_SECONDS", 1.0)
         monkeypatch.setattr(bench_run, "CLOCK", _fast_clock())
     exit_code, stdout, stderr = _bench(cluster(job_status, logs), tmp_path, *extra)
     assert exit_code == code, stderr
@@ -110,7 +110,7 @@ def _fast_clock():
 
 
 def test_a_stalled_api_server_ends_within_the_call_bound(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(bench_run, "CALL_SECONDS", 1.0)
+    monkeypatch.setattr(cluster_jobs, "CALL_SECONDS", 1.0)
 
     def stall(conn: Connection, request: Request) -> None:
         conn.trickle("HTTP/1.1 201 Created\r\n" + "X: " + "a" * 200, 0.2)

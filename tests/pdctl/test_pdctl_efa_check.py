@@ -22,7 +22,7 @@ from app_config.efa_check import IMAGE_PULL_SECONDS, START_SECONDS, EfaCheck
 from app_config.node_labels import EFA_RESOURCE
 from catalog.eks_versions import RELEASES
 from catalog.instances import CATALOG
-from pdctl import efa_jobs, efa_results, efa_run
+from pdctl import cluster_jobs, efa_jobs, efa_results, efa_run
 from pdctl.efa_jobs import MARK
 from pdctl.efa_results import EXPECTED_SIZES, evaluate, parse_log
 from tests import fabtests_model
@@ -593,7 +593,7 @@ def _cli(monkeypatch, run) -> tuple[int, str]:
     from pdctl.cli import app
 
     monkeypatch.setattr(kube, "load_kubeconfig", lambda settings: None)
-    monkeypatch.setattr(efa_run, "KubernetesJobs", lambda: None)
+    monkeypatch.setattr(cluster_jobs, "ClusterJobs", lambda settings: None)
     monkeypatch.setattr(efa_run, "run", run)
     result = CliRunner().invoke(app, ["efa-check"])
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception

@@ -27,9 +27,12 @@ from ray.util.state.common import (
 )
 from typer.testing import CliRunner
 
+from catalog.models import MODEL_CONFIGS
 from pdctl import rank_placement
 from pdctl.cli import app
 from tests.pdctl.test_pdctl_verify import FakeServe
+
+MOE_CONFIG = MODEL_CONFIGS / "Qwen3-30B-A3B.json"
 
 PG = bytes.fromhex("a1" * 18)
 NODE_A, NODE_B = bytes.fromhex("0a" * 28), bytes.fromhex("0b" * 28)
@@ -180,6 +183,9 @@ def _verify(url: str, token: str | None) -> tuple[int, list[dict]]:
             *("--ray-dashboard-url", url, "--json"),
             *("-c", "serving.decode.tensor_parallel_size=1"),
             *("-c", "serving.decode.data_parallel_size=8"),
+            # data parallel needs a model with experts (app_config/rules/model_fit.py): the
+            # served model's config.json is an MoE's
+            *("-c", f"serving.model.config_file={MOE_CONFIG}"),
         ],
         env=env,
     )
