@@ -1,7 +1,9 @@
 """`make gpu-bench`: the deployed serving path's speed on one GPU, against its floor.
 
     python -m tools.gpu_bench prepare --model-config C --tokenizer DIR   # model folder, plan
+    python -m tools.gpu_bench hand-off push|pull     # which way the KV cache moves (hand_off.py)
     python -m tools.gpu_bench engines                # prefill + decode vLLM, the toy P/D proxy
+    python -m tools.gpu_bench probe VARIANT          # one request: does the path answer?
     python -m tools.gpu_bench sweep VARIANT DATASET  # vllm bench serve over CONCURRENCY
     python -m tools.gpu_bench stop                   # the processes this tool started
     python -m tools.gpu_bench serve [--wait]         # local Ray + the Serve app as synthesized
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from app_config.node_labels import GPU_ROLES
-from tools.gpu_bench import real_size, stack
+from tools.gpu_bench import hand_off, real_size, stack
 from tools.gpu_bench.results import BenchRun, markdown_report, write_svg
 from tools.gpu_bench.workload import CONCURRENCY, DATASETS, FIGURES, OUTPUT_TOKENS, PROMPTS
 from tools.gpu_check.deployed import DeployedRayService
@@ -52,6 +54,7 @@ ENVIRONMENT = {
 DUMMY = "random weights, nothing downloaded (the real-size model)"
 VARIANTS = {
     "direct": "prefill + decode vLLM engines, the P/D protocol by a toy proxy (no Serve)",
+    "direct-pull": "direct, decode READing the KV cache as deployed (one GPU: UCX's TCP relay)",
     "aggregated": "the decode engine alone, no hand-off (what P/D is compared to)",
     "deployed": "the Serve application as synthesized (one-GPU changes listed)",
     "deployed-ingress-2": "deployed, with 2 ingress replicas",
@@ -93,7 +96,10 @@ def prepare(args: argparse.Namespace) -> None:
     resources, resource_changes = one_gpu_worker_resources(
         {role: deployed.worker_resources(role) for role in GPU_ROLES}
     )
+    hand_off_changes = hand_off.choose(serve_config, args.hand_off, deployed.serve_config)
     plan = {
+        "deployed_serve_config": deployed.serve_config,
+        "hand_off": args.hand_off,
         "serve_config": serve_config,
         "head_start_params": deployed.head_start_params,
         "worker_resources": resources,
@@ -108,7 +114,7 @@ def prepare(args: argparse.Namespace) -> None:
         architecture=f"{config['architectures'][0]} ({Path(args.model_config).name})",
         versions=versions(),
         commit=args.commit,
-        changes=lines + resource_changes,
+        changes=lines + resource_changes + [str(change) for change in hand_off_changes],
         model_changes=model_changes,
         workload={
             "concurrency": list(CONCURRENCY),
@@ -129,6 +135,43 @@ def plan() -> dict[str, Any]:
     return json.loads((STATE / "plan.json").read_text())
 
 
+def switch_hand_off(args: argparse.Namespace) -> None:
+    """Change the direction after `prepare` (before the engines start): the plan and the
+    record's list of changes follow."""
+    p = plan()
+    changes = hand_off.choose(p["serve_config"], args.direction, p["deployed_serve_config"])
+    p["hand_off"] = args.direction
+    (STATE / "plan.json").write_text(json.dumps(p, indent=2))
+    run = record()
+    run.changes = [line for line in run.changes if hand_off.PUSH_REASON not in line]
+    run.changes += [str(change) for change in changes]
+    run.write(STATE / "result.json")
+    print(f"gpu-bench: hand-off {args.direction}", flush=True)
+
+
+def probe(args: argparse.Namespace) -> None:
+    """One short completion through ``variant``'s path, so a sweep does not start against a path
+    that cannot answer (exit 1, with the answer or the error)."""
+    body = json.dumps(
+        {"model": plan()["model_id"], "prompt": "The KV cache", "max_tokens": 8}
+    ).encode()
+    request = urllib.request.Request(
+        f"{base_url(args.variant)}/v1/completions",
+        data=body,
+        headers={"Content-Type": "application/json"},
+    )
+    start = time.monotonic()
+    try:
+        with urllib.request.urlopen(request, timeout=args.timeout) as answer:
+            text = json.loads(answer.read())["choices"][0]["text"]
+    except (OSError, KeyError, ValueError) as error:
+        print(f"gpu-bench: probe {args.variant} failed: {error}", flush=True)
+        raise SystemExit(1) from error
+    print(
+        f"gpu-bench: probe {args.variant}: {time.monotonic() - start:.2f} s, {text!r}", flush=True
+    )
+
+
 def engines(_: argparse.Namespace) -> None:
     p = plan()
     kwargs = {role: engine_kwargs(p["serve_config"], role) for role in GPU_ROLES}
@@ -139,7 +182,7 @@ def engines(_: argparse.Namespace) -> None:
 
 
 def base_url(variant: str) -> str:
-    if variant == "direct":
+    if variant.startswith("direct"):
         return stack.proxy_url()
     if variant == "aggregated":
         return stack.engine_url("decode")
@@ -211,7 +254,10 @@ def stop(_: argparse.Namespace) -> None:
 
 def serve(args: argparse.Namespace) -> None:
     p = plan()
-    cluster = stack.start_ray(p["head_start_params"], p["worker_resources"], ENVIRONMENT, STATE)
+    node_env = {role: hand_off.side_channel_environment(role) for role in GPU_ROLES}
+    cluster = stack.start_ray(
+        p["head_start_params"], p["worker_resources"], ENVIRONMENT, STATE, node_env
+    )
     cluster.put(p["serve_config"])
     print("gpu-bench: Serve config PUT", flush=True)
     if args.wait:
@@ -319,8 +365,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model-config", required=True)
     p.add_argument("--tokenizer", required=True, help="folder with tokenizer.json")
     p.add_argument("--commit", default="")
+    p.add_argument("--hand-off", choices=hand_off.DIRECTIONS, default="push")
     p.set_defaults(handler=prepare)
+    h = commands.add_parser("hand-off")
+    h.add_argument("direction", choices=hand_off.DIRECTIONS)
+    h.set_defaults(handler=switch_hand_off)
     commands.add_parser("engines").set_defaults(handler=engines)
+    q = commands.add_parser("probe")
+    q.add_argument("variant", choices=tuple(VARIANTS))
+    q.add_argument("--timeout", type=float, default=120)
+    q.set_defaults(handler=probe)
     s = commands.add_parser("sweep")
     s.add_argument("variant", choices=tuple(VARIANTS))
     s.add_argument("datasets", nargs="+", choices=tuple(DATASETS))

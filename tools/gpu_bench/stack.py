@@ -124,9 +124,11 @@ def start_ray(
     worker_resources: Mapping[str, Mapping[str, float]],
     env: Mapping[str, str],
     state: Path,
+    node_env: Mapping[str, Mapping[str, str]],
 ) -> LocalCluster:
     """A head (the head group's CPUs, no GPU) and one node per side with the GPU and the side's
-    resource, as `make gpu-check` shapes it (tools/gpu_check/serve_app.py)."""
+    resource, as `make gpu-check` shapes it (tools/gpu_check/serve_app.py). ``node_env`` adds
+    environment to one side's node (Ray's workers inherit their raylet's)."""
     ray = [sys.executable, "-m", "ray.scripts.scripts", "start"]
     process_env = {**os.environ, **env}
 
@@ -137,7 +139,7 @@ def start_ray(
                 check=True,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env=process_env,
+                env={**process_env, **node_env.get(name, {})},
                 timeout=180,
                 start_new_session=True,
             )

@@ -1,0 +1,75 @@
+"""Which direction the KV cache travels between two engines on one GPU.
+
+The deployed connector is vLLM's ``NixlConnector``, in vLLM 0.26 an alias of
+``NixlPullConnector``: decode READs prefill's blocks (kv_connector/v1/nixl/connector.py,
+pull_worker.py). Between two nodes on EFA that is an RDMA read at line rate. Between two
+processes on one GPU there is no EFA device, so NIXL runs on UCX, and UCX's ``cuda_ipc`` transport
+serves remote WRITE but not remote READ, which falls back to a TCP relay through host memory
+(vllm-project/vllm#52607; nixl#1097). The 2026-12-02 run measured that relay: about 0.4 GB/s, the
+ceiling of every P/D figure, so the Serve path's own cost was hidden under a 440 ms transfer.
+
+``push`` makes each side vLLM 0.26's ``NixlPushConnector`` (push_scheduler.py, push_worker.py):
+the same request protocol (prefill answers with its blocks' coordinates, decode registers its
+own blocks with prefill, prefill WRITEs into them), so Ray Serve LLM's P/D orchestration is
+unchanged. Ray Serve LLM 2.58 registers no backend for that connector name and falls back to its
+``DefaultConnectorBackend`` (engines/vllm/kv_transfer/factory.py), which has the same P/D
+protocol (``DefaultPDProtocolMixin``) but does not choose a NIXL side-channel port, so each Ray
+node is started with its own (``side_channel_environment``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from app_config.node_labels import GPU_ROLES
+from tools.gpu_check.engines import SIDE_CHANNEL_PORTS
+from tools.gpu_check.one_gpu import LOOPBACK, Change
+
+PUSH_CONNECTOR = "NixlPushConnector"
+DIRECTIONS = ("push", "pull")
+PUSH_REASON = (
+    "one GPU, no EFA: NIXL on UCX serves a remote READ between two processes by a TCP relay "
+    "(cuda_ipc serves WRITE only, vllm#52607; 0.4 GB/s measured 2026-12-02), so prefill "
+    "pushes the KV cache instead (vLLM 0.26 NixlPushConnector, same P/D protocol)"
+)
+# Ray nodes take ports of their own, clear of the direct engines' (tools/gpu_check/engines.py).
+RAY_NODE_PORT_OFFSET = 1000
+
+
+def choose(
+    serve_config: dict[str, Any], direction: str, deployed: Mapping[str, Any]
+) -> list[Change]:
+    """Set both sides' connector for ``direction`` in place; the changes against ``deployed``
+    (the synthesized config), none for ``pull``."""
+    if direction not in DIRECTIONS:
+        raise ValueError(f"hand-off direction {direction!r}: one of {', '.join(DIRECTIONS)}")
+    (application,) = serve_config["applications"]
+    (deployed_application,) = deployed["applications"]
+    changes = []
+    for role in GPU_ROLES:
+        transfer = application["args"][f"{role}_config"]["engine_kwargs"]["kv_transfer_config"]
+        synthesized = deployed_application["args"][f"{role}_config"]["engine_kwargs"][
+            "kv_transfer_config"
+        ]["kv_connector"]
+        transfer["kv_connector"] = PUSH_CONNECTOR if direction == "push" else synthesized
+        if transfer["kv_connector"] != synthesized:
+            changes.append(
+                Change(
+                    f"{role}_config.engine_kwargs.kv_transfer_config.kv_connector",
+                    synthesized,
+                    transfer["kv_connector"],
+                    PUSH_REASON,
+                )
+            )
+    return changes
+
+
+def side_channel_environment(role: str) -> dict[str, str]:
+    """The NIXL side channel of the Ray node that hosts ``role``'s engine: Ray Serve LLM sets one
+    only for the ``NixlConnector`` name (NixlConnectorBackend, kv_transfer/nixl.py), and leaves a
+    preset one alone, so a node-wide setting serves both directions."""
+    return {
+        "VLLM_NIXL_SIDE_CHANNEL_HOST": LOOPBACK,
+        "VLLM_NIXL_SIDE_CHANNEL_PORT": str(SIDE_CHANNEL_PORTS[role] + RAY_NODE_PORT_OFFSET),
+    }
