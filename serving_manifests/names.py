@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app_config import Settings
+from app_config.derived_names import (  # noqa: F401  (re-exported: the renderers' names)
+    endpoint_binding_name,
+    endpoint_service_name,
+    kuberay_serve_service_name,
+    model_cache_volume_name,
+    operator_rbac_prefix,
+    pod_disruption_budget_name,
+)
 
 # Every pod of the RayService carries this label with the RayService's name: the network
 # policies and the endpoint Service select by it.
@@ -87,22 +94,3 @@ class GcsStoreBinding:
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
-
-
-def endpoint_binding_name(settings: Settings) -> str:
-    return f"{settings.serving.name}-endpoint"
-
-
-def endpoint_service_name(settings: Settings) -> str:
-    """Our Service behind the load balancer: every ready Serve proxy of every Ray cluster."""
-    return f"{settings.serving.name}-serve-endpoints"
-
-
-def model_cache_volume_name(settings: Settings) -> str:
-    """Cluster-scoped, so the namespace is part of the name."""
-    return f"{settings.serving.namespace}-{settings.serving.name}-model-cache"
-
-
-def kuberay_serve_service_name(settings: Settings) -> str:
-    """The ClusterIP Service KubeRay itself creates for Serve (port 8000)."""
-    return f"{settings.serving.name}-serve-svc"

@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 
 from app_config import Settings
+from app_config.derived_names import pod_disruption_budget_name
 from app_config.efa_check import device_pairs
 from app_config.node_labels import ROLE_LABEL
 from catalog.helm_charts import KUBERAY_OPERATOR
@@ -216,7 +217,7 @@ def render_pod_disruption_budgets(settings: Settings) -> list[dict[str, Any]]:
         budget = load("pod-disruption-budget.yaml")
         budget["spec"]["minAvailable"] = floor - 1
         budget["metadata"].update(
-            name=f"{settings.serving.name}-{role}", namespace=settings.serving.namespace
+            name=pod_disruption_budget_name(settings, role), namespace=settings.serving.namespace
         )
         budget["spec"]["selector"]["matchLabels"] = {
             RAYSERVICE_LABEL: settings.serving.name,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from app_config import Settings
+from app_config.derived_names import operator_rbac_prefix
 from serving_manifests.templates import load_all
 
 # The Kubernetes group of every operator's access entry (EKS refuses names that start with
@@ -22,7 +23,7 @@ def render_operator_rbac(settings: Settings) -> list[dict[str, Any]]:
     bindings to OPERATORS_GROUP. Names carry the RayService's name, so two deployments on one
     cluster do not share (or delete) each other's."""
     documents = load_all("operator-rbac.yaml")
-    prefix = f"{settings.serving.name}-operator"
+    prefix = operator_rbac_prefix(settings)
     template_prefix = "llm-serving-operator"
     for document in documents:
         metadata = document["metadata"]

@@ -13,6 +13,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sns as sns
 
 from app_config import Settings
+from app_config.derived_names import gpu_nodes_below_desired_alarm
 from constructs import Construct
 from constructs.common.checkov_skips import AWS_CUSTOM_RESOURCE_PROVIDER_ID
 from constructs.common.encrypted_log_group import encrypt_log_groups_under
@@ -77,7 +78,7 @@ class GpuNodesStack(Stack):
                 self,
                 f"{role.capitalize()}NodesCapacityAlarm",
                 cluster_name=settings.cluster_name,
-                alarm_name=f"{settings.prefix}-{role}-gpu-nodes-below-desired",
+                alarm_name=gpu_nodes_below_desired_alarm(settings.prefix, role),
                 nodegroup=group.nodegroup,
                 role=role,
                 minutes=settings.observability.alarms.node_shortfall_minutes,

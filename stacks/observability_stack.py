@@ -11,6 +11,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_sns as sns
 
 from app_config import Settings
+from app_config.derived_names import dashboard_name
 from constructs import Construct
 from constructs.common.log_encryption_key import LogEncryptionKey
 from constructs.observability.amp_data_source import AmpDataSource
@@ -77,7 +78,7 @@ class ObservabilityStack(Stack):
             self,
             "DashboardUrl",
             value=f"https://{self.region}.console.aws.amazon.com/cloudwatch/home?region="
-            f"{self.region}#dashboards/dashboard/{settings.prefix}-serving",
+            f"{self.region}#dashboards/dashboard/{dashboard_name(settings.prefix)}",
         )
         CfnOutput(
             self,

@@ -18,13 +18,12 @@ from dataclasses import dataclass
 from aws_cdk import Fn
 
 from app_config import Settings
-from constructs.common.session_tunnel import NODE_TAG, tunnel_document_name
+from app_config.derived_names import API_TUNNEL, ENDPOINT_TUNNEL, tunnel_document_name
+from constructs.common.session_tunnel import NODE_TAG
 from constructs.serving.serving_endpoint import ServingEndpoint
 
 API_LOCAL_PORT = 8443
 ENDPOINT_LOCAL_PORT = 8000
-API_TUNNEL = "ApiServer"
-ENDPOINT_TUNNEL = "ModelApi"
 
 
 def api_tunnel_document(settings: Settings) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from app_config import Settings, endpoint_health, load_settings
 from serving_manifests import render
-from serving_manifests.drain import termination_grace_seconds
+from app_config.drain import termination_grace_seconds
 from serving_manifests.names import SERVE_PORT, endpoint_service_name
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -61,11 +61,13 @@ def _registry() -> tuple[Rule, ...]:
         acknowledgments,
         alarms,
         capacity,
+        derived_names,
         image,
         kv_transfer,
         model_fit,
         network,
         replica_fit,
+        timeouts,
         updates,
     )
 
@@ -77,8 +79,10 @@ def _registry() -> tuple[Rule, ...]:
         *alarms.RULES,
         *capacity.RULES,
         *updates.RULES,
+        *timeouts.RULES,
         *kv_transfer.RULES,
         *model_fit.RULES,
+        *derived_names.RULES,
         *acknowledgments.RULES,
     )
 

@@ -9,6 +9,7 @@ from aws_cdk import RemovalPolicy, Stack, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 
+from app_config.derived_names import control_plane_log_group
 from app_config.model import Cluster as ClusterSettings
 from catalog.eks_versions import RELEASES
 from constructs import Construct
@@ -110,7 +111,7 @@ class EksControlPlane(Construct):
             key=self.log_key,
             retention_days=settings.control_plane_log_retention_days,
             removal_policy=props.removal_policy,
-            log_group_name=f"/aws/eks/{props.cluster_name}/cluster",
+            log_group_name=control_plane_log_group(props.cluster_name),
         )
         self.cluster.node.add_dependency(self.control_plane_logs)
         self._acknowledge_cdk_managed_parts()

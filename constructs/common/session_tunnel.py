@@ -93,11 +93,6 @@ class TunnelDocument(Construct):
         self.arn = account_arn(Stack.of(self), "ssm", f"document/{name}").arn
 
 
-def tunnel_document_name(prefix: str, purpose: str) -> str:
-    """``Tunnel-<prefix>-<purpose>``: at most 128 of [a-zA-Z0-9_.-] (CreateDocument)."""
-    return f"Tunnel-{prefix}-{purpose}"
-
-
 class TunnelPolicy(Construct):
     """The customer managed policy an operator attaches to open these tunnels, and only them.
 

@@ -1,12 +1,11 @@
 """A VPC laid out for GPU serving: private nodes, one pinned GPU zone, traffic kept off NAT.
 
-Address arithmetic behind the default /19 private subnets (8,187 usable addresses each):
-a p5.48xlarge with the AWS EFA layout takes 1 address for its ENA primary interface, plus the
-VPC CNI's warm pool (one ENI's worth: up to 49 secondary addresses); EFA-only interfaces take
-none. Even a layout with 32 EFA (not EFA-only) interfaces costs 32 + 50 = 82 addresses per node,
-so one GPU-zone subnet holds about 100 such nodes, next to the system nodes and every pod IP.
-Two zones of /19 + /24 + /27 (the internal load balancer's own) use 16,960 of a /16's 65,536
-addresses, leaving room for more zones.
+Address arithmetic behind the default /19 private subnets (8,187 usable addresses each): with
+the VPC CNI every pod takes a subnet address and each node holds a warm interface's worth beside
+those in use (a p5.48xlarge two interfaces of 50: 100 addresses); EFA-only interfaces take none.
+The rule `subnet-addresses` (app_config/rules/network.py) counts the GPU zone's subnet at the node
+groups' max_size with the CNI's per-type limits (catalog/vpc_cni_limits.py). Two zones of /19 +
+/24 + /27 (the internal load balancer's own) use 16,960 of a /16's 65,536 addresses.
 """
 
 from __future__ import annotations

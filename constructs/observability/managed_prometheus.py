@@ -20,6 +20,11 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 
 from app_config import Settings
+from app_config.derived_names import (
+    prometheus_log_group,
+    prometheus_scraper_alias,
+    prometheus_workspace_alias,
+)
 from constructs import Construct
 from constructs.common.encrypted_log_group import encrypted_log_group
 from monitoring.alert_rules import GROUP_NAME, render_alert_rules
@@ -55,7 +60,7 @@ class ManagedPrometheus(Construct):
             key=props.log_key,
             retention_days=settings.observability.log_retention_days,
             removal_policy=props.removal_policy,
-            log_group_name=f"/aws/vendedlogs/prometheus/{settings.prefix}-serving",
+            log_group_name=prometheus_log_group(settings.prefix),
         )
         # Encrypted at rest with an AWS owned key. The AMP user guide ("Encryption at rest")
         # notes that workspaces created with a customer managed key cannot use AWS managed
@@ -64,7 +69,7 @@ class ManagedPrometheus(Construct):
         self.workspace = aps.CfnWorkspace(
             self,
             "Workspace",
-            alias=f"{settings.prefix}-serving",
+            alias=prometheus_workspace_alias(settings.prefix),
             workspace_configuration=aps.CfnWorkspace.WorkspaceConfigurationProperty(
                 retention_period_in_days=settings.observability.metrics_retention_days
             ),
@@ -87,7 +92,7 @@ class ManagedPrometheus(Construct):
         self.scraper = aps.CfnScraper(
             self,
             "Scraper",
-            alias=f"{settings.prefix}-ray",
+            alias=prometheus_scraper_alias(settings.prefix),
             source=aps.CfnScraper.SourceProperty(
                 eks_configuration=aps.CfnScraper.EksConfigurationProperty(
                     cluster_arn=props.cluster_arn,

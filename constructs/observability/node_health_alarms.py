@@ -15,6 +15,11 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_sns as sns
 
 from app_config import Settings
+from app_config.derived_names import (
+    efa_connection_errors_alarm,
+    health_events_undelivered_alarm,
+    nodes_not_ready_alarm,
+)
 from catalog.metrics import (
     CLUSTER_FAILED_NODES,
     NODE_EFA_IMPAIRED_REMOTE,
@@ -45,7 +50,7 @@ class NodeHealthAlarms(Construct):
             period=WINDOW,
             label="EFA remote connection errors",
         )
-        efa_name = f"{settings.prefix}-efa-connection-errors"
+        efa_name = efa_connection_errors_alarm(settings.prefix)
         efa_alarm = efa_errors.create_alarm(
             self,
             "EfaErrors",
@@ -61,7 +66,7 @@ class NodeHealthAlarms(Construct):
             evaluation_periods=1,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
-        not_ready_name = f"{settings.prefix}-nodes-not-ready"
+        not_ready_name = nodes_not_ready_alarm(settings.prefix)
         failed_nodes = catalog_metric(
             CLUSTER_FAILED_NODES, cluster, statistic="Maximum", period=WINDOW
         ).create_alarm(
@@ -77,7 +82,7 @@ class NodeHealthAlarms(Construct):
             evaluation_periods=2,
             treat_missing_data=cloudwatch.TreatMissingData.BREACHING,
         )
-        delivery_name = f"{settings.prefix}-health-events-undelivered"
+        delivery_name = health_events_undelivered_alarm(settings.prefix)
         health_events = events.Rule(
             self,
             "Ec2HealthEvents",

@@ -16,6 +16,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 
 from app_config import Settings
+from app_config.derived_names import dashboard_name
 from app_config.node_labels import GPU_ROLES
 from catalog.metrics import (
     AUTOSCALER_ACTIVE_NODES,
@@ -76,7 +77,7 @@ class ServingDashboard(Construct):
         self.dashboard = cloudwatch.Dashboard(
             self,
             "Dashboard",
-            dashboard_name=f"{settings.prefix}-serving",
+            dashboard_name=dashboard_name(settings.prefix),
             default_interval=Duration.hours(3),
         )
         self.dashboard.add_widgets(

@@ -22,7 +22,7 @@ from constructs.common.checkov_skips import skip_checks
 from constructs.common.nag_acknowledgments import acknowledge
 from constructs.network.gpu_vpc import endpoint_subnets
 from constructs.serving.signed_model_api import SignedModelApi, SignedModelApiProps
-from serving_manifests.drain import deregistration_delay_seconds
+from app_config.drain import deregistration_delay_seconds
 from serving_manifests.names import SERVE_PORT, EndpointBinding
 
 
