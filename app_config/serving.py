@@ -641,7 +641,9 @@ class Serving(Section):
         description="How long a request in flight may take to finish when its replica, pod or "
         "node goes away (scale-down, node drain or repair, the old cluster of an upgrade): "
         "Serve's graceful shutdown, the workers' preStop wait, their termination grace period "
-        "and the load balancer's deregistration delay all follow it.",
+        "and the load balancer's deregistration delay all follow it. At most 840 in effect: "
+        "the grace period (this plus 60 s) must fit the 15 minutes an EKS node group update "
+        "waits for a node's pods.",
     )
 
     @field_validator("namespace")

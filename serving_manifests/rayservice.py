@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from app_config import Settings
+from app_config import Settings, drain
 from app_config.node_labels import (
     EFA_HUGEPAGES,
     EFA_RESOURCE,
@@ -18,7 +18,6 @@ from app_config.node_labels import (
 )
 from catalog.expert_parallel import NCCL_ON_EFA_ENV
 from catalog.ray_llm_image import IMAGES
-from app_config import drain
 from serving_manifests.efa_device_check import fill_efa_device_check
 from serving_manifests.image import pod_image
 from serving_manifests.names import (

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from app_config import Settings, endpoint_health, load_settings
-from serving_manifests import render
 from app_config.drain import termination_grace_seconds
+from serving_manifests import render
 from serving_manifests.names import SERVE_PORT, endpoint_service_name
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -17,12 +17,12 @@ from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_s3 as s3
 
 from app_config import Settings, endpoint_health
+from app_config.drain import deregistration_delay_seconds
 from constructs import Construct
 from constructs.common.checkov_skips import skip_checks
 from constructs.common.nag_acknowledgments import acknowledge
 from constructs.network.gpu_vpc import endpoint_subnets
 from constructs.serving.signed_model_api import SignedModelApi, SignedModelApiProps
-from app_config.drain import deregistration_delay_seconds
 from serving_manifests.names import SERVE_PORT, EndpointBinding
 
 

@@ -18,8 +18,7 @@ from typing import Any
 
 import pytest
 
-from app_config import endpoint_health
-from app_config import drain
+from app_config import drain, endpoint_health
 from serving_manifests.names import (
     ENGINE_FINGERPRINT_ANNOTATION,
     KUBERAY_CLUSTER_LABEL,

@@ -240,6 +240,11 @@ INVALID = [
         "greater than or equal to 30",
     ),
     (
+        {"serving.drain_timeout_seconds": "900"},
+        "serving.drain_timeout_seconds",
+        "waits 15 minutes for a node's pods to leave",
+    ),
+    (
         {"cluster.support_type": "FOREVER"},
         "cluster.support_type",
         "STANDARD",
