@@ -61,6 +61,7 @@ def _registry() -> tuple[Rule, ...]:
         acknowledgments,
         alarms,
         capacity,
+        engine_options,
         image,
         kv_transfer,
         model_fit,
@@ -72,6 +73,7 @@ def _registry() -> tuple[Rule, ...]:
     return (
         *network.RULES,
         *replica_fit.RULES,
+        *engine_options.RULES,
         *image.RULES,
         *access.RULES,
         *alarms.RULES,
