@@ -31,6 +31,7 @@ from catalog.ray_llm_image import RAY
 if TYPE_CHECKING:
     from app_config.model import Settings
     from app_config.side import Side
+    from catalog.instances import GpuInstance
 
 # The version whose source generated the catalog (the image's: tests/config/test_engine_options).
 VLLM = f"vLLM {engine_options.vllm_args()['vllm_version']}"
@@ -170,17 +171,13 @@ def _ints(options: Mapping[str, Any], *keys: str) -> list[int | None]:
 
 def scheduler_relations(side: SideOptions, max_model_len: int) -> Iterator[Finding]:
     """vLLM 0.26 vllm/config/scheduler.py ``SchedulerConfig.verify_max_model_len``, which fails
-    the engine at start. Chunked prefill is on unless set off (``EngineArgs.
-    _set_default_chunked_prefill_and_prefix_caching_args``: on for every generative model)."""
+    the engine at start, and engine/arg_utils.py ``EngineArgs._check_feature_supported``, which
+    refuses concurrent partial prefill (any max_num_partial_prefills or
+    max_long_partial_prefills but vLLM's default 1). Chunked prefill is on unless set off
+    (``EngineArgs._set_default_chunked_prefill_and_prefix_caching_args``: on for every
+    generative model)."""
     options = side.options
-    batched, seqs, partial, long_partial, threshold = _ints(
-        options,
-        "max_num_batched_tokens",
-        "max_num_seqs",
-        "max_num_partial_prefills",
-        "max_long_partial_prefills",
-        "long_prefill_token_threshold",
-    )
+    batched, seqs = _ints(options, "max_num_batched_tokens", "max_num_seqs")
     chunked_off = options.get("enable_chunked_prefill") is False
     if batched is not None and seqs is not None and batched < seqs:
         yield side.finding("max_num_batched_tokens", (
@@ -193,24 +190,14 @@ def scheduler_relations(side: SideOptions, max_model_len: int) -> Iterator[Findi
             f"off; {VLLM} refuses that (no prompt longer than one batch could run): raise it "
             "or turn chunked prefill on"
         ))  # fmt: skip
-    if partial is not None and partial > 1:
-        if chunked_off:
-            yield side.finding("max_num_partial_prefills", (
-                f"{partial} concurrent partial prefills need chunked prefill, which "
-                f"enable_chunked_prefill turns off; {VLLM} refuses that: turn it on or use 1"
+    for key in ("max_num_partial_prefills", "max_long_partial_prefills"):
+        (count,) = _ints(options, key)
+        if count is not None and count != 1:
+            yield side.finding(key, (
+                f"{VLLM} does not support concurrent partial prefill (EngineArgs."
+                "_check_feature_supported raises for any value but its default 1); leave it "
+                "unset"
             ))  # fmt: skip
-        if threshold is not None and threshold > max_model_len:
-            yield side.finding("long_prefill_token_threshold", (
-                f"{threshold} exceeds serving.max_model_len {max_model_len}; with "
-                f"max_num_partial_prefills > 1 {VLLM} refuses a threshold above the context "
-                "length"
-            ))  # fmt: skip
-    if long_partial is not None and long_partial > (partial or 1):
-        yield side.finding("max_long_partial_prefills", (
-            f"{long_partial} exceeds max_num_partial_prefills {partial or 1} (vLLM's default "
-            f"1 when unset); {VLLM} requires max_long_partial_prefills <= "
-            "max_num_partial_prefills"
-        ))  # fmt: skip
 
 
 # --- the prefill/decode split ------------------------------------------------------------------
@@ -276,6 +263,12 @@ BATCHED_DP_BACKENDS = ("deepep_low_latency", "nixl_ep")
 FLASH_ATTN_FP8 = ("fp8", "fp8_e4m3")
 
 
+def gpu_batched_tokens(gpu: GpuInstance) -> int:
+    """vLLM's default max_num_batched_tokens on this GPU, before the options adjust it."""
+    large = gpu.gpu_memory_gib >= LARGE_GPU_GIB and "a100" not in gpu.gpu_model.lower()
+    return DEFAULT_BATCHED_TOKENS["large" if large else "other"]
+
+
 def default_batched_tokens(side: Side, options: Mapping[str, Any], max_model_len: int) -> int:
     """What vLLM sets max_num_batched_tokens to when it is unset (EngineArgs.
     _set_default_max_num_seqs_and_batched_tokens_args)."""
@@ -287,9 +280,7 @@ def default_batched_tokens(side: Side, options: Mapping[str, Any], max_model_len
     ):
         tokens = BATCHED_DP_TOKENS
     else:
-        gpu = side.instance
-        large = gpu.gpu_memory_gib >= LARGE_GPU_GIB and "a100" not in gpu.gpu_model.lower()
-        tokens = DEFAULT_BATCHED_TOKENS["large" if large else "other"]
+        tokens = gpu_batched_tokens(side.instance)
     if options.get("performance_mode") == "throughput":
         tokens *= 2
     if options.get("enable_chunked_prefill") is False:

@@ -92,17 +92,15 @@ BAD_OPTIONS = [
      f"{BOTH}.tool_call_parser", VALUE, "not a parser vLLM 0.26.0 registers"),
     ("default", {DECODE: '{"reasoning_parser": "qwen4"}'}, f"{DECODE}.reasoning_parser", VALUE,
      "qwen3"),
-    # vLLM's scheduler: SchedulerConfig.verify_max_model_len.
+    # vLLM's scheduler: SchedulerConfig.verify_max_model_len, EngineArgs._check_feature_supported.
     ("default", {DECODE: '{"max_num_seqs": 256, "max_num_batched_tokens": 128}'},
      f"{DECODE}.max_num_batched_tokens", SCHEDULER, ">= max_num_seqs"),
     ("default", {PREFILL: '{"enable_chunked_prefill": false, "max_num_batched_tokens": 8192}'},
      f"{PREFILL}.max_num_batched_tokens", SCHEDULER, "chunked prefill off"),
-    ("default", {PREFILL: '{"enable_chunked_prefill": false, "max_num_partial_prefills": 2}'},
-     f"{PREFILL}.max_num_partial_prefills", SCHEDULER, "need chunked prefill"),
-    ("default", {PREFILL: '{"max_num_partial_prefills": 2, "long_prefill_token_threshold": 40000}'},
-     f"{PREFILL}.long_prefill_token_threshold", SCHEDULER, "exceeds serving.max_model_len 32768"),
-    ("default", {PREFILL: '{"max_long_partial_prefills": 2}'},
-     f"{PREFILL}.max_long_partial_prefills", SCHEDULER, "<= max_num_partial_prefills"),
+    ("default", {PREFILL: '{"max_num_partial_prefills": 2}'},
+     f"{PREFILL}.max_num_partial_prefills", SCHEDULER, "concurrent partial prefill"),
+    ("default", {DECODE: '{"max_long_partial_prefills": 2}'},
+     f"{DECODE}.max_long_partial_prefills", SCHEDULER, "concurrent partial prefill"),
     # What undoes the prefill/decode split.
     ("default", {PREFILL: '{"kv_offloading_size": 64}'}, f"{PREFILL}.kv_offloading_size", PD,
      "replaces the side's NixlConnector with the offloading connector"),
@@ -161,7 +159,7 @@ GOOD_OPTIONS = [
     ("default", {DECODE: '{"watermark": 0.01, "cpu_offload_gb": 0, "max_num_seqs": 1}'}),
     ("default", {DECODE: '{"optimization_level": 2, "kv_offloading_size": null}'}),
     ("default", {DECODE: '{"compilation_config": {"cudagraph_mode": "PIECEWISE"}}'}),
-    ("default", {PREFILL: '{"max_num_partial_prefills": 4, "max_long_partial_prefills": 2}'}),
+    ("default", {PREFILL: '{"max_num_partial_prefills": 1, "max_long_partial_prefills": 1}'}),
 ]  # fmt: skip
 
 
