@@ -8,7 +8,6 @@ the GPU nodes, minutes into a deploy. Here the same mistakes fail at synth, with
 
 from __future__ import annotations
 
-import ast
 import difflib
 import json
 from collections.abc import Mapping
@@ -17,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from catalog.expert_parallel import DUAL_BATCH_OVERLAP_REFUSAL
-from catalog.ray_llm_image import RAY, VLLM
+from catalog.ray_llm_image import VLLM
 
 ARGS_FILE = Path(__file__).resolve().parent.parent / "catalog" / "vllm_engine_args.json"
 
@@ -130,222 +129,80 @@ def accepted() -> dict[str, str]:
     }
 
 
-def problems(options: Mapping[str, Any]) -> tuple[dict[str, Any], list[tuple[str, str]]]:
-    """The options with text coerced as `-c` delivers it, and (key, message) for each that
-    vLLM would refuse or that the project sets itself."""
-    data, valid = vllm_args(), accepted()
+def value_rule(key: str) -> dict[str, Any]:
+    """What vLLM takes as the option's value: its kinds, choices and bounds, generated from
+    vLLM's source (tools/vllm_engine_args.py, ``values``)."""
+    return vllm_args()["values"][key]
+
+
+def name_problem(key: str) -> str | None:
+    """Why the option may not be set here, or None for an option a side may set."""
+    data = vllm_args()
     version = data["vllm_version"]
-    coerced: dict[str, Any] = {}
-    found: list[tuple[str, str]] = []
-    for key, value in options.items():
-        if key in OWNED:
-            found.append((key, f"set by this project: {OWNED[key]}"))
-        elif key.startswith("_"):
-            found.append((key, f"internal to vLLM {version}, not an option"))
-        elif key in data["server_args"]:
-            found.append((key, (
-                "configures vLLM's own HTTP server, which Ray Serve does not run (its proxy "
-                "serves the API), so it would have no effect"
-            )))  # fmt: skip
-        elif key not in valid:
-            close = difflib.get_close_matches(key, valid, n=1)
-            hint = f"did you mean {close[0]!r}? " if close else ""
-            found.append((key, (
-                f"not an engine option of vLLM {version} (the image's); {hint}see "
-                "catalog/vllm_engine_args.json"
-            )))  # fmt: skip
-        else:
-            value, message = check_value(key, valid[key], value)
-            if message:
-                found.append((key, message))
-            coerced[key] = value
-    for key, registry in REGISTRIES.items():
-        name = coerced.get(key)
-        if name and not coerced.get(PLUGINS[key]) and name not in data[registry]:
-            found.append((key, (
-                f"{name!r} is not a parser vLLM {version} registers; valid: "
-                f"{', '.join(data[registry])}"
-            )))  # fmt: skip
-    return coerced, found
+    if key in OWNED:
+        return f"set by this project: {OWNED[key]}"
+    if key.startswith("_"):
+        return f"internal to vLLM {version}, not an option"
+    if key in data["server_args"]:
+        return (
+            "configures vLLM's own HTTP server, which Ray Serve does not run (its proxy "
+            "serves the API), so it would have no effect"
+        )
+    valid = accepted()
+    if key not in valid:
+        close = difflib.get_close_matches(key, valid, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        return (
+            f"not an engine option of vLLM {version} (the image's); {hint}see "
+            "catalog/vllm_engine_args.json"
+        )
+    return None
 
 
-def mismatches(prefill: Mapping[str, Any], decode: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(key, message) for options that must be equal on both sides and are not."""
-    found = []
-    for key, reason in SAME_ON_BOTH_SIDES.items():
-        if key in prefill or key in decode:
-            left, right = prefill.get(key, "<vLLM default>"), decode.get(key, "<vLLM default>")
-            if left != right:
-                found.append((key, (
-                    f"prefill has {left!r}, decode {right!r}; the two sides must agree ({reason}): "
-                    "set it in serving.engine_options to give both the same value"
-                )))  # fmt: skip
-    return found
+def coerced(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The options a side may set, text coerced as `-c` delivers it into the type vLLM wants
+    (what the renderer writes into engine_kwargs); refused names are left out."""
+    return {key: coerce(key, value) for key, value in options.items() if not name_problem(key)}
 
 
-def scheduler_problems(options: Mapping[str, Any], max_model_len: int) -> list[tuple[str, str]]:
-    """vLLM 0.26 SchedulerConfig.verify_max_model_len (vllm/config/scheduler.py), which fails
-    the engine at start."""
-    found = []
-    batched, seqs = options.get("max_num_batched_tokens"), options.get("max_num_seqs")
-    if isinstance(batched, int) and isinstance(seqs, int) and batched < seqs:
-        found.append(("max_num_batched_tokens", (
-            f"{batched} is below max_num_seqs {seqs}; vLLM requires max_num_batched_tokens >= "
-            "max_num_seqs"
-        )))  # fmt: skip
-    if (
-        isinstance(batched, int)
-        and options.get("enable_chunked_prefill") is False
-        and batched < max_model_len
-    ):
-        found.append(("max_num_batched_tokens", (
-            f"{batched} is below serving.max_model_len {max_model_len} with chunked prefill "
-            "off; vLLM refuses that (no prompt longer than one batch could run): raise it or "
-            "turn chunked prefill on"
-        )))  # fmt: skip
-    return found
+def coerce(key: str, value: Any) -> Any:
+    """Text becomes a number or a boolean where vLLM's type wants one and no text; an enum
+    vLLM looks up by name takes any case (vllm/config/attention.py, validate_backend_before)."""
+    rule = value_rule(key)
+    types, choices = rule["types"], rule.get("choices", [])
+    if not isinstance(value, str):
+        return value
+    if rule.get("case_insensitive"):
+        for choice in choices:
+            if isinstance(choice, str) and choice.casefold() == value.casefold():
+                return choice
+    if any(isinstance(c, int) and c == _int(value) for c in choices):
+        return _int(value)
+    if not takes_text(key) and value not in choices:
+        return _from_text(value, types)
+    return value
 
 
-def loader_problems(options: Mapping[str, Any], s3_uri: str | None) -> list[tuple[str, str]]:
-    """With Ray 2.58 (the image's) a streaming load format hands vLLM the model id instead of
-    the S3 path, and the engine fails to start (ray-project/ray#64978): weights from S3 come
-    through Ray's mirror into the node-local cache instead."""
-    load_format = options.get("load_format")
-    if s3_uri and isinstance(load_format, str) and load_format.startswith("runai_streamer"):
-        return [("load_format", (
-            f"{load_format!r} with serving.model.s3_uri fails at engine start under {RAY} "
-            "(ray-project/ray#64978: vLLM gets the model id, not the S3 path); leave "
-            "load_format unset"
-        ))]  # fmt: skip
-    return []
-
-
-def check_value(key: str, annotation: str, value: Any) -> tuple[Any, str | None]:
-    """Does ``value`` fit the vLLM annotation? Text from `-c` becomes a number or a boolean
-    where the annotation wants one and no text."""
-    kinds = _alternatives(annotation)
-    literals, enums = vllm_args()["literals"], vllm_args()["enums"]
-    choices: list[Any] = []
-    for kind in kinds:
-        if kind.startswith("Literal["):
-            choices += list(ast.literal_eval(f"({kind[len('Literal[') : -1]},)"))
-        elif kind in literals:
-            choices += literals[kind]
-        elif kind in enums:
-            # An enum is given by a member's value (OptimizationLevel 2, MambaBackendEnum
-            # "triton") or, for the attention backends, by its name, case-insensitively, or
-            # "auto" (vllm/config/attention.py, validate_backend_before).
-            members = enums[kind]
-            if kind == "AttentionBackendEnum":
-                choices += [*members, "auto"]
-                if isinstance(value, str) and value.upper() in members:
-                    value = value.upper()
-            else:
-                choices += [*members.values(), *members]
-    if isinstance(value, str) and any(isinstance(c, int) and c == _int(value) for c in choices):
-        value = _int(value)
-    takes_text = "str" in kinds and key not in STRICT_CHOICES
-    if isinstance(value, str) and not takes_text and value not in choices:
-        value = _from_text(value, kinds)
-    if value is None:
-        return value, None if "None" in kinds else f"may not be empty ({annotation})"
-    if choices and not takes_text and isinstance(value, str):
-        if value in choices:
-            return value, None
-        return value, f"{value!r} is not one of {', '.join(map(str, choices))}"
-    if any(_fits(kind, value) for kind in kinds):
-        return value, None
-    if any(choice == value and type(choice) is type(value) for choice in choices):
-        return value, None  # True == 1 in Python, not to vLLM
-    if any(_is_config_class(kind, literals, enums) for kind in kinds):
-        return value, None  # a vLLM config class: vLLM parses the mapping or JSON itself
-    return value, f"{value!r} does not fit vLLM's type {annotation}"
-
-
-_BASIC = {"bool", "int", "float", "str", "None"}
-
-
-def _is_config_class(kind: str, literals: Mapping[str, Any], enums: Mapping[str, Any]) -> bool:
-    return not (
-        kind in _BASIC
-        or kind in literals
-        or kind in enums
-        or kind.startswith(("Literal[", "list", "set", "dict"))
-    )
-
-
-def _fits(kind: str, value: Any) -> bool:
-    if kind == "bool":
-        return isinstance(value, bool)
-    if kind == "int":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "float":
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if kind == "str":
-        return isinstance(value, str)
-    if kind.startswith(("list[", "set[")) or kind in ("list", "set"):
-        return isinstance(value, list)
-    if kind.startswith("dict[") or kind == "dict":
-        return isinstance(value, dict)
-    return False
+def takes_text(key: str) -> bool:
+    """Free text is a value (a path, a name vLLM resolves later), except where vLLM checks a
+    `Name | str` string against the Literal anyway (STRICT_CHOICES)."""
+    return "str" in value_rule(key)["types"] and key not in STRICT_CHOICES
 
 
 def _int(text: str) -> int | None:
     return int(text) if text.strip().lstrip("-").isdigit() else None
 
 
-def _from_text(text: str, kinds: list[str]) -> Any:
+def _from_text(text: str, types: list[str]) -> Any:
     lowered = text.strip().lower()
-    if "bool" in kinds and lowered in ("true", "false"):
+    if "bool" in types and lowered in ("true", "false"):
         return lowered == "true"
-    if "None" in kinds and lowered in ("none", "null"):
+    if "none" in types and lowered in ("none", "null"):
         return None
     for kind, convert in (("int", int), ("float", float)):
-        if kind in kinds:
+        if kind in types:
             try:
                 return convert(text)
             except ValueError:
                 continue
     return text
-
-
-def _alternatives(annotation: str) -> list[str]:
-    """Top-level members of a ``A | B[C | D] | None`` union, and of ``Optional[...]``."""
-    parts, depth, current = [], 0, ""
-    for char in annotation:
-        depth += char == "["
-        depth -= char == "]"
-        if char == "|" and depth == 0:
-            parts.append(current.strip())
-            current = ""
-        else:
-            current += char
-    parts.append(current.strip())
-    expanded = []
-    for part in parts:
-        if part.startswith("Optional[") and part.endswith("]"):
-            expanded += [*_alternatives(part[len("Optional[") : -1]), "None"]
-        else:
-            expanded.append(part)
-    return expanded
-
-
-def section_problems(serving: Any) -> list[tuple[str, str, Any]]:
-    """(setting path, message, value) for every engine option problem of the Serving section:
-    each side's merged options, their agreement, and the scheduler's limits."""
-    found: dict[str, tuple[str, str, Any]] = {}
-    merged = {}
-    for role in ("prefill", "decode"):
-        side = serving.engine(role).engine_options
-        options = {**serving.engine_options, **side}
-        merged[role], side_problems = problems(options)
-        side_problems += scheduler_problems(merged[role], serving.max_model_len)
-        side_problems += loader_problems(merged[role], serving.model.s3_uri)
-        for key, message in side_problems:
-            where = f"serving.{role}" if key in side else "serving"
-            path = f"{where}.engine_options.{key}"
-            found.setdefault(path, (path, message, options.get(key)))
-    for key, message in mismatches(merged["prefill"], merged["decode"]):
-        path = f"serving.decode.engine_options.{key}"
-        found.setdefault(path, (path, message, merged["decode"].get(key)))
-    return list(found.values())

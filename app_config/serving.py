@@ -713,4 +713,4 @@ class Serving(Section):
     def engine_options_for(self, role: str) -> dict[str, Any]:
         """Both sides' options with this side's over them, text coerced as vLLM types it."""
         merged = {**self.engine_options, **self.engine(role).engine_options}
-        return engine_options.problems(merged)[0]
+        return engine_options.coerced(merged)

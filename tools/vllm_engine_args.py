@@ -14,8 +14,26 @@ the GPU nodes. The lists come from vLLM's own source, read without importing it 
 - ``vllm/tool_parsers/__init__.py`` and ``vllm/reasoning/__init__.py``: the parser names
   registered at import (``_TOOL_PARSERS_TO_REGISTER``, ``_REASONING_PARSERS_TO_REGISTER``).
 
+What each argument accepts as a value (``values``), so a wrong value fails at synth and not at
+replica start (app_config/rules/engine_options.py judges it):
+
+- ``types``: the kinds of its annotation's alternatives (int, float, bool, str, none, list, dict,
+  choice, config for a nested vLLM config class, class for ``type[...]``);
+- ``choices``: the ``Literal`` values and enum members the annotation names, with where they
+  are declared; an enum that a config's ``mode="before"`` validator parses as
+  ``Enum[value.upper()]`` (vllm/config/attention.py ``AttentionConfig.validate_backend_before``)
+  is given by member name, case-insensitively, plus ``"auto"`` where that validator maps it to
+  None;
+- ``bounds``: the ``Field(gt=, ge=, lt=, le=)`` limits of the pydantic config dataclass field the
+  argument becomes (vllm/config/*.py), found from ``EngineArgs``'s defaults
+  (``CacheConfig.gpu_memory_utilization``, ``get_field(ParallelConfig, "eplb_config")``) and the
+  ``SchedulerConfig(max_num_seqs=self.max_num_seqs, ...)`` calls of ``create_engine_config``.
+
 Usage: ``python -m tools.vllm_engine_args <vllm wheel, or a directory holding vllm/>``; the
-wheel is the one ``pip download vllm==<image's vLLM> --no-deps`` fetches.
+wheel is the one ``pip download vllm==<image's vLLM> --no-deps`` fetches (or the e2e venv's
+site-packages, ``$(python -m tools.e2e_requirements venv)/lib/python3.*/site-packages``). The
+output is catalog/vllm_engine_args.json; `make e2e` checks that it is what the installed vLLM
+generates (tests/e2e/test_engine_options.py).
 """
 
 from __future__ import annotations
@@ -25,7 +43,7 @@ import json
 import re
 import sys
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -53,14 +71,23 @@ class Source:
             self._read = lambda name: (path / name).read_text()
             self.version = _directory_version(path)
         self.names = sorted(names)
+        self._trees: dict[str, ast.Module] = {}
 
     def tree(self, name: str) -> ast.Module:
-        return ast.parse(self._read(name))
+        if name not in self._trees:  # every pass reads the same ~2,000 files
+            self._trees[name] = ast.parse(self._read(name))
+        return self._trees[name]
 
     def trees(self) -> Iterator[ast.Module]:
+        for _, tree in self.named_trees():
+            yield tree
+
+    def named_trees(self, under: str = "vllm/") -> Iterator[tuple[str, ast.Module]]:
         for name in self.names:
+            if not name.startswith(under):
+                continue
             try:
-                yield self.tree(name)
+                yield name, self.tree(name)
             except SyntaxError:  # a file for another Python version; holds no aliases we need
                 continue
 
@@ -155,6 +182,219 @@ def referenced_aliases(annotations: list[str], aliases: dict[str, list[Any]]) ->
     return words & aliases.keys()
 
 
+CONFIG_FILES = "vllm/config/"
+_BOUNDS = ("gt", "ge", "lt", "le")
+
+
+def declarations(source: Source) -> dict[str, str]:
+    """Where each module-level ``Literal`` alias and ``Enum`` class is declared (first seen)."""
+    found: dict[str, str] = {}
+    for name, tree in source.named_trees():
+        for node in tree.body:
+            target, value = _assignment(node)
+            if target and _is_literal(value):
+                found.setdefault(target, name)
+            elif isinstance(node, ast.ClassDef) and any(
+                ast.unparse(base).endswith("Enum") for base in node.bases
+            ):
+                found.setdefault(node.name, name)
+    return found
+
+
+def config_fields(source: Source) -> dict[str, dict[str, dict[str, Any]]]:
+    """Every class of vllm/config/*.py: field -> its ``Field(...)`` bounds and the file."""
+    classes: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, tree in source.named_trees(CONFIG_FILES):
+        for cls in tree.body:
+            if not isinstance(cls, ast.ClassDef) or cls.name in classes:
+                continue
+            fields: dict[str, dict[str, Any]] = {}
+            for node in cls.body:
+                if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+                    continue
+                bounds: dict[str, Any] = {}
+                value = node.value
+                if isinstance(value, ast.Call) and ast.unparse(value.func).endswith("Field"):
+                    for keyword in value.keywords:
+                        if keyword.arg in _BOUNDS:
+                            bounds[keyword.arg] = ast.literal_eval(keyword.value)
+                fields[node.target.id] = {"bounds": bounds, "file": name}
+            classes[cls.name] = fields
+    return classes
+
+
+def config_targets(tree: ast.Module, classes: set[str]) -> dict[str, list[tuple[str, str]]]:
+    """Engine argument -> the (config class, field) it becomes: ``EngineArgs``'s defaults
+    (``x: T = CacheConfig.x``, ``get_field(ParallelConfig, "x")``) and the keywords
+    ``Config(field=self.arg)`` of ``create_engine_config`` and its helpers."""
+    targets: dict[str, list[tuple[str, str]]] = {}
+
+    def add(arg: str, cls: str, field: str) -> None:
+        if cls in classes and (cls, field) not in targets.get(arg, []):
+            targets.setdefault(arg, []).append((cls, field))
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name in ("EngineArgs", "AsyncEngineArgs"):
+            for statement in node.body:
+                if not (
+                    isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name)
+                ):
+                    continue
+                default = statement.value
+                if isinstance(default, ast.Attribute) and isinstance(default.value, ast.Name):
+                    add(statement.target.id, default.value.id, default.attr)
+                elif (
+                    isinstance(default, ast.Call)
+                    and ast.unparse(default.func) == "get_field"
+                    and len(default.args) == 2
+                    and isinstance(default.args[0], ast.Name)
+                    and isinstance(default.args[1], ast.Constant)
+                ):
+                    add(statement.target.id, default.args[0].id, default.args[1].value)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            for keyword in node.keywords:
+                value = keyword.value
+                if (
+                    keyword.arg
+                    and isinstance(value, ast.Attribute)
+                    and isinstance(value.value, ast.Name)
+                    and value.value.id == "self"
+                ):
+                    add(value.attr, node.func.id, keyword.arg)
+    return targets
+
+
+def enums_by_name(source: Source, enums: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Enums a config's ``mode="before"`` validator looks up as ``Enum[value.upper()]``: given by
+    member name, any case; with the extra words the validator compares ``value.lower()`` to
+    (``"auto"``, which means vLLM picks)."""
+    found: dict[str, list[str]] = {}
+    for _, tree in source.named_trees(CONFIG_FILES):
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef):
+                continue
+            looked_up = {
+                node.value.id
+                for node in ast.walk(function)
+                if isinstance(node, ast.Subscript)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in enums
+                and "upper()" in ast.unparse(node.slice)
+            }
+            words = [
+                comparator.value
+                for node in ast.walk(function)
+                if isinstance(node, ast.Compare) and "lower()" in ast.unparse(node.left)
+                for comparator in node.comparators
+                if isinstance(comparator, ast.Constant) and isinstance(comparator.value, str)
+            ]
+            for enum in looked_up:
+                found.setdefault(enum, [])
+                found[enum] += [w for w in words if w not in found[enum]]
+    return found
+
+
+def alternatives(annotation: str) -> list[str]:
+    """Top-level members of a ``A | B[C | D] | None`` union, and of ``Optional[...]``."""
+    parts, depth, current = [], 0, ""
+    for char in annotation:
+        depth += char == "["
+        depth -= char == "]"
+        if char == "|" and depth == 0:
+            parts.append(current.strip())
+            current = ""
+        else:
+            current += char
+    parts.append(current.strip())
+    expanded = []
+    for part in parts:
+        if part.startswith("Optional[") and part.endswith("]"):
+            expanded += [*alternatives(part[len("Optional[") : -1]), "None"]
+        else:
+            expanded.append(part)
+    return expanded
+
+
+_KINDS = {"bool": "bool", "int": "int", "float": "float", "str": "str", "None": "none"}
+
+
+def value_rule(
+    annotation: str,
+    literals: Mapping[str, list[Any]],
+    enums: Mapping[str, dict[str, Any]],
+    by_name: Mapping[str, list[str]],
+    declared: Mapping[str, str],
+    configs: set[str],
+) -> dict[str, Any]:
+    """What vLLM takes for one annotation: its kinds and, for a Literal or enum, the choices."""
+    types: list[str] = []
+    choices: list[Any] = []
+    sources: list[str] = []
+    case_insensitive = False
+    for kind in alternatives(annotation):
+        if kind in _KINDS:
+            found = _KINDS[kind]
+        elif kind.startswith("Literal["):
+            found = "choice"
+            choices += list(ast.literal_eval(f"({kind[len('Literal[') : -1]},)"))
+        elif kind in literals:
+            found = "choice"
+            choices += literals[kind]
+            sources.append(f"{kind} ({declared[kind]})")
+        elif kind in enums:
+            found = "choice"
+            sources.append(f"{kind} ({declared[kind]})")
+            if kind in by_name:
+                choices += [*enums[kind], *by_name[kind]]
+                case_insensitive = True
+            else:
+                choices += [*(v for v in enums[kind].values() if v is not None), *enums[kind]]
+        elif kind.startswith(("list", "set", "tuple")):
+            found = "list"
+        elif kind.startswith("dict"):
+            found = "dict"
+        elif kind.startswith("type["):
+            found = "class"
+        elif kind in configs:
+            found = "config"
+        else:
+            found = "object"  # a class vLLM builds itself (a callable, a tokenizer)
+        if found not in types:
+            types.append(found)
+    rule: dict[str, Any] = {"types": types}
+    if choices:
+        rule["choices"] = list(dict.fromkeys(choices))
+        rule["choices_from"] = sources or ["the annotation's Literal"]
+        if case_insensitive:
+            rule["case_insensitive"] = True
+    return rule
+
+
+def value_rules(
+    source: Source,
+    arguments: Mapping[str, str],
+    arg_utils: ast.Module,
+    literals: Mapping[str, list[Any]],
+    enums: Mapping[str, dict[str, Any]],
+) -> dict[str, dict[str, Any]]:
+    classes = config_fields(source)
+    declared = declarations(source)
+    by_name = enums_by_name(source, enums)
+    targets = config_targets(arg_utils, set(classes))
+    rules: dict[str, dict[str, Any]] = {}
+    for name, annotation in sorted(arguments.items()):
+        rule = value_rule(annotation, literals, enums, by_name, declared, set(classes))
+        bounds = [
+            {**field["bounds"], "source": f"{field['file']} {cls}.{attribute}"}
+            for cls, attribute in targets.get(name, [])
+            if (field := classes[cls].get(attribute)) and field["bounds"]
+        ]
+        if bounds:
+            rule["bounds"] = bounds
+        rules[name] = rule
+    return rules
+
+
 def generate(path: Path) -> dict[str, Any]:
     source = Source(path)
     arg_utils, cli_args = source.tree(ARG_UTILS), source.tree(CLI_ARGS)
@@ -169,6 +409,7 @@ def generate(path: Path) -> dict[str, Any]:
     used = referenced_aliases(annotations, aliases)
     enums = enum_members(source)
     used_enums = referenced_aliases(annotations, enums)
+    arguments = {**engine, **frontend}
     return {
         "vllm_version": source.version,
         "generated_by": "tools/vllm_engine_args.py",
@@ -183,6 +424,7 @@ def generate(path: Path) -> dict[str, Any]:
         "reasoning_parsers": registered_names(
             source.tree(REASONING_PARSERS), "_REASONING_PARSERS_TO_REGISTER"
         ),
+        "values": value_rules(source, arguments, arg_utils, aliases, enums),
     }
 
 

@@ -62,6 +62,7 @@ def _registry() -> tuple[Rule, ...]:
         alarms,
         capacity,
         derived_names,
+        engine_options,
         image,
         kv_transfer,
         model_fit,
@@ -74,6 +75,7 @@ def _registry() -> tuple[Rule, ...]:
     return (
         *network.RULES,
         *replica_fit.RULES,
+        *engine_options.RULES,
         *image.RULES,
         *access.RULES,
         *alarms.RULES,

@@ -1,22 +1,17 @@
 """What each side's engine must fit: its node group's GPUs and sizes (a rank fits one node, a
-DP group tiles nodes, the group holds max_replicas whole groups), and vLLM's own rules for the
-engine options of both sides together."""
+DP group tiles nodes, the group holds max_replicas whole groups). The engine options' rules are
+app_config/rules/engine_options.py."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from app_config import engine_options
 from app_config.errors import Problem
 from app_config.rules import Rule
 from catalog.ray_llm_image import VLLM
 
 if TYPE_CHECKING:
     from app_config.model import Settings
-
-
-def engine_option_problems(settings: Settings) -> list[Problem]:
-    return [Problem(*found) for found in engine_options.section_problems(settings.serving)]
 
 
 def replica_fit_problems(settings: Settings, role: str) -> list[Problem]:
@@ -101,7 +96,4 @@ def every_side_fits(settings: Settings) -> list[Problem]:
     ]
 
 
-RULES = (
-    Rule("engine-options", frozenset({"serving", "gpu_nodes"}), engine_option_problems),
-    Rule("replica-fit", frozenset({"serving", "gpu_nodes"}), every_side_fits),
-)
+RULES = (Rule("replica-fit", frozenset({"serving", "gpu_nodes"}), every_side_fits),)

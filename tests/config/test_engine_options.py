@@ -11,6 +11,7 @@ import pytest
 
 from app_config import ConfigError, load_settings
 from app_config import engine_options as options
+from app_config.rules import engine_options as engine_option_rules
 from catalog.ray_llm_image import DEFAULT_IMAGE_TAG, IMAGES
 from serving_manifests.serve_config import render_serve_config
 from tests.configurations import context_for, settings_for
@@ -26,70 +27,145 @@ def _engine_kwargs(settings: Any, role: str) -> dict[str, Any]:
     return application["args"][f"{role}_config"]["engine_kwargs"]
 
 
-def _problems(**overrides: str) -> ConfigError:
+def _problems(configuration: str = "default", **overrides: str) -> ConfigError:
     with pytest.raises(ConfigError) as raised:
-        load_settings(context_for("default", **overrides), {})
+        load_settings(context_for(configuration, **overrides), {})
     return raised.value
 
 
+NAME, VALUE, SCHEDULER = "engine-options", "engine-option-value", "engine-option-scheduler"
+PD, HARDWARE, LOADER = "engine-option-pd", "engine-option-hardware", "engine-option-loader"
+G6E = "trial-g6e"  # L40S (Ada, 48 GiB); "default" is p5.48xlarge (H100, Hopper, 80 GiB)
+
+# (configuration, overrides, the setting named, its code, a fragment of the message): each rule
+# of app_config/rules/engine_options.py once per thing it checks.
 BAD_OPTIONS = [
     # What the project sets itself: refused with the setting to use instead.
-    ({DECODE: '{"tensor_parallel_size": 4}'}, f"{DECODE}.tensor_parallel_size",
+    ("default", {DECODE: '{"tensor_parallel_size": 4}'}, f"{DECODE}.tensor_parallel_size", NAME,
      "serving.<side>.tensor_parallel_size"),
-    ({PREFILL: '{"data_parallel_size": 2}'}, f"{PREFILL}.data_parallel_size",
+    ("default", {PREFILL: '{"data_parallel_size": 2}'}, f"{PREFILL}.data_parallel_size", NAME,
      "use serving.<side>.data_parallel_size"),
-    ({BOTH: '{"block_size": 64}'}, f"{BOTH}.block_size", "serving.kv_transfer.block_size"),
-    ({BOTH: '{"kv_transfer_config": {"kv_connector": "NixlConnector"}}'},
-     f"{BOTH}.kv_transfer_config", "serving.kv_transfer"),
-    ({BOTH: '{"model": "x/y"}'}, f"{BOTH}.model", "serving.model.id"),
-    ({BOTH: '{"max_model_len": 8192}'}, f"{BOTH}.max_model_len", "serving.max_model_len"),
-    ({BOTH: '{"distributed_executor_backend": "mp"}'}, f"{BOTH}.distributed_executor_backend",
-     "refuses any other backend"),
-    ({BOTH: '{"hf_token": "hf_abc"}'}, f"{BOTH}.hf_token", "hf_token_secret_arn"),
+    ("default", {BOTH: '{"block_size": 64}'}, f"{BOTH}.block_size", NAME,
+     "serving.kv_transfer.block_size"),
+    ("default", {BOTH: '{"kv_transfer_config": {"kv_connector": "NixlConnector"}}'},
+     f"{BOTH}.kv_transfer_config", NAME, "serving.kv_transfer"),
+    ("default", {BOTH: '{"model": "x/y"}'}, f"{BOTH}.model", NAME, "serving.model.id"),
+    ("default", {BOTH: '{"max_model_len": 8192}'}, f"{BOTH}.max_model_len", NAME,
+     "serving.max_model_len"),
+    ("default", {BOTH: '{"distributed_executor_backend": "mp"}'},
+     f"{BOTH}.distributed_executor_backend", NAME, "refuses any other backend"),
+    ("default", {BOTH: '{"hf_token": "hf_abc"}'}, f"{BOTH}.hf_token", NAME, "hf_token_secret_arn"),
     # Not vLLM 0.26.0's, or not for an engine under Ray Serve.
-    ({DECODE: '{"max_num_seq": 64}'}, f"{DECODE}.max_num_seq", "did you mean 'max_num_seqs'"),
-    ({DECODE: '{"port": 9000}'}, f"{DECODE}.port", "vLLM's own HTTP server"),
-    ({DECODE: '{"_api_process_count": 2}'}, f"{DECODE}._api_process_count", "internal to vLLM"),
-    # Values vLLM would refuse at engine start.
-    ({BOTH: '{"kv_cache_dtype": "fp9"}'}, f"{BOTH}.kv_cache_dtype", "not one of auto"),
-    ({BOTH: '{"quantization": "awq2"}'}, f"{BOTH}.quantization", "not one of"),
-    ({BOTH: '{"dtype": "bf16"}'}, f"{BOTH}.dtype", "not one of auto"),
-    ({DECODE: '{"max_num_seqs": "lots"}'}, f"{DECODE}.max_num_seqs", "does not fit"),
-    ({BOTH: '{"attention_backend": "FLASH"}'}, f"{BOTH}.attention_backend", "FLASH_ATTN, "),
-    ({BOTH: '{"optimization_level": true}'}, f"{BOTH}.optimization_level", "does not fit"),
-    ({DECODE: '{"max_num_seqs": true}'}, f"{DECODE}.max_num_seqs", "does not fit"),
-    ({DECODE: '{"enable_prefix_caching": "maybe"}'}, f"{DECODE}.enable_prefix_caching",
+    ("default", {DECODE: '{"max_num_seq": 64}'}, f"{DECODE}.max_num_seq", NAME,
+     "did you mean 'max_num_seqs'"),
+    ("default", {DECODE: '{"port": 9000}'}, f"{DECODE}.port", NAME, "vLLM's own HTTP server"),
+    ("default", {DECODE: '{"_api_process_count": 2}'}, f"{DECODE}._api_process_count", NAME,
+     "internal to vLLM"),
+    # Values vLLM would refuse: choices (a Literal, an enum), types, bounds, parser names.
+    ("default", {BOTH: '{"kv_cache_dtype": "fp9"}'}, f"{BOTH}.kv_cache_dtype", VALUE,
+     "not one of auto"),
+    ("default", {BOTH: '{"quantization": "awq2"}'}, f"{BOTH}.quantization", VALUE, "not one of"),
+    ("default", {BOTH: '{"dtype": "bf16"}'}, f"{BOTH}.dtype", VALUE, "not one of auto"),
+    ("default", {BOTH: '{"attention_backend": "FLASH"}'}, f"{BOTH}.attention_backend", VALUE,
+     "FLASH_ATTN, "),
+    ("default", {DECODE: '{"performance_mode": "fast"}'}, f"{DECODE}.performance_mode", VALUE,
+     "balanced, interactivity, throughput"),
+    ("default", {DECODE: '{"max_num_seqs": "lots"}'}, f"{DECODE}.max_num_seqs", VALUE,
      "does not fit"),
-    ({BOTH: '{"tool_call_parser": "hermes2", "enable_auto_tool_choice": true}'},
-     f"{BOTH}.tool_call_parser", "not a parser vLLM 0.26.0 registers"),
-    ({DECODE: '{"reasoning_parser": "qwen4"}'}, f"{DECODE}.reasoning_parser", "qwen3"),
-    ({DECODE: '{"max_num_seqs": 256, "max_num_batched_tokens": 128}'},
-     f"{DECODE}.max_num_batched_tokens", ">= max_num_seqs"),
-    ({PREFILL: '{"enable_chunked_prefill": false, "max_num_batched_tokens": 8192}'},
-     f"{PREFILL}.max_num_batched_tokens", "chunked prefill off"),
-    ({"serving.model.s3_uri": "s3://models/qwen/Qwen3-32B",
-      BOTH: '{"load_format": "runai_streamer"}'}, f"{BOTH}.load_format", "ray-project/ray#64978"),
+    ("default", {BOTH: '{"optimization_level": true}'}, f"{BOTH}.optimization_level", VALUE,
+     "does not fit"),
+    ("default", {DECODE: '{"max_num_seqs": true}'}, f"{DECODE}.max_num_seqs", VALUE,
+     "does not fit"),
+    ("default", {DECODE: '{"enable_prefix_caching": "maybe"}'}, f"{DECODE}.enable_prefix_caching",
+     VALUE, "does not fit"),
+    ("default", {DECODE: '{"compilation_config": 3}'}, f"{DECODE}.compilation_config", VALUE,
+     "does not fit"),
+    ("default", {DECODE: '{"max_num_seqs": 0}'}, f"{DECODE}.max_num_seqs", VALUE,
+     "max_num_seqs >= 1 (vllm/config/scheduler.py SchedulerConfig.max_num_seqs)"),
+    ("default", {PREFILL: '{"max_num_batched_tokens": -8}'}, f"{PREFILL}.max_num_batched_tokens",
+     VALUE, "max_num_batched_tokens >= 1"),
+    ("default", {DECODE: '{"watermark": 1.0}'}, f"{DECODE}.watermark", VALUE,
+     "watermark >= 0.0 and watermark < 1.0"),
+    ("default", {DECODE: '{"cpu_offload_gb": -1}'}, f"{DECODE}.cpu_offload_gb", VALUE,
+     "vllm/config/offload.py"),
+    ("default", {BOTH: '{"tool_call_parser": "hermes2", "enable_auto_tool_choice": true}'},
+     f"{BOTH}.tool_call_parser", VALUE, "not a parser vLLM 0.26.0 registers"),
+    ("default", {DECODE: '{"reasoning_parser": "qwen4"}'}, f"{DECODE}.reasoning_parser", VALUE,
+     "qwen3"),
+    # vLLM's scheduler: SchedulerConfig.verify_max_model_len, EngineArgs._check_feature_supported.
+    ("default", {DECODE: '{"max_num_seqs": 256, "max_num_batched_tokens": 128}'},
+     f"{DECODE}.max_num_batched_tokens", SCHEDULER, ">= max_num_seqs"),
+    ("default", {PREFILL: '{"enable_chunked_prefill": false, "max_num_batched_tokens": 8192}'},
+     f"{PREFILL}.max_num_batched_tokens", SCHEDULER, "chunked prefill off"),
+    ("default", {PREFILL: '{"max_num_partial_prefills": 2}'},
+     f"{PREFILL}.max_num_partial_prefills", SCHEDULER, "concurrent partial prefill"),
+    ("default", {DECODE: '{"max_long_partial_prefills": 2}'},
+     f"{DECODE}.max_long_partial_prefills", SCHEDULER, "concurrent partial prefill"),
+    # What undoes the prefill/decode split.
+    ("default", {PREFILL: '{"kv_offloading_size": 64}'}, f"{PREFILL}.kv_offloading_size", PD,
+     "replaces the side's NixlConnector with the offloading connector"),
+    ("default", {BOTH: '{"kv_offloading_backend": "lmcache"}'}, f"{BOTH}.kv_offloading_backend",
+     PD, "prefill would no longer hand its KV to decode"),
+    ("default", {DECODE: '{"enable_return_routed_experts": true}'},
+     f"{DECODE}.enable_return_routed_experts", PD, "incompatible with KV connectors"),
     # Unequal where the handshake or prefill's rendering of the request needs one value.
-    ({PREFILL: '{"kv_cache_dtype": "fp8"}'}, f"{DECODE}.kv_cache_dtype", "NIXL compatibility"),
-    ({DECODE: '{"dtype": "float16"}'}, f"{DECODE}.dtype", "must agree"),
-    ({PREFILL: '{"attention_backend": "FLASHINFER"}',
-      DECODE: '{"attention_backend": "flash_attn"}'},
-     f"{DECODE}.attention_backend", "prefill has 'FLASHINFER', decode 'FLASH_ATTN'"),
-    ({DECODE: '{"enable_auto_tool_choice": true, "tool_call_parser": "hermes"}'},
-     f"{DECODE}.tool_call_parser", "prefill renders the tools"),
-    ({PREFILL: '{"chat_template": "/templates/a.jinja"}'}, f"{DECODE}.chat_template",
-     "prefill renders the chat request"),
+    ("default", {PREFILL: '{"kv_cache_dtype": "fp8"}'}, f"{DECODE}.kv_cache_dtype", PD,
+     "NIXL compatibility"),
+    ("default", {DECODE: '{"dtype": "float16"}'}, f"{DECODE}.dtype", PD, "must agree"),
+    ("default", {PREFILL: '{"attention_backend": "FLASHINFER"}',
+                 DECODE: '{"attention_backend": "flash_attn"}'},
+     f"{DECODE}.attention_backend", PD, "prefill has 'FLASHINFER', decode 'FLASH_ATTN'"),
+    ("default", {DECODE: '{"enable_auto_tool_choice": true, "tool_call_parser": "hermes"}'},
+     f"{DECODE}.tool_call_parser", PD, "prefill renders the tools"),
+    ("default", {PREFILL: '{"chat_template": "/templates/a.jinja"}'}, f"{DECODE}.chat_template",
+     PD, "prefill renders the chat request"),
+    # What the side's GPUs decide.
+    (G6E, {DECODE: '{"max_num_seqs": 4096}'}, f"{DECODE}.max_num_seqs", HARDWARE,
+     "exceeds the 2048 tokens vLLM 0.26.0 batches by default on a g6e.12xlarge"),
+    ("default", {DECODE: '{"max_num_seqs": 16384}'}, f"{DECODE}.max_num_seqs", HARDWARE,
+     "8192 tokens"),
+    (G6E, {BOTH: '{"attention_backend": "FLASH_ATTN", "kv_cache_dtype": "fp8"}'},
+     f"{BOTH}.attention_backend", HARDWARE, "only on Hopper"),
+    # What Ray 2.58's loader cannot do.
+    ("default", {"serving.model.s3_uri": "s3://models/qwen/Qwen3-32B",
+                 BOTH: '{"load_format": "runai_streamer"}'}, f"{BOTH}.load_format", LOADER,
+     "ray-project/ray#64978"),
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("overrides", "setting", "fragment"), BAD_OPTIONS)
+@pytest.mark.parametrize(("configuration", "overrides", "setting", "code", "fragment"), BAD_OPTIONS)
 def test_a_bad_engine_option_is_named_with_the_reason(
-    overrides: dict[str, str], setting: str, fragment: str
+    configuration: str, overrides: dict[str, str], setting: str, code: str, fragment: str
 ) -> None:
-    error = _problems(**overrides)
-    by_path = {problem.path: problem.message for problem in error.problems}
-    assert setting in by_path, str(error)
-    assert fragment in by_path[setting]
+    error = _problems(configuration, **overrides)
+    by_path = {(problem.path, problem.code): problem.message for problem in error.problems}
+    assert (setting, code) in by_path, str(error)
+    assert fragment in by_path[setting, code]
+
+
+def test_every_engine_option_rule_has_a_row() -> None:
+    tested = {code for _, _, _, code, _ in BAD_OPTIONS}
+    assert tested == {rule.code for rule in engine_option_rules.RULES}
+
+
+# What vLLM takes, by the same rules: each row would be refused by a rule written too wide.
+GOOD_OPTIONS = [
+    ("default", {DECODE: '{"max_num_seqs": 4096}'}),  # 8192 tokens by default on an H100
+    (G6E, {DECODE: '{"max_num_seqs": 4096, "performance_mode": "throughput"}'}),  # twice 2048
+    (G6E, {DECODE: '{"max_num_seqs": 4096, "enable_chunked_prefill": false}'}),  # max_model_len
+    (G6E, {DECODE: '{"max_num_seqs": 4096, "max_num_batched_tokens": 4096}'}),
+    ("default", {BOTH: '{"attention_backend": "FLASH_ATTN", "kv_cache_dtype": "fp8"}'}),
+    ("default", {BOTH: '{"attention_backend": "auto", "kv_cache_dtype": "fp8_e5m2"}'}),
+    ("default", {DECODE: '{"watermark": 0.01, "cpu_offload_gb": 0, "max_num_seqs": 1}'}),
+    ("default", {DECODE: '{"optimization_level": 2, "kv_offloading_size": null}'}),
+    ("default", {DECODE: '{"compilation_config": {"cudagraph_mode": "PIECEWISE"}}'}),
+    ("default", {PREFILL: '{"max_num_partial_prefills": 1, "max_long_partial_prefills": 1}'}),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("configuration", "overrides"), GOOD_OPTIONS)
+def test_options_vllm_takes_are_accepted(configuration: str, overrides: dict[str, str]) -> None:
+    settings_for(configuration, **overrides)
 
 
 def test_options_must_be_a_mapping() -> None:
@@ -153,6 +229,8 @@ def test_the_rules_name_real_vllm_arguments() -> None:
     assert set(options.STRICT_CHOICES) <= set(known)
     assert set(options.REGISTRIES) | set(options.PLUGINS.values()) <= set(known)
     assert not set(options.OWNED) & set(options.SAME_ON_BOTH_SIDES)
+    assert set(engine_option_rules.BREAKS_KV_TRANSFER) <= set(options.accepted())
+    assert set(data["values"]) == set(known)
 
 
 def test_the_argument_list_is_the_images_vllm() -> None:
@@ -179,7 +257,11 @@ class EngineArgs:
     kv_cache_dtype: CacheDType = "auto"
     attention_backend: AttentionBackendEnum | None = None
     quantization: QuantizationMethods | str | None = None
+    gpu_memory_utilization: float = CacheConfig.gpu_memory_utilization
+    max_num_seqs: int | None = None
     registry: ClassVar[dict] = {}
+    def create_engine_config(self):
+        return SchedulerConfig(max_num_seqs=self.max_num_seqs)
 @dataclass
 class AsyncEngineArgs(EngineArgs):
     enable_log_requests: bool = False
@@ -190,7 +272,23 @@ class BaseFrontendArgs:
 class FrontendArgs(BaseFrontendArgs):
     port: int = 8000
 """,
-    "vllm/config/cache.py": 'CacheDType = Literal["auto", Fp8Kind]\nFp8Kind = Literal["fp8"]\n',
+    "vllm/config/cache.py": (
+        'CacheDType = Literal["auto", Fp8Kind]\nFp8Kind = Literal["fp8"]\n'
+        "class CacheConfig:\n"
+        "    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)\n"
+    ),
+    "vllm/config/scheduler.py": (
+        "class SchedulerConfig:\n    max_num_seqs: int = Field(default=128, ge=1)\n"
+    ),
+    "vllm/config/attention.py": """
+class AttentionConfig:
+    backend: AttentionBackendEnum | None = None
+    @field_validator("backend", mode="before")
+    def validate_backend_before(cls, value):
+        if value.lower() == "auto":
+            return None
+        return AttentionBackendEnum[value.upper()]
+""",
     "vllm/v1/attention/backends/registry.py": (
         "class AttentionBackendEnum(Enum, metaclass=M):\n"
         '    FLASH_ATTN = "vllm.FlashAttentionBackend"\n'
@@ -214,7 +312,9 @@ def test_the_generator_reads_fields_literals_and_registries(tmp_path: Path) -> N
     assert data["engine_args"] == {
         "attention_backend": "AttentionBackendEnum | None",
         "enable_log_requests": "bool",
+        "gpu_memory_utilization": "float",
         "kv_cache_dtype": "CacheDType",
+        "max_num_seqs": "int | None",
         "model": "str",
         "quantization": "QuantizationMethods | str | None",
     }
@@ -225,3 +325,28 @@ def test_the_generator_reads_fields_literals_and_registries(tmp_path: Path) -> N
         "AttentionBackendEnum": {"FLASH_ATTN": "vllm.FlashAttentionBackend", "CUSTOM": None}
     }
     assert (data["tool_call_parsers"], data["reasoning_parsers"]) == (["hermes"], ["qwen3"])
+    values = data["values"]
+    # Bounds from the config field the argument becomes: by its default, or by the keyword
+    # create_engine_config passes it as.
+    assert values["gpu_memory_utilization"] == {
+        "types": ["float"],
+        "bounds": [
+            {"gt": 0, "le": 1, "source": "vllm/config/cache.py CacheConfig.gpu_memory_utilization"}
+        ],
+    }
+    assert values["max_num_seqs"]["bounds"] == [
+        {"ge": 1, "source": "vllm/config/scheduler.py SchedulerConfig.max_num_seqs"}
+    ]
+    assert values["kv_cache_dtype"] == {
+        "types": ["choice"],
+        "choices": ["auto", "fp8"],
+        "choices_from": ["CacheDType (vllm/config/cache.py)"],
+    }
+    # An enum a validator looks up by name: member names, any case, and its "auto".
+    assert values["attention_backend"] == {
+        "types": ["choice", "none"],
+        "choices": ["FLASH_ATTN", "CUSTOM", "auto"],
+        "choices_from": ["AttentionBackendEnum (vllm/v1/attention/backends/registry.py)"],
+        "case_insensitive": True,
+    }
+    assert values["quantization"]["types"] == ["choice", "str", "none"]

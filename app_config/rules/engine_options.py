@@ -1,0 +1,359 @@
+"""The vLLM engine options of both sides (``serving.engine_options`` under each
+``serving.<side>.engine_options``), judged by the image's vLLM's own rules before deploy.
+
+Ray Serve LLM builds each side's engine config from these options on the side's GPU nodes
+(Ray 2.58 engines/vllm/vllm_engine.py ``_get_vllm_engine_config``: ``AsyncEngineArgs(**kwargs)``
+then ``create_engine_config``, in a task placed on the side's GPUs), so whatever vLLM refuses
+fails the replica minutes into a deploy. The names, types, choices and bounds come from vLLM's
+source, generated into catalog/vllm_engine_args.json (tools/vllm_engine_args.py); the relations
+below are read from vLLM's validators, each cited by file and function, and `make e2e` holds
+them against vLLM's own config classes (tests/e2e/test_engine_option_values.py).
+
+One code per kind of mistake: a name the app refuses (``engine-options``), a value vLLM refuses
+(``engine-option-value``), a relation vLLM's scheduler refuses (``engine-option-scheduler``),
+an option that undoes the prefill/decode split (``engine-option-pd``), one the side's GPUs
+cannot run (``engine-option-hardware``), one Ray's loader cannot (``engine-option-loader``).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from app_config import engine_options
+from app_config.errors import Finding
+from app_config.node_labels import GPU_ROLES
+from app_config.rules import Rule
+from catalog.ray_llm_image import RAY
+
+if TYPE_CHECKING:
+    from app_config.model import Settings
+    from app_config.side import Side
+    from catalog.instances import GpuInstance
+
+# The version whose source generated the catalog (the image's: tests/config/test_engine_options).
+VLLM = f"vLLM {engine_options.vllm_args()['vllm_version']}"
+
+
+@dataclass(frozen=True)
+class SideOptions:
+    """One side's options: both sides' with the side's over them, as given and as coerced."""
+
+    role: str
+    given: dict[str, Any]
+    options: dict[str, Any]  # the names a side may set, coerced as the renderer writes them
+    own: frozenset[str]  # the keys set under serving.<side>.engine_options
+
+    def path(self, key: str) -> str:
+        where = f"serving.{self.role}" if key in self.own else "serving"
+        return f"{where}.engine_options.{key}"
+
+    def finding(self, key: str, message: str) -> Finding:
+        return Finding(self.path(key), message, self.given.get(key))
+
+
+def side_options(settings: Settings) -> Iterator[SideOptions]:
+    for role in GPU_ROLES:
+        own = settings.serving.engine(role).engine_options
+        given = {**settings.serving.engine_options, **own}
+        yield SideOptions(role, given, engine_options.coerced(given), frozenset(own))
+
+
+def _once(findings: Iterable[Finding]) -> list[Finding]:
+    """An option of both sides is judged on each: report it once, at its setting."""
+    first: dict[str, Finding] = {}
+    for finding in findings:
+        first.setdefault(finding.path, finding)
+    return list(first.values())
+
+
+def _per_side(judge: Callable[[SideOptions], Iterable[Finding]]) -> Callable[..., list[Finding]]:
+    def check(settings: Settings) -> list[Finding]:
+        return _once(finding for side in side_options(settings) for finding in judge(side))
+
+    check.__doc__ = judge.__doc__
+    return check
+
+
+# --- names -------------------------------------------------------------------------------------
+
+
+def option_names(side: SideOptions) -> Iterator[Finding]:
+    """Names vLLM does not know, or that the project sets itself (app_config/engine_options.py)."""
+    for key in side.given:
+        message = engine_options.name_problem(key)
+        if message:
+            yield side.finding(key, message)
+
+
+# --- values ------------------------------------------------------------------------------------
+
+_COMPARE = {"gt": (operator.gt, ">"), "ge": (operator.ge, ">="), "lt": (operator.lt, "<"),
+            "le": (operator.le, "<=")}  # fmt: skip
+
+
+def value_problem(key: str, value: Any) -> str | None:
+    """Does ``value`` (coerced) fit what vLLM takes for ``key``: its type, its choices (a
+    ``Literal`` or an enum), the bounds of the pydantic config field it becomes?"""
+    rule, annotation = engine_options.value_rule(key), engine_options.accepted()[key]
+    types, choices = rule["types"], rule.get("choices", [])
+    if value is None:
+        return None if "none" in types else f"may not be empty ({annotation})"
+    if choices and not engine_options.takes_text(key) and isinstance(value, str):
+        if value in choices:
+            return None
+        return f"{value!r} is not one of {', '.join(map(str, choices))}"
+    # True == 1 in Python, not to vLLM: a choice matches only a value of its own type.
+    chosen = any(choice == value and type(choice) is type(value) for choice in choices)
+    if not chosen and not any(_fits(kind, value) for kind in types):
+        return f"{value!r} does not fit vLLM's type {annotation}"
+    return _bounds_problem(key, value, rule.get("bounds", []))
+
+
+def _bounds_problem(key: str, value: Any, bounds: list[dict[str, Any]]) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    for bound in bounds:
+        limits = [(name, limit) for name, limit in bound.items() if name in _COMPARE]
+        if not all(_COMPARE[name][0](value, limit) for name, limit in limits):
+            wanted = " and ".join(f"{key} {_COMPARE[name][1]} {limit}" for name, limit in limits)
+            return f"{value} is out of range: {VLLM} requires {wanted} ({bound['source']})"
+    return None
+
+
+def _fits(kind: str, value: Any) -> bool:
+    if kind == "bool":
+        return isinstance(value, bool)
+    if kind == "int":
+        return isinstance(value, int) and not isinstance(value, bool)
+    if kind == "float":
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind == "str":
+        return isinstance(value, str)
+    if kind == "list":
+        return isinstance(value, list)
+    if kind == "dict":
+        return isinstance(value, dict)
+    # A nested vLLM config (compilation_config, ...): vLLM validates the mapping or JSON text
+    # itself (Ray's _normalize_vllm_engine_kwargs, the config's pydantic model), which `make
+    # e2e` runs; a class or callable vLLM builds itself is not judged here.
+    if kind == "config":
+        return isinstance(value, dict | str)
+    return kind in ("object", "class")
+
+
+def option_values(side: SideOptions) -> Iterator[Finding]:
+    """Each option's value against vLLM's type, choices and bounds; parser names against the
+    parsers vLLM registers (vllm/tool_parsers, vllm/reasoning) unless a plugin adds one."""
+    data = engine_options.vllm_args()
+    for key, value in side.options.items():
+        message = value_problem(key, value)
+        if message:
+            yield side.finding(key, message)
+    for key, registry in engine_options.REGISTRIES.items():
+        name = side.options.get(key)
+        plugin = side.options.get(engine_options.PLUGINS[key])
+        if isinstance(name, str) and name and not plugin and name not in data[registry]:
+            yield side.finding(key, (
+                f"{name!r} is not a parser {VLLM} registers; valid: {', '.join(data[registry])}"
+            ))  # fmt: skip
+
+
+# --- the scheduler -----------------------------------------------------------------------------
+
+
+def _ints(options: Mapping[str, Any], *keys: str) -> list[int | None]:
+    values = [options.get(key) for key in keys]
+    return [v if isinstance(v, int) and not isinstance(v, bool) else None for v in values]
+
+
+def scheduler_relations(side: SideOptions, max_model_len: int) -> Iterator[Finding]:
+    """vLLM 0.26 vllm/config/scheduler.py ``SchedulerConfig.verify_max_model_len``, which fails
+    the engine at start, and engine/arg_utils.py ``EngineArgs._check_feature_supported``, which
+    refuses concurrent partial prefill (any max_num_partial_prefills or
+    max_long_partial_prefills but vLLM's default 1). Chunked prefill is on unless set off
+    (``EngineArgs._set_default_chunked_prefill_and_prefix_caching_args``: on for every
+    generative model)."""
+    options = side.options
+    batched, seqs = _ints(options, "max_num_batched_tokens", "max_num_seqs")
+    chunked_off = options.get("enable_chunked_prefill") is False
+    if batched is not None and seqs is not None and batched < seqs:
+        yield side.finding("max_num_batched_tokens", (
+            f"{batched} is below max_num_seqs {seqs}; {VLLM} requires max_num_batched_tokens "
+            ">= max_num_seqs"
+        ))  # fmt: skip
+    if batched is not None and chunked_off and batched < max_model_len:
+        yield side.finding("max_num_batched_tokens", (
+            f"{batched} is below serving.max_model_len {max_model_len} with chunked prefill "
+            f"off; {VLLM} refuses that (no prompt longer than one batch could run): raise it "
+            "or turn chunked prefill on"
+        ))  # fmt: skip
+    for key in ("max_num_partial_prefills", "max_long_partial_prefills"):
+        (count,) = _ints(options, key)
+        if count is not None and count != 1:
+            yield side.finding(key, (
+                f"{VLLM} does not support concurrent partial prefill (EngineArgs."
+                "_check_feature_supported raises for any value but its default 1); leave it "
+                "unset"
+            ))  # fmt: skip
+
+
+# --- the prefill/decode split ------------------------------------------------------------------
+
+_OFFLOAD = (
+    f"in {VLLM} kv_offloading_size turns on KV offloading, and VllmConfig."
+    "_post_init_kv_transfer_config (vllm/config/vllm.py) then replaces the side's NixlConnector "
+    "with the offloading connector (OffloadingConnector, or LMCacheMPConnector for lmcache) "
+    "and its kv_role with kv_both: prefill would no longer hand its KV to decode over NIXL, "
+    "and decode would recompute every prompt. This app does not offload KV; leave it unset"
+)
+# Options that undo the KV connector path every side of this app runs (serving.kv_transfer).
+BREAKS_KV_TRANSFER: dict[str, Callable[[Any], bool]] = {
+    "kv_offloading_size": lambda value: value is not None,
+    "kv_offloading_backend": lambda value: True,
+    "enable_return_routed_experts": lambda value: value is True,
+}
+_BREAKS_MESSAGE = {
+    "kv_offloading_size": _OFFLOAD,
+    "kv_offloading_backend": _OFFLOAD,
+    "enable_return_routed_experts": (
+        f"{VLLM} refuses it with any KV connector (VllmConfig.__post_init__, "
+        "vllm/config/vllm.py: 'incompatible with KV connectors (PD disaggregation, KV cache "
+        "offload)'), and both sides run the NIXL connector; leave it unset"
+    ),
+}
+
+
+def disaggregation(settings: Settings) -> list[Finding]:
+    """Options that undo the P/D split on a side, and options the two sides must agree on
+    (engine_options.SAME_ON_BOTH_SIDES: NIXL's handshake, prefill's rendering of the request)."""
+    sides = {side.role: side for side in side_options(settings)}
+    found = [
+        side.finding(key, _BREAKS_MESSAGE[key])
+        for side in sides.values()
+        for key, breaks in BREAKS_KV_TRANSFER.items()
+        if key in side.options and breaks(side.options[key])
+    ]
+    prefill, decode = sides["prefill"].options, sides["decode"]
+    for key, reason in engine_options.SAME_ON_BOTH_SIDES.items():
+        if key in prefill or key in decode.options:
+            left = prefill.get(key, "<vLLM default>")
+            right = decode.options.get(key, "<vLLM default>")
+            if left != right:
+                found.append(Finding(f"serving.decode.engine_options.{key}", (
+                    f"prefill has {left!r}, decode {right!r}; the two sides must agree "
+                    f"({reason}): set it in serving.engine_options to give both the same value"
+                ), decode.given.get(key)))  # fmt: skip
+    return _once(found)
+
+
+# --- the side's hardware -----------------------------------------------------------------------
+
+# vLLM 0.26 engine/arg_utils.py EngineArgs.get_batch_defaults, for Ray Serve LLM's usage context
+# (UsageContext.OPENAI_API_SERVER, Ray 2.58 vllm_engine.py), computed where the side's GPU is
+# visible: GPUs of at least 70 GiB other than A100 get the larger default.
+LARGE_GPU_GIB = 70
+DEFAULT_BATCHED_TOKENS = {"large": 8192, "other": 2048}
+# SchedulerConfig.DEFAULT_MAX_NUM_BATCHED_TOKENS_FOR_BATCHED_DP, when ParallelConfig.
+# use_batched_dp_moe (expert parallel over DP with these all2all backends).
+BATCHED_DP_TOKENS = 256
+BATCHED_DP_BACKENDS = ("deepep_low_latency", "nixl_ep")
+FLASH_ATTN_FP8 = ("fp8", "fp8_e4m3")
+
+
+def gpu_batched_tokens(gpu: GpuInstance) -> int:
+    """vLLM's default max_num_batched_tokens on this GPU, before the options adjust it."""
+    large = gpu.gpu_memory_gib >= LARGE_GPU_GIB and "a100" not in gpu.gpu_model.lower()
+    return DEFAULT_BATCHED_TOKENS["large" if large else "other"]
+
+
+def default_batched_tokens(side: Side, options: Mapping[str, Any], max_model_len: int) -> int:
+    """What vLLM sets max_num_batched_tokens to when it is unset (EngineArgs.
+    _set_default_max_num_seqs_and_batched_tokens_args)."""
+    engine = side.engine
+    if (
+        engine.expert_parallel
+        and side.data_parallel > 1
+        and engine.all2all_backend in BATCHED_DP_BACKENDS
+    ):
+        tokens = BATCHED_DP_TOKENS
+    else:
+        tokens = gpu_batched_tokens(side.instance)
+    if options.get("performance_mode") == "throughput":
+        tokens *= 2
+    if options.get("enable_chunked_prefill") is False:
+        tokens = max(max_model_len, tokens)
+    return tokens
+
+
+def hardware(settings: Settings) -> list[Finding]:
+    """Options the side's GPUs decide: vLLM's default batch size (by GPU memory) against an
+    explicit max_num_seqs, and the FLASH_ATTN backend's fp8 KV cache (Hopper only)."""
+    found = []
+    for side in side_options(settings):
+        view, options = settings.side(side.role), side.options
+        gpu = view.instance
+        (seqs,) = _ints(options, "max_num_seqs")
+        if seqs is not None and "max_num_batched_tokens" not in options:
+            tokens = default_batched_tokens(view, options, settings.serving.max_model_len)
+            if seqs > tokens:
+                found.append(side.finding("max_num_seqs", (
+                    f"{seqs} exceeds the {tokens} tokens {VLLM} batches by default on a "
+                    f"{gpu.name} ({gpu.gpu_model}, {gpu.gpu_memory_gib} GiB; EngineArgs."
+                    "get_batch_defaults), and SchedulerConfig refuses max_num_batched_tokens "
+                    f"below max_num_seqs: set max_num_batched_tokens >= {seqs}, or "
+                    f"max_num_seqs <= {tokens}"
+                )))  # fmt: skip
+        backend, cache = options.get("attention_backend"), options.get("kv_cache_dtype")
+        if backend == "FLASH_ATTN" and cache in FLASH_ATTN_FP8 and gpu.gpu_architecture != "Hopper":
+            found.append(side.finding("attention_backend", (
+                f"FLASH_ATTN takes an {cache} KV cache only on Hopper (vllm/v1/attention/backends/"
+                f"flash_attn.py supports_kv_cache_dtype: FlashAttention 3, capability 9.0), and "
+                f"gpu_nodes.{side.role} is {gpu.name} ({gpu.gpu_architecture}); {VLLM} refuses "
+                "an explicit backend that cannot run (platforms/cuda.py get_attn_backend_cls): "
+                "leave attention_backend unset for vLLM to pick, or use kv_cache_dtype auto"
+            )))  # fmt: skip
+    return _once(found)
+
+
+# --- the loader --------------------------------------------------------------------------------
+
+
+def loader(settings: Settings) -> list[Finding]:
+    """With Ray 2.58 (the image's) a streaming load format hands vLLM the model id instead of
+    the S3 path, and the engine fails to start (ray-project/ray#64978): weights from S3 come
+    through Ray's mirror into the node-local cache instead."""
+    if not settings.serving.model.s3_uri:
+        return []
+    found = []
+    for side in side_options(settings):
+        load_format = side.options.get("load_format")
+        if isinstance(load_format, str) and load_format.startswith("runai_streamer"):
+            found.append(side.finding("load_format", (
+                f"{load_format!r} with serving.model.s3_uri fails at engine start under {RAY} "
+                "(ray-project/ray#64978: vLLM gets the model id, not the S3 path); leave "
+                "load_format unset"
+            )))  # fmt: skip
+    return _once(found)
+
+
+def _scheduler(settings: Settings) -> list[Finding]:
+    max_model_len = settings.serving.max_model_len
+    return _once(
+        finding
+        for side in side_options(settings)
+        for finding in scheduler_relations(side, max_model_len)
+    )
+
+
+SERVING = frozenset({"serving"})
+RULES = (
+    Rule("engine-options", SERVING, _per_side(option_names)),
+    Rule("engine-option-value", SERVING, _per_side(option_values)),
+    Rule("engine-option-scheduler", SERVING, _scheduler),
+    Rule("engine-option-pd", SERVING, disaggregation),
+    Rule("engine-option-hardware", frozenset({"serving", "gpu_nodes"}), hardware),
+    Rule("engine-option-loader", SERVING, loader),
+)

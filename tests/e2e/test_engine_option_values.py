@@ -1,0 +1,224 @@
+"""vLLM 0.26's own config classes on what the app renders and on what its rules judge: each
+side's engine kwargs of the synthesized Serve config build a whole vLLM engine config the way
+Ray Serve LLM builds it on the GPU nodes, and the app's engine-option rules
+(app_config/rules/engine_options.py, catalog/vllm_engine_args.json) refuse exactly what vLLM
+refuses for a sample of values and relations. No Ray cluster, no GPU, no model download.
+
+How far it goes on a CPU: Ray's own path (``VLLMEngineConfig.from_llm_config``, Ray's
+``_normalize_vllm_engine_kwargs``, ``AsyncEngineArgs(**kwargs)``) and then vLLM's whole
+``create_engine_config`` (ModelConfig from the bundled config.json of catalog/model_configs,
+CacheConfig, SchedulerConfig, ParallelConfig, KVTransferConfig, VllmConfig.__post_init__), with
+vLLM's CPU platform standing in for the CUDA one: no GPU is visible here. So what a platform
+decides (the attention backend, block sizes per backend, the batch defaults by GPU memory) is
+not what CUDA would decide; the batch defaults are compared separately, with the GPU's memory
+and name given to vLLM's own ``EngineArgs.get_batch_defaults``.
+
+The child interpreter (installed_probe.probe) keeps vLLM's and Ray's imports out of pytest's
+process, as tests/e2e/test_engine_options.py does."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import Synthesized
+from installed_probe import probe
+
+from app_config import ConfigError, load_settings
+from app_config.rules import engine_options as rules
+from catalog.instances import CATALOG
+from catalog.models import bundled_config
+from tests.configurations import context_for
+
+ROLES = ("prefill", "decode")
+
+# Runs in the child: argv[1] is {"model_dir": ..., "cases": {name: config of one side}}; prints
+# {name: {"refused": message} | {"connector": ..., ...}}.
+BUILD = """
+import json, os, sys
+os.environ["HF_HUB_OFFLINE"] = "1"
+import vllm.platforms as platforms
+from vllm.platforms.cpu import CpuPlatform
+platforms._current_platform = CpuPlatform()  # no GPU here: vLLM's CPU platform stands in
+from ray.llm._internal.serve.engines.vllm.vllm_engine import _normalize_vllm_engine_kwargs
+from ray.llm._internal.serve.engines.vllm.vllm_models import VLLMEngineConfig
+from ray.serve.llm import LLMConfig
+from vllm.engine.arg_utils import AsyncEngineArgs
+from vllm.usage.usage_lib import UsageContext
+
+argument = json.loads(sys.argv[1])
+results = {}
+for name, side in argument["cases"].items():
+    try:
+        config = LLMConfig(
+            model_loading_config={
+                "model_id": side["model_loading_config"]["model_id"],
+                "model_source": argument["model_dir"],
+            },
+            engine_kwargs=side["engine_kwargs"],
+        )
+        engine = VLLMEngineConfig.from_llm_config(config)
+        kwargs = _normalize_vllm_engine_kwargs(engine.get_initialization_kwargs())
+        built = AsyncEngineArgs(**kwargs).create_engine_config(
+            usage_context=UsageContext.OPENAI_API_SERVER
+        )
+    except Exception as error:
+        results[name] = {"refused": f"{type(error).__name__}: {error}"[:600]}
+        continue
+    transfer = built.kv_transfer_config
+    results[name] = {
+        "connector": transfer.kv_connector if transfer else None,
+        "kv_role": transfer.kv_role if transfer else None,
+        "block_size": built.cache_config.block_size,
+        "tensor_parallel_size": built.parallel_config.tensor_parallel_size,
+        "pipeline_parallel_size": built.parallel_config.pipeline_parallel_size,
+        "max_model_len": built.model_config.max_model_len,
+        "gpu_memory_utilization": built.cache_config.gpu_memory_utilization,
+    }
+print(json.dumps(results))
+"""
+
+# Runs in the child: vLLM's batch defaults for each GPU (memory, name) of argv[1].
+BATCH_DEFAULTS = """
+import json, sys
+import vllm.engine.arg_utils as arg_utils
+from vllm.usage.usage_lib import UsageContext
+
+class Gpu:  # what current_platform answers on the side's GPU node
+    def __init__(self, memory, name):
+        self.memory, self.name = memory, name
+    def get_device_total_memory(self):
+        return self.memory
+    def get_device_name(self):
+        return self.name
+    def is_tpu(self):
+        return False
+    def is_cpu(self):
+        return False
+
+found = {}
+for name, (memory, device) in json.loads(sys.argv[1]).items():
+    arg_utils.current_platform = Gpu(memory, device)
+    tokens, seqs = arg_utils.EngineArgs.get_batch_defaults(world_size=8)
+    found[name] = tokens[UsageContext.OPENAI_API_SERVER]
+print(json.dumps(found))
+"""
+
+
+@pytest.fixture(scope="module")
+def synthesized_sides(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
+    (application,) = synthesized.serve_config["applications"]
+    return {role: application["args"][f"{role}_config"] for role in ROLES}
+
+
+@pytest.fixture(scope="module")
+def model_dir(synthesized_sides: dict[str, dict[str, Any]]) -> Path:
+    model_id = synthesized_sides["decode"]["model_loading_config"]["model_id"]
+    config = bundled_config(model_id)
+    if config is None:
+        pytest.skip(f"no bundled config.json for {model_id} in catalog/model_configs")
+    folder = Path(tempfile.mkdtemp(prefix="pd-llm-model-"))
+    (folder / "config.json").write_text(config.read_text())
+    return folder
+
+
+def _build(model_dir: Path, cases: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return probe(BUILD, {"model_dir": str(model_dir), "cases": cases})
+
+
+def test_each_sides_rendered_engine_kwargs_build_vllms_engine_config(
+    synthesized_sides: dict[str, dict[str, Any]], model_dir: Path
+) -> None:
+    built = _build(model_dir, synthesized_sides)
+    for role, side in synthesized_sides.items():
+        kwargs = side["engine_kwargs"]
+        assert "refused" not in built[role], built[role]
+        assert built[role]["connector"] == kwargs["kv_transfer_config"]["kv_connector"]
+        assert built[role]["kv_role"] == kwargs["kv_transfer_config"]["kv_role"]
+        for key in ("block_size", "tensor_parallel_size", "pipeline_parallel_size"):
+            assert built[role][key] == kwargs[key], key
+        assert built[role]["max_model_len"] == kwargs["max_model_len"]
+        assert built[role]["gpu_memory_utilization"] == kwargs["gpu_memory_utilization"]
+
+
+# Options for both sides (serving.engine_options) of the default configuration: valid ones
+# both accept, invalid ones both refuse. vLLM "refuses" one that undoes the KV connector path
+# (a side built without the NixlConnector) as the app's engine-option-pd rule does.
+SAMPLES: dict[str, dict[str, Any]] = {
+    "defaults": {},
+    "max_num_seqs 64": {"max_num_seqs": 64},
+    "max_num_seqs 0": {"max_num_seqs": 0},
+    "max_num_batched_tokens 0": {"max_num_batched_tokens": 0},
+    "kv_cache_dtype fp8": {"kv_cache_dtype": "fp8"},
+    "kv_cache_dtype fp9": {"kv_cache_dtype": "fp9"},
+    "dtype bfloat16": {"dtype": "bfloat16"},
+    "dtype bf16": {"dtype": "bf16"},
+    "watermark 0.5": {"watermark": 0.5},
+    "watermark 1.0": {"watermark": 1.0},
+    "cpu_offload_gb -1": {"cpu_offload_gb": -1},
+    "performance_mode throughput": {"performance_mode": "throughput"},
+    "performance_mode fast": {"performance_mode": "fast"},
+    "optimization_level 2": {"optimization_level": 2},
+    "batched below seqs": {"max_num_batched_tokens": 128, "max_num_seqs": 256},
+    "batched equal to seqs": {"max_num_batched_tokens": 256, "max_num_seqs": 256},
+    "chunked prefill off, batched below context": {
+        "enable_chunked_prefill": False,
+        "max_num_batched_tokens": 8192,
+    },
+    "chunked prefill off, batched the context": {
+        "enable_chunked_prefill": False,
+        "max_num_batched_tokens": 32768,
+    },
+    "partial prefills at vLLM's default": {
+        "max_num_partial_prefills": 1,
+        "max_long_partial_prefills": 1,
+    },
+    "concurrent partial prefills": {"max_num_partial_prefills": 4},
+    "long partial prefills": {"max_long_partial_prefills": 2},
+    "kv offloading": {"kv_offloading_size": 64},
+    "kv offloading to lmcache": {"kv_offloading_size": 8, "kv_offloading_backend": "lmcache"},
+    "routed experts returned": {"enable_return_routed_experts": True},
+}
+
+
+def _app_refuses(options: dict[str, Any]) -> list[str]:
+    """The engine-option codes the app's rules give for the options on both sides."""
+    context = context_for("default", **{"serving.engine_options": json.dumps(options)})
+    try:
+        load_settings(context, {})
+    except ConfigError as error:
+        return sorted({p.code for p in error.problems if p.code.startswith("engine-option")})
+    return []
+
+
+def test_the_apps_rules_refuse_what_vllms_config_classes_refuse(
+    synthesized_sides: dict[str, dict[str, Any]], model_dir: Path
+) -> None:
+    decode = synthesized_sides["decode"]
+    cases = {
+        name: {**decode, "engine_kwargs": {**decode["engine_kwargs"], **options}}
+        for name, options in SAMPLES.items()
+    }
+    built = _build(model_dir, cases)
+    disagreements = {}
+    for name, options in SAMPLES.items():
+        vllm = built[name]
+        vllm_refuses = "refused" in vllm or vllm["connector"] != "NixlConnector"
+        app = _app_refuses(options)
+        if vllm_refuses != bool(app):
+            disagreements[name] = {"app": app, "vllm": vllm}
+    assert not disagreements, json.dumps(disagreements, indent=1)
+    assert "refused" not in built["defaults"], built["defaults"]
+
+
+def test_the_batch_defaults_by_gpu_are_vllms() -> None:
+    """The hardware rule's default max_num_batched_tokens per GPU is what vLLM's own
+    EngineArgs.get_batch_defaults gives, told the GPU's memory and name."""
+    gib = 1 << 30
+    gpus = {name: [i.gpu_memory_gib * gib, f"NVIDIA {i.gpu_model}"] for name, i in CATALOG.items()}
+    found = probe(BATCH_DEFAULTS, gpus)
+    expected = {name: rules.gpu_batched_tokens(instance) for name, instance in CATALOG.items()}
+    assert found == expected
