@@ -127,10 +127,12 @@ gpu-bench: synth e2e-setup ## One NVIDIA GPU: direct / aggregated / deployed spe
 	$(GPU_BENCH) prepare --model-config $(or $(MODEL_CONFIG),catalog/model_configs/Qwen3-8B.json) \
 		--tokenizer $(TOKENIZER) --commit "$$(git rev-parse HEAD)"
 	$(GPU_BENCH) engines
+	$(GPU_BENCH) probe direct
 	$(GPU_BENCH) sweep direct random prefix
 	$(GPU_BENCH) sweep aggregated random prefix
 	$(GPU_BENCH) stop
 	$(GPU_BENCH) serve --wait
+	$(GPU_BENCH) probe deployed
 	$(GPU_BENCH) sweep deployed random prefix
 	$(GPU_BENCH) ingress 2
 	$(GPU_BENCH) sweep deployed-ingress-2 random

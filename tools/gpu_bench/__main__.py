@@ -329,7 +329,7 @@ def report(args: argparse.Namespace) -> None:
     print(markdown_report(runs))
     if args.svg:
         for run, path in zip(runs, args.results, strict=True):
-            for dataset in DATASETS:
+            for dataset in run.workload.get("datasets", DATASETS):
                 write_svg(run, dataset, Path(args.svg) / f"{Path(path).stem}-{dataset}.svg")
 
 
@@ -365,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model-config", required=True)
     p.add_argument("--tokenizer", required=True, help="folder with tokenizer.json")
     p.add_argument("--commit", default="")
-    p.add_argument("--hand-off", choices=hand_off.DIRECTIONS, default="push")
+    p.add_argument("--hand-off", choices=hand_off.DIRECTIONS, default="pull")
     p.set_defaults(handler=prepare)
     h = commands.add_parser("hand-off")
     h.add_argument("direction", choices=hand_off.DIRECTIONS)

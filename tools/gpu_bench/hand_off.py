@@ -15,6 +15,12 @@ unchanged. Ray Serve LLM 2.58 registers no backend for that connector name and f
 ``DefaultConnectorBackend`` (engines/vllm/kv_transfer/factory.py), which has the same P/D
 protocol (``DefaultPDProtocolMixin``) but does not choose a NIXL side-channel port, so each Ray
 node is started with its own (``side_channel_environment``).
+
+Status, 2026-12-02 (one H200, vLLM 0.26.0, nixl-cu13 1.3.1): ``push`` does not work on this
+build. Prefill answered, decode's NIXL handshake passed, and prefill's WRITE never arrived; the
+request waited until its timeout. The default is therefore ``pull``, the deployed direction,
+whose one-GPU figures are bound by the TCP relay; ``push`` stays selectable for whoever takes the
+diagnosis further (docs/verification.md, "How fast it is on one GPU").
 """
 
 from __future__ import annotations

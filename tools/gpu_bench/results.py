@@ -110,6 +110,13 @@ def markdown_report(runs: Iterable[BenchRun]) -> str:
                         f"{_number(f.get('request_throughput'), 2)} | {versus} |"
                     )
             lines.append("")
+            if run.points.get(DEPLOYED, {}).get(dataset):
+                lines += [f"Targets ({dataset}): " + "; ".join(
+                    f"{name}: {_number(value, 3 if abs(value) < 2 else 1)} "
+                    f"({'held' if held else 'missed'})"
+                    if value is not None else f"{name}: not measured"
+                    for name, (value, held) in targets(run, dataset).items()
+                ), ""]  # fmt: skip
         if run.startup:
             lines.append(
                 "Start-up: " + ", ".join(f"{key} {value}" for key, value in run.startup.items())
