@@ -33,6 +33,45 @@ USABLE_RESERVATION_STATES = ("active", "scheduled")
 CLIENTS = ("ec2", "ssm", "service-quotas", "ecr", "iam", "cloudformation", "logs")
 
 
+# DescribeAvailabilityZones' State values a subnet and its nodes can use (EC2 API reference,
+# AvailabilityZone: available | information | impaired | unavailable | constrained).
+USABLE_ZONE_STATES = ("available", "information")
+
+
+def zones_exist(ec2: Any, settings: Settings) -> Check:
+    """Every zone of network.availability_zones is an availability zone of the region (not a
+    Local or Wavelength Zone) that the account can use. Synth checks only the names' shape:
+    which zone IDs a region has, and which the account is opted in to, is the account's answer
+    (zone IDs map to different zone names in each account)."""
+    region = settings.region
+    name = f"zones {', '.join(settings.network.availability_zones)} in {region}"
+    answer = ec2.describe_availability_zones()["AvailabilityZones"]
+    known = {zone[key]: zone for zone in answer for key in ("ZoneId", "ZoneName") if key in zone}
+    problems = []
+    for zone in settings.network.availability_zones:
+        found = known.get(zone)
+        if found is None:
+            problems.append(f"{zone} is not a zone of {region} this account can use")
+        elif found.get("ZoneType", "availability-zone") != "availability-zone":
+            problems.append(f"{zone} is a {found['ZoneType']}, not an availability zone")
+        elif found.get("State") not in USABLE_ZONE_STATES:
+            problems.append(f"{zone} is {found.get('State')}")
+    if not problems:
+        return passed(name, "all available")
+    usable = sorted(
+        zone["ZoneId"]
+        for zone in answer
+        if zone.get("ZoneType", "availability-zone") == "availability-zone"
+        and zone.get("State") in USABLE_ZONE_STATES
+    )
+    return failed(
+        name,
+        "; ".join(problems),
+        f"set network.availability_zones to zone IDs of {region} (usable here: "
+        f"{', '.join(usable) or 'none'}; `aws ec2 describe-availability-zones --region {region}`)",
+    )
+
+
 def instance_offered(ec2: Any, role: str, group: GpuNodeGroup, zone: str) -> Check:
     name = f"{role}: {group.instance_type} offered in {zone}"
     location_type = "availability-zone-id" if is_zone_id(zone) else "availability-zone"
@@ -326,6 +365,7 @@ def run_preflight(
     planned: list[tuple[str, Callable[[], Check | list[Check] | None]]] = [
         ("example account ids", lambda: documentation_placeholders(settings)),
         ("CDK bootstrap", lambda: cdk_bootstrap(clients["ssm"], settings)),
+        ("availability zones", lambda: zones_exist(ec2, settings)),
     ]
     for role, group in settings.gpu_nodes.groups().items():
         planned += [

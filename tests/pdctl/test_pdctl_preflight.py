@@ -9,7 +9,7 @@ from typing import Any
 
 import boto3
 import pytest
-from botocore.stub import ANY, Stubber
+from botocore.stub import Stubber
 
 from app_config import load_settings
 from catalog.container_insights import log_group_kinds, log_group_name
@@ -26,6 +26,7 @@ from pdctl.preflight import (
     leftover_log_groups,
     run_preflight,
     vcpu_quotas,
+    zones_exist,
 )
 from tests.configurations import EXAMPLES, PROJECT_ROOT, context_for, settings_for
 
@@ -67,6 +68,17 @@ def _healthy_responses(settings, broken: str = "") -> dict[str, list[tuple[str, 
             {"Name": BOOTSTRAP_VERSION_PARAMETER},
         )
     )
+    configured = settings.network.availability_zones
+    zones = [
+        {"ZoneName": f"{settings.region}{letter}", "ZoneId": zone, "State": "available",
+         "ZoneType": "availability-zone"}
+        for letter, zone in zip("abcdef", configured, strict=False)
+    ]  # fmt: skip
+    if broken == "zones":
+        zones = zones[1:]
+    zones.append({"ZoneName": f"{settings.region}-lax-1a", "ZoneId": "usw2-lax1-az1",
+                  "State": "available", "ZoneType": "local-zone"})  # fmt: skip
+    calls["ec2"].append(("describe_availability_zones", {"AvailabilityZones": zones}, {}))
     for role, group in settings.gpu_nodes.groups().items():
         offered = (
             []
@@ -221,7 +233,7 @@ def _run(settings, broken: str = ""):
                     service_message=response.get("message", ""),
                 )
             else:
-                stubbers[name].add_response(operation, response, params or ANY)
+                stubbers[name].add_response(operation, response, params)
     for stubber in stubbers.values():
         stubber.activate()
     checks = run_preflight(clients, settings, now=NOW)
@@ -248,13 +260,14 @@ ADMIN = f'["arn:aws:iam::{OWN_ACCOUNT}:role/PlatformAdmins"]'
 def test_a_healthy_account_passes_every_check() -> None:
     checks = _run(_settings(**{"cluster.admin_principal_arns": ADMIN}))
     assert [c.name for c in checks if not c.ok] == []
-    assert len(checks) == 1 + 1 + 3 * 2 + 1 + 1 + 1 + 1 + 1
+    assert len(checks) == 1 + 1 + 1 + 3 * 2 + 1 + 1 + 1 + 1 + 1
 
 
 @pytest.mark.parametrize(
     ("broken", "name_fragment", "fix_fragment"),
     [
         ("bootstrap", "CDK bootstrap", "cdk bootstrap aws://"),
+        ("zones", "zones", "network.availability_zones"),
         ("offering:prefill", "prefill: p5en.48xlarge offered", "describe-instance-type-offerings"),
         ("efa:decode", "decode: p5en.48xlarge EFA interfaces", "catalog/instances.py"),
         ("state:prefill", "prefill: reservation", "fix the reservation"),
@@ -275,6 +288,35 @@ def test_each_failing_check_fails_alone_and_names_the_fix(
     assert len(failing) == 1, failing
     assert name_fragment in failing[0].name
     assert fix_fragment in failing[0].fix
+
+
+@pytest.mark.parametrize(
+    ("answer", "detail"),
+    [
+        ({"ZoneType": "local-zone"}, "is a local-zone, not an availability zone"),
+        ({"State": "impaired"}, "is impaired"),
+        ({"ZoneId": "usw2-az9", "ZoneName": "us-west-2z"}, "is not a zone of us-west-2"),
+    ],
+)
+def test_a_zone_the_account_cannot_use_fails_naming_it_and_the_usable_ones(answer, detail) -> None:
+    settings = _settings()
+    first = settings.network.availability_zones[0]
+    zones = [
+        {"ZoneName": f"us-west-2{letter}", "ZoneId": zone, "State": "available",
+         "ZoneType": "availability-zone"}
+        for letter, zone in zip("abcdef", settings.network.availability_zones, strict=False)
+    ]  # fmt: skip
+    zones[0] = {**zones[0], **answer}
+    client = _clients()["ec2"]
+    with Stubber(client) as stubber:
+        stubber.add_response("describe_availability_zones", {"AvailabilityZones": zones}, {})
+        check = zones_exist(client, settings)
+    assert not check.ok
+    assert detail in check.detail
+    assert first in check.detail or "is not a zone" in check.detail
+    usable = [z["ZoneId"] for z in zones if z.get("State") == "available"
+              and z.get("ZoneType") == "availability-zone"]  # fmt: skip
+    assert ", ".join(sorted(usable)) in check.fix
 
 
 def test_capacity_blocks_do_not_count_against_the_vcpu_quota() -> None:
