@@ -65,6 +65,7 @@ def _registry() -> tuple[Rule, ...]:
         kv_transfer,
         model_fit,
         network,
+        node_fit,
         replica_fit,
         updates,
     )
@@ -79,6 +80,7 @@ def _registry() -> tuple[Rule, ...]:
         *updates.RULES,
         *kv_transfer.RULES,
         *model_fit.RULES,
+        *node_fit.RULES,
         *acknowledgments.RULES,
     )
 

@@ -46,6 +46,18 @@ WARNINGS = [
     ("default", {"serving.model.id": "qwen/qwen3-32b"}, "model-id-case", "serving.model.id"),
     ("default", {"account": "123456789012"}, "documentation-placeholder", "account"),
     ("public-endpoint", {}, "model-unchecked", "serving.model.id"),
+    (
+        "default",
+        {"cluster.system_nodes.scaling": '{"min_size": 1, "desired_size": 1, "max_size": 1}'},
+        "node-fit-headroom",
+        "cluster.system_nodes.scaling.max_size",
+    ),
+    (
+        "default",
+        {"cluster.system_nodes.instance_type": "t3.xlarge"},
+        "node-fit-unchecked",
+        "cluster.system_nodes.instance_type",
+    ),
     ("quickstart", {}, "documentation-placeholder", "cluster.admin_principal_arns[0]"),
     (
         "capacity-block",
