@@ -26,7 +26,8 @@ Sources (the chart's values.yaml at the version catalog/helm_charts.py pins, unl
   which the EKS add-on follows: requests cpu 100m, memory 70Mi; two replicas on EKS.
 - [kube-proxy] the EKS kube-proxy add-on DaemonSet: requests cpu 100m.
 The EKS Pod Identity agent and the node monitoring agent publish no defaults the project could
-read; they count as zero here, which the headroom warning leaves room for.
+read, and the Secrets Store CSI driver (installed for a gated model or the GCS store) is not
+counted yet; they count as zero here.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class ClusterPod:
     memory_mib: int
     source: str
     replicas: int = 1  # for a Deployment; a DaemonSet runs one per node it selects
-    # Only when (names the condition the caller checks): "container_logs", "secrets_store",
+    # Only when (names the condition the caller checks): "container_logs" (Fluent Bit),
     # "p_class" (dcgm-exporter's node affinity).
     only_when: str | None = None
 
