@@ -44,7 +44,10 @@ if TYPE_CHECKING:
 
 _QUANTITY = re.compile(r"^(?P<number>\d+(\.\d+)?)(?P<unit>m|Ki|Mi|Gi|Ti)?$")
 _MIB = {None: 2**-20, "Ki": 2**-10, "Mi": 1, "Gi": 2**10, "Ti": 2**20}
-_READS = frozenset({"serving", "gpu_nodes", "cluster", "observability"})
+# The renderer reads region and prefix too (the image address, the names).
+_READS = frozenset(
+    {"serving", "gpu_nodes", "cluster", "observability", "region", "prefix", "account"}
+)
 
 
 @dataclass(frozen=True)
@@ -114,14 +117,17 @@ class RenderedPods:
     workers: dict[str, Requests]  # by side
 
 
-def rendered_pods(settings: Settings) -> RenderedPods:
+def rendered_pods(settings: Settings) -> RenderedPods | None:
     """The Ray head's and each side's worker pod's requests, as the renderer writes them."""
     from serving_manifests.rayservice import render_rayservice
     from serving_manifests.serve_config import render_serve_config
 
     # The image's address (which names the account where serving.image_cache is on) does not
     # change a request; the stack passes a CloudFormation token in the same place.
-    service = render_rayservice(settings, render_serve_config(settings), account="ACCOUNT")
+    try:
+        service = render_rayservice(settings, render_serve_config(settings), account="ACCOUNT")
+    except (KeyError, ValueError):
+        return None  # what the renderer cannot render (a region without the image) has its rule
     cluster = service["spec"]["rayClusterConfig"]
     autoscaler = {"resources": cluster["autoscalerOptions"].get("resources") or {}}
     head = pod_requests(cluster["headGroupSpec"]["template"]["spec"], autoscaler)
@@ -184,6 +190,8 @@ def _thin_memory(asked: Requests, node: Allocatable, nodes: int = 1) -> bool:
 
 def gpu_nodes_fit(settings: Settings) -> Iterator[Finding]:
     pods = rendered_pods(settings)
+    if pods is None:
+        return
     for side in settings.sides():
         instance_type = side.nodes.instance_type
         worker = pods.workers[side.role]
@@ -206,6 +214,8 @@ def gpu_nodes_fit(settings: Settings) -> Iterator[Finding]:
 
 def gpu_nodes_headroom(settings: Settings) -> Iterator[Finding]:
     pods = rendered_pods(settings)
+    if pods is None:
+        return
     for side in settings.sides():
         instance_type = side.nodes.instance_type
         worker = pods.workers[side.role]
@@ -233,9 +243,9 @@ def _thin_finding(path: str, asked: Requests, node: Allocatable, nodes: int) -> 
 def system_nodes_fit(settings: Settings) -> Iterator[Finding]:
     system = settings.cluster.system_nodes
     node = node_allocatable(system.instance_type)
-    if node is None:
-        return
     pods = rendered_pods(settings)
+    if node is None or pods is None:
+        return
     daemons = daemon_sets(settings, system.instance_type, gpu=False)
     on_one = pods.head + _requests(daemons)
     short = _shortfalls(on_one, 1 + len(daemons), node)
@@ -278,9 +288,9 @@ def system_nodes_unchecked(settings: Settings) -> Iterator[Finding]:
 def system_nodes_headroom(settings: Settings) -> Iterator[Finding]:
     system = settings.cluster.system_nodes
     node = node_allocatable(system.instance_type)
-    if node is None:
-        return
     pods = rendered_pods(settings)
+    if node is None or pods is None:
+        return
     daemons = daemon_sets(settings, system.instance_type, gpu=False)
     nodes = system.scaling.max_size
     heads = 2 if settings.serving.upgrade_strategy == "NewCluster" else 1
