@@ -255,8 +255,8 @@ def plan_command(
     (quantized weights, experts spread by expert parallel), KV tokens per DP rank and replica,
     an expert-parallel group's all-to-all and EPLB traffic; the options are checked by the
     configuration's own rules. Exits 1 when the model does not fit."""
+    from catalog.model_architecture import UnsupportedModelError
     from pdctl import kv_plan
-    from pdctl.model_architecture import UnsupportedModelError
 
     settings = _settings(config, context)
     model_config = model_config or settings.serving.model.id
@@ -319,12 +319,12 @@ def _plan_side(
     sizing: dict[str, int],
 ) -> tuple[Any, Any, int, int]:
     """One side's plan: the options through the configuration's rules (plan_layout.py), then
-    the model's own (expert_placement.py, heads over TP)."""
+    the model's own (catalog/expert_placement.py, heads over TP)."""
     from app_config import ConfigError
+    from catalog.expert_placement import ParallelismError
     from catalog.instances import CATALOG
+    from catalog.model_architecture import UnsupportedModelError, model_shape
     from pdctl import kv_plan
-    from pdctl.expert_placement import ParallelismError
-    from pdctl.model_architecture import UnsupportedModelError, model_shape
     from pdctl.plan_layout import side_with_options
     from serving_manifests.serve_config import reads_only_local_experts
 

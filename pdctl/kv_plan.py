@@ -1,9 +1,11 @@
 """KV-cache sizing for prefill/decode disaggregation, from a model's Hugging Face config.json.
 
-KV bytes per token follow vLLM 0.26's cache layout (kv_cache_bytes.py): grouped-query attention
-stores K and V per KV head per layer; multi-head latent attention one latent of kv_lora_rank +
-qk_rope_head_dim per layer, whole on every TP rank. Weights (model_architecture.py) are placed
-per GPU as vLLM places them under TP, PP, DP and expert parallel (expert_placement.py).
+KV bytes per token follow vLLM 0.26's cache layout (catalog/kv_cache_bytes.py): grouped-query
+attention stores K and V per KV head per layer; multi-head latent attention one latent of
+kv_lora_rank + qk_rope_head_dim per layer, whole on every TP rank. Weights
+(catalog/model_architecture.py) are placed per GPU as vLLM places them under TP, PP, DP and
+expert parallel (catalog/expert_placement.py); what they leave of a GPU for the KV cache is
+catalog/model_architecture.py gpu_memory, which synth's model rules apply too.
 
 The KV transfer is per GPU: each GPU of a rank holds its share of the request's KV (its heads'
 under GQA, the whole latent under MLA) and NIXL moves it over that GPU's own EFA devices
@@ -23,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from catalog.efa_layout import efa_gbps_per_gpu
+from catalog.expert_placement import Parallelism
 from catalog.instances import GpuInstance
-from pdctl.expert_placement import Parallelism
+from catalog.model_architecture import ModelShape, UnsupportedModelError, gpu_memory
 from pdctl.http_call import within
-from pdctl.model_architecture import ModelShape, UnsupportedModelError
 from pdctl.moe_traffic import MoeTraffic, moe_traffic
 
 # Share of EFA's line rate a NIXL READ achieves (NIXL over LIBFABRIC, large blocks).
@@ -200,9 +202,8 @@ def plan(
     transfer_efa = per_gpu_request / (gpu_gbps * 1e9 / 8 * EFA_EFFICIENCY)
     transfer_tcp = per_request / (TCP_SINGLE_FLOW_GBPS * 1e9 / 8)
     parts = shape.weight_parts()
-    weights_per_gpu = parts.bytes_per_gpu(parallelism)
-    usable = int(instance.gpu_memory_gib * 2**30 * gpu_memory_utilization)
-    kv_budget = max(usable - weights_per_gpu, 0)
+    memory = gpu_memory(shape, parallelism, instance.gpu_memory_gib, gpu_memory_utilization)
+    weights_per_gpu, kv_budget = memory.weights_bytes, memory.kv_budget_bytes
     tokens_per_rank = kv_budget // per_gpu_token
     sequences = data_parallel * (tokens_per_rank // (input_tokens + output_tokens))
     at_max_len = None if max_model_len is None else tokens_per_rank // max_model_len

@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 from catalog.efa_layout import efa_gbps_per_gpu
 
 if TYPE_CHECKING:
+    from catalog.expert_placement import Parallelism
     from catalog.instances import GpuInstance
-    from pdctl.expert_placement import Parallelism
-    from pdctl.model_architecture import ModelShape
+    from catalog.model_architecture import ModelShape
 
 # Bytes of one token's top-k routing in the gather: a float32 weight and an int32 expert id per
 # routed expert (fused_moe/router: topk_weights float32, topk_ids int32).

@@ -7,7 +7,7 @@ the chosen instance type; then the configuration's replica-fit rule for that sid
 (app_config/model.py: a rank fits one node and TP divides its GPUs, a DP group tiles a node or
 fills whole nodes, EPLB needs TP x DP > 1). What depends on the model (data parallel for MoE
 only, experts dividing over the EPLB ranks, heads over TP) is the model's rule and stays in
-pdctl/expert_placement.py and the plan command. Node counts, replica bounds and reservations are
+catalog/expert_placement.py and the plan command. Node counts, replica bounds and reservations are
 left out: plan asks whether a layout works, not whether this deployment has room for it.
 """
 

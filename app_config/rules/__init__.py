@@ -67,6 +67,7 @@ def _registry() -> tuple[Rule, ...]:
         kv_transfer,
         model_fit,
         network,
+        node_fit,
         replica_fit,
         timeouts,
         updates,
@@ -85,6 +86,7 @@ def _registry() -> tuple[Rule, ...]:
         *kv_transfer.RULES,
         *model_fit.RULES,
         *derived_names.RULES,
+        *node_fit.RULES,
         *acknowledgments.RULES,
     )
 

@@ -13,8 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from app_config.errors import Finding
 from app_config.rules import WARNING, Rule
+from catalog.expert_placement import Parallelism, ParallelismError
+from catalog.model_architecture import UnsupportedModelError, gpu_memory, model_shape
 from catalog.models import bundled_config
 from catalog.ray_llm_image import VLLM
+from catalog.weight_precision import QuantizationError, weight_precision
 
 if TYPE_CHECKING:
     from app_config.model import Settings
@@ -102,7 +105,8 @@ def unchecked(settings: Settings) -> Iterator[Finding]:
         yield Finding(
             "serving.model.id",
             "is a model the app has no config.json for: synth did not check the context "
-            "length against the model's, nor data parallel against its experts. Name the "
+            "length against the model's, data parallel against its experts, its weights "
+            "against the GPUs' memory, nor the quantization option against its own. Name the "
             f"model's config.json in {_CONFIG_PATH}, or run `pdctl plan --model-config` on it",
             settings.serving.model.id,
         )
@@ -138,6 +142,129 @@ def data_parallel_needs_experts(settings: Settings) -> Iterator[Finding]:
             )
 
 
+# vLLM 0.26 config/model.py _verify_quantization: an engine `quantization` other than the
+# checkpoint's quant_method is refused unless one of the override methods maps the checkpoint
+# to it; these are the overrides by the checkpoint method they read
+# (layers/quantization/*.py override_quantization_method). humming, inc and moe_wna16 accept
+# many formats and are left to vLLM.
+_ACCEPTED_QUANTIZATION = {
+    "fp8": {"fp8", "deepseek_v4_fp8"},
+    "gptq": {"gptq", "gptq_marlin"},
+    "awq": {"awq", "awq_marlin"},
+    "mxfp4": {"mxfp4", "gpt_oss_mxfp4"},
+    "modelopt": {"modelopt"},
+    "modelopt_fp4": {"modelopt_fp4"},
+    "compressed-tensors": {"compressed-tensors"},
+    "bitsandbytes": {"bitsandbytes"},
+}
+_BROAD_OVERRIDES = {"humming", "inc", "moe_wna16"}
+
+
+def _checkpoint_method(config: dict[str, Any]) -> str | None:
+    """The checkpoint's quantization method as vLLM names it, None when unquantized or unread."""
+    try:
+        method = weight_precision(config).method
+    except QuantizationError:
+        return None
+    method = {"gptq_marlin": "gptq", "awq_marlin": "awq"}.get(method, method)
+    return None if method == "none" else method
+
+
+def quantization_matches_checkpoint(settings: Settings) -> Iterator[Finding]:
+    config, source, _ = _read(settings)
+    method = _checkpoint_method(config) if config else None
+    if method is None or method not in _ACCEPTED_QUANTIZATION:
+        return
+    for side in settings.sides():
+        asked = settings.serving.engine_options_for(side.role).get("quantization")
+        if asked is None or asked in _BROAD_OVERRIDES:
+            continue
+        if asked not in _ACCEPTED_QUANTIZATION[method]:
+            yield Finding(
+                f"{side.serving_setting}.engine_options.quantization",
+                f"is {asked!r}, but the checkpoint is quantized with {method} by its "
+                f"config.json ({source}): {VLLM} refuses the engine ('Quantization method "
+                "specified in the model config does not match the quantization method "
+                f"specified in the `quantization` argument'); remove the option or use one of "
+                f"{sorted(_ACCEPTED_QUANTIZATION[method])}",
+                asked,
+            )
+
+
+def _side_memory(settings: Settings, config: dict[str, Any], side: Any) -> Any:
+    """The side's GPU memory by `pdctl plan`'s own sizing, or None where the model or the
+    layout is one the sizing cannot read (their own rules report a layout vLLM refuses), or
+    where the engine quantizes an unquantized checkpoint online (the weights are then smaller
+    than the checkpoint says)."""
+    options = settings.serving.engine_options_for(side.role)
+    if options.get("quantization") and _checkpoint_method(config) is None:
+        return None
+    engine = side.engine
+    try:
+        shape = model_shape(config, str(options.get("kv_cache_dtype") or "auto"))
+        parallelism = Parallelism(
+            tensor_parallel=side.tensor_parallel,
+            pipeline_parallel=side.pipeline_parallel,
+            data_parallel=side.data_parallel,
+            expert_parallel=engine.expert_parallel,
+            eplb=engine.eplb.enabled,
+            redundant_experts=engine.eplb.num_redundant_experts,
+        )
+        parallelism.check(shape.experts)
+    except (UnsupportedModelError, ParallelismError, QuantizationError):
+        return None
+    memory = gpu_memory(
+        shape, parallelism, side.instance.gpu_memory_gib, engine.gpu_memory_utilization
+    )
+    per_token = shape.kv_bytes_per_token_per_gpu(side.tensor_parallel, side.pipeline_parallel)
+    return memory, per_token
+
+
+def weights_fit_the_gpus(settings: Settings) -> Iterator[Finding]:
+    config, source, _ = _read(settings)
+    if not config:
+        return
+    for side in settings.sides():
+        sized = _side_memory(settings, config, side)
+        if sized is None or sized[0].weights_fit:
+            continue
+        memory, gib = sized[0], 2**30
+        yield Finding(
+            f"{side.serving_setting}.tensor_parallel_size",
+            f"the model's weights take {memory.weights_bytes / gib:.1f} GiB per GPU at TP "
+            f"{side.tensor_parallel} x PP {side.pipeline_parallel} (its config.json, {source}), "
+            f"more than the {memory.usable_bytes / gib:.1f} GiB gpu_memory_utilization "
+            f"{side.engine.gpu_memory_utilization} leaves of a {side.instance.gpu_model}'s "
+            f"{side.instance.gpu_memory_gib} GiB: {VLLM} fails loading them (CUDA out of "
+            "memory). Raise tensor_parallel_size or pipeline_parallel_size, use a quantized "
+            "checkpoint, or a GPU with more memory (`pdctl plan` sizes the choices)",
+            side.tensor_parallel,
+        )
+
+
+def kv_room(settings: Settings) -> Iterator[Finding]:
+    config, source, _ = _read(settings)
+    if not config:
+        return
+    wanted = settings.serving.max_model_len
+    for side in settings.sides():
+        sized = _side_memory(settings, config, side)
+        if sized is None or not sized[0].weights_fit:
+            continue
+        memory, per_token = sized
+        tokens = memory.kv_budget_bytes // per_token if per_token else wanted
+        if tokens < wanted:
+            yield Finding(
+                f"{side.serving_setting}.gpu_memory_utilization",
+                f"leaves {memory.kv_budget_bytes / 2**30:.1f} GiB per GPU beside the weights "
+                f"(its config.json, {source}): about {tokens:,} tokens of KV cache, fewer than "
+                f"max_model_len {wanted:,} before activations take their share; {VLLM} "
+                "refuses to start when the cache cannot hold one max_model_len sequence. Raise "
+                "tensor_parallel_size, lower serving.max_model_len, or check with `pdctl plan`",
+                side.engine.gpu_memory_utilization,
+            )
+
+
 _READS = frozenset({"serving"})
 RULES = (
     Rule("model-config-unreadable", _READS, unreadable_config),
@@ -148,4 +275,9 @@ RULES = (
         frozenset({"serving", "gpu_nodes"}),
         data_parallel_needs_experts,
     ),
+    Rule(
+        "model-quantization", frozenset({"serving", "gpu_nodes"}), quantization_matches_checkpoint
+    ),
+    Rule("model-weights-per-gpu", frozenset({"serving", "gpu_nodes"}), weights_fit_the_gpus),
+    Rule("model-kv-room", frozenset({"serving", "gpu_nodes"}), kv_room, WARNING, stack="serving"),
 )

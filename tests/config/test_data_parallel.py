@@ -15,14 +15,17 @@ from app_config.node_labels import GPU_ROLES
 from catalog.expert_parallel import ALL2ALL_BACKENDS, SUPPORTED_ALL2ALL_BACKENDS
 from catalog.instances import CATALOG
 from serving_manifests.serve_config import render_serve_config
-from tests.configurations import context_for, settings_for
+from tests.configurations import PROJECT_ROOT, context_for, settings_for
 
 DEEPSEEK = "deepseek-v3-pd"
 
 
 # The shape rules are judged on an MoE model: data parallel of a dense one is refused by its own
-# rule (app_config/rules/model_fit.py).
-MOE_MODEL = {"serving.model.id": "Qwen/Qwen3-30B-A3B"}
+# rule (app_config/rules/model_fit.py). Its config has experts and a context length but no sizes,
+# so the weights-per-GPU rule, which would refuse a real model on one small GPU, stays out.
+MOE_MODEL = {
+    "serving.model.config_file": str(PROJECT_ROOT / "tests/data/model_configs/moe-layout-only.json")
+}
 
 
 def _load(**overrides: Any) -> Any:

@@ -15,7 +15,7 @@ import pytest
 
 from app_config import ConfigError
 from catalog.instances import CATALOG
-from tests.configurations import settings_for
+from tests.configurations import PROJECT_ROOT, settings_for
 
 
 def vllm_tp_ratio(local_tp: int, remote_tp: int) -> int:
@@ -28,11 +28,16 @@ def vllm_tp_ratio(local_tp: int, remote_tp: int) -> int:
     return -(remote_tp // local_tp)
 
 
+LAYOUT_ONLY_MODEL = PROJECT_ROOT / "tests/data/model_configs/moe-layout-only.json"
+
+
 def accepted_tp(instance_type: str, tp: int) -> bool:
     overrides = {
         "gpu_nodes.prefill.instance_type": instance_type,
         "gpu_nodes.decode.instance_type": instance_type,
         "serving.prefill.tensor_parallel_size": str(tp),
+        # A config without sizes: TP is judged by the node, not by the model's weights.
+        "serving.model.config_file": str(LAYOUT_ONLY_MODEL),
     }
     try:
         settings_for("default", **overrides)

@@ -54,6 +54,25 @@ WARNINGS = [
     ("default", {"serving.model.id": "qwen/qwen3-32b"}, "model-id-case", "serving.model.id"),
     ("default", {"account": "123456789012"}, "documentation-placeholder", "account"),
     ("public-endpoint", {}, "model-unchecked", "serving.model.id"),
+    # Qwen3-8B (~15 GiB) leaves ~4 GiB of 48 GiB x 0.4: fewer KV tokens than max_model_len
+    (
+        "quickstart",
+        {"serving.prefill.gpu_memory_utilization": "0.4"},
+        "model-kv-room",
+        "serving.prefill.gpu_memory_utilization",
+    ),
+    (
+        "default",
+        {"cluster.system_nodes.scaling": '{"min_size": 1, "desired_size": 1, "max_size": 1}'},
+        "node-fit-headroom",
+        "cluster.system_nodes.scaling.max_size",
+    ),
+    (
+        "default",
+        {"cluster.system_nodes.instance_type": "t3.xlarge"},
+        "node-fit-unchecked",
+        "cluster.system_nodes.instance_type",
+    ),
     ("quickstart", {}, "documentation-placeholder", "cluster.admin_principal_arns[0]"),
     (
         "capacity-block",
@@ -214,3 +233,42 @@ def test_an_unreadable_model_config_is_an_error_naming_the_setting(tmp_path, con
     with pytest.raises(ConfigError) as raised:
         settings_for("default", **{"serving.model.config_file": str(path)})
     assert [p.path for p in raised.value.problems] == ["serving.model.config_file"]
+
+
+# (configuration, overrides, code, the setting the finding names): the model's error rules that
+# read its weights and quantization, by the sizing `pdctl plan` uses
+# (catalog/model_architecture.py gpu_memory); its KV-room warning is a row of WARNINGS.
+MODEL_MEMORY = [
+    # Qwen3-32B in bfloat16 is ~61 GiB; one L40S offers 48 GiB x 0.9
+    (
+        "quickstart",
+        {"serving.model.id": "Qwen/Qwen3-32B"},
+        "model-weights-per-gpu",
+        "serving.prefill.tensor_parallel_size",
+    ),
+    # DeepSeek-V3's checkpoint is fp8 (its quantization_config); vLLM refuses gptq over it
+    (
+        "deepseek-v3-pd",
+        {"serving.decode.engine_options": '{"quantization": "gptq"}'},
+        "model-quantization",
+        "serving.decode.engine_options.quantization",
+    ),
+]
+
+
+@pytest.mark.parametrize(("configuration", "overrides", "code", "path"), MODEL_MEMORY)
+def test_the_models_weights_and_quantization_are_judged_by_its_config(
+    configuration: str, overrides: dict[str, str], code: str, path: str
+) -> None:
+    try:
+        found = evaluate(settings_for(configuration, **overrides))
+    except ConfigError as error:
+        found = error.problems
+    assert (path, code) in [(finding.path, finding.code) for finding in found]
+
+
+def test_the_checkpoints_own_quantization_or_its_override_is_accepted() -> None:
+    for method in ("fp8", "deepseek_v4_fp8"):
+        options = {"serving.decode.engine_options": json.dumps({"quantization": method})}
+        findings = evaluate(settings_for("deepseek-v3-pd", **options))
+        assert [f for f in findings if f.code == "model-quantization"] == []

@@ -10,9 +10,9 @@ import pytest
 from typer.testing import CliRunner
 
 from catalog.instances import CATALOG
+from catalog.model_architecture import UnsupportedModelError, model_shape
 from pdctl.cli import app
 from pdctl.kv_plan import plan
-from pdctl.model_architecture import UnsupportedModelError, model_shape
 
 # Public config.json values (Hugging Face model cards), reduced to what the estimate reads.
 LLAMA_3_1_8B = {

@@ -1,7 +1,7 @@
 """pdctl plan refuses a model config that names an architecture but lacks the fields that make
 it that architecture: an MoE architecture without its routed experts would be sized as a dense
 model, an MLA architecture without kv_lora_rank as grouped-query attention, and either answered
-"likely to pay off" for a model nobody runs (pdctl/model_architecture.py, ARCHITECTURES: the
+"likely to pay off" for a model nobody runs (catalog/model_architecture.py, ARCHITECTURES: the
 fields are those transformers' config classes define; vLLM would fill them with another
 checkpoint's defaults). Each row: the config, the key removed, the fragment of the refusal."""
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pdctl import model_architecture
+from catalog import model_architecture
+from catalog.model_architecture import model_shape
 from pdctl.cli import app
-from pdctl.model_architecture import model_shape
 from tests.configurations import PROJECT_ROOT
 
 MODEL_CONFIGS = PROJECT_ROOT / "catalog" / "model_configs"

@@ -23,11 +23,11 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from catalog.expert_placement import Parallelism, ParallelismError, WeightParts
 from catalog.instances import CATALOG
+from catalog.model_architecture import UnsupportedModelError, model_shape
 from pdctl.cli import app
-from pdctl.expert_placement import Parallelism, ParallelismError, WeightParts
 from pdctl.kv_plan import plan
-from pdctl.model_architecture import UnsupportedModelError, model_shape
 from tests.configurations import PROJECT_ROOT
 from tests.pdctl.test_pdctl_plan import LLAMA_3_1_70B, QWEN3_30B_A3B
 

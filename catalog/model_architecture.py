@@ -12,9 +12,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from pdctl.expert_placement import WeightParts
-from pdctl.kv_cache_bytes import CacheLayoutError, KvLayout, gqa_layout, mla_layout
-from pdctl.weight_precision import UNQUANTIZED, QuantizationError, WeightPrecision, weight_precision
+from catalog.expert_placement import Parallelism, WeightParts
+from catalog.kv_cache_bytes import CacheLayoutError, KvLayout, gqa_layout, mla_layout
+from catalog.weight_precision import (
+    UNQUANTIZED,
+    QuantizationError,
+    WeightPrecision,
+    weight_precision,
+)
 
 DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "float8_e4m3fn": 1, "fp8": 1}
 
@@ -444,4 +449,34 @@ def model_shape(model_config: dict[str, Any], kv_cache_dtype: str = "auto") -> M
         shared_expert_intermediate_size=shared,
         mla=mla,
         kv=kv,
+    )
+
+
+@dataclass(frozen=True)
+class GpuMemory:
+    """One GPU of a rank: its share of the weights, and what vLLM may use of it
+    (gpu_memory_utilization of the GPU's memory, vLLM 0.26 config/cache.py); the rest of that is
+    the KV cache's, less activations and CUDA graphs, which only vLLM's profiling run knows."""
+
+    weights_bytes: int
+    usable_bytes: int
+
+    @property
+    def kv_budget_bytes(self) -> int:
+        return max(self.usable_bytes - self.weights_bytes, 0)
+
+    @property
+    def weights_fit(self) -> bool:
+        return self.weights_bytes <= self.usable_bytes
+
+
+def gpu_memory(
+    shape: ModelShape, parallelism: Parallelism, gpu_memory_gib: int, utilization: float
+) -> GpuMemory:
+    """The weights per GPU under this layout (TP, PP, DP and expert parallel, quantized as the
+    checkpoint says) against the GPU's usable memory: what `pdctl plan` sizes and synth's
+    model-weights rule judges (app_config/rules/model_fit.py)."""
+    return GpuMemory(
+        weights_bytes=shape.weight_parts().bytes_per_gpu(parallelism),
+        usable_bytes=int(gpu_memory_gib * 2**30 * utilization),
     )

@@ -1,0 +1,323 @@
+"""What runs on a node group fits its nodes: the requests of every pod placed there (the app's
+own, read from the renderer, and the DaemonSets and operators of the add-ons and charts it
+installs) against the node's allocatable (catalog/node_allocatable.py).
+
+A pod whose requests exceed every node's allocatable stays Pending for good: the scheduler's
+NodeResourcesFit filter refuses it, and the Cluster Autoscaler, whose template node has the
+same allocatable, never adds a node for it. A Ray worker that cannot schedule is a side that
+never serves; a Ray head that cannot is no cluster at all.
+
+- GPU nodes: one Ray worker pod per node (it takes every GPU and EFA device), plus the
+  DaemonSets that select GPU nodes. A pod's requests are the larger of its app containers' sum
+  and its largest init container (KubeRay 1.7 appends wait-gcs-ready, 200m / 256Mi: common/
+  pod.go; below the Ray container's). Its huge pages are pre-allocated on the node and leave
+  allocatable memory.
+- System nodes: the Ray head with its autoscaler sidecar (KubeRay puts the sidecar in the head
+  pod) must fit one node beside the DaemonSets; the head and the operators together must fit
+  the group at max_size. During a NewCluster upgrade KubeRay runs a second Ray cluster, so a
+  second head, until the switch.
+
+Memory is judged twice. Against the nominal memory (an upper bound) a misfit is certain: an
+error. Against the memory the kernel is expected to report (catalog/node_allocatable.py,
+VM_MEMORY_OVERHEAD) it is likely: a warning that names the margin.
+
+The renderers sit above this layer (catalog <- app_config <- serving_manifests), so the
+renderer is imported where the rule runs: the rule judges exactly what synth renders, and no
+request is written twice.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from app_config.errors import Finding
+from app_config.rules import WARNING, Rule
+from catalog.cluster_pods import DAEMON_SETS, DEPLOYMENTS, ClusterPod
+from catalog.instances import CATALOG, is_p_class
+from catalog.node_allocatable import Allocatable, node_allocatable
+
+if TYPE_CHECKING:
+    from app_config.model import Settings
+
+_QUANTITY = re.compile(r"^(?P<number>\d+(\.\d+)?)(?P<unit>m|Ki|Mi|Gi|Ti)?$")
+_MIB = {None: 2**-20, "Ki": 2**-10, "Mi": 1, "Gi": 2**10, "Ti": 2**20}
+# The renderer reads region and prefix too (the image address, the names).
+_READS = frozenset(
+    {"serving", "gpu_nodes", "cluster", "observability", "region", "prefix", "account"}
+)
+
+
+@dataclass(frozen=True)
+class Requests:
+    cpu_millis: int = 0
+    memory_mib: int = 0
+    hugepages_mib: int = 0
+
+    def __add__(self, other: Requests) -> Requests:
+        return Requests(
+            self.cpu_millis + other.cpu_millis,
+            self.memory_mib + other.memory_mib,
+            self.hugepages_mib + other.hugepages_mib,
+        )
+
+    def times(self, count: int) -> Requests:
+        return Requests(
+            self.cpu_millis * count, self.memory_mib * count, self.hugepages_mib * count
+        )
+
+
+def _cpu_millis(quantity: str) -> int:
+    match = _QUANTITY.fullmatch(str(quantity))
+    if not match:
+        raise ValueError(f"CPU quantity {quantity!r} is not one this rule reads")
+    number = float(match["number"])
+    return int(number if match["unit"] == "m" else number * 1000)
+
+
+def _mib(quantity: str) -> int:
+    match = _QUANTITY.fullmatch(str(quantity))
+    if not match or match["unit"] == "m":
+        raise ValueError(f"memory quantity {quantity!r} is not one this rule reads")
+    return int(float(match["number"]) * _MIB[match["unit"]])
+
+
+def container_requests(container: dict[str, Any]) -> Requests:
+    """A container's requests; limits where it states no requests (Kubernetes copies them)."""
+    resources = container.get("resources") or {}
+    asked = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+    return Requests(
+        _cpu_millis(asked["cpu"]) if "cpu" in asked else 0,
+        _mib(asked["memory"]) if "memory" in asked else 0,
+        _mib(asked["hugepages-2Mi"]) if "hugepages-2Mi" in asked else 0,
+    )
+
+
+def pod_requests(spec: dict[str, Any], *sidecars: dict[str, Any]) -> Requests:
+    """The scheduler's view (NodeResourcesFit): per resource, the larger of the app containers'
+    sum and the largest init container."""
+    total = Requests()
+    for container in [*spec["containers"], *sidecars]:
+        total += container_requests(container)
+    for init in spec.get("initContainers") or []:
+        asked = container_requests(init)
+        total = Requests(
+            max(total.cpu_millis, asked.cpu_millis),
+            max(total.memory_mib, asked.memory_mib),
+            max(total.hugepages_mib, asked.hugepages_mib),
+        )
+    return total
+
+
+@dataclass(frozen=True)
+class RenderedPods:
+    head: Requests
+    workers: dict[str, Requests]  # by side
+
+
+def rendered_pods(settings: Settings) -> RenderedPods | None:
+    """The Ray head's and each side's worker pod's requests, as the renderer writes them."""
+    from serving_manifests.rayservice import render_rayservice
+    from serving_manifests.serve_config import render_serve_config
+
+    # The image's address (which names the account where serving.image_cache is on) does not
+    # change a request; the stack passes a CloudFormation token in the same place.
+    try:
+        service = render_rayservice(settings, render_serve_config(settings), account="ACCOUNT")
+    except (KeyError, ValueError):
+        return None  # what the renderer cannot render (a region without the image) has its rule
+    cluster = service["spec"]["rayClusterConfig"]
+    autoscaler = {"resources": cluster["autoscalerOptions"].get("resources") or {}}
+    head = pod_requests(cluster["headGroupSpec"]["template"]["spec"], autoscaler)
+    workers = {
+        group["groupName"]: pod_requests(group["template"]["spec"])
+        for group in cluster["workerGroupSpecs"]
+    }
+    return RenderedPods(head, workers)
+
+
+def _applies(pod: ClusterPod, settings: Settings, instance_type: str) -> bool:
+    if pod.only_when == "container_logs":
+        return settings.observability.container_logs
+    if pod.only_when == "p_class":
+        return instance_type in CATALOG and is_p_class(CATALOG[instance_type])
+    return True
+
+
+def daemon_sets(settings: Settings, instance_type: str, gpu: bool) -> list[ClusterPod]:
+    """The DaemonSets that run on one node of this group."""
+    wanted = ("every", "gpu") if gpu else ("every",)
+    return [
+        pod
+        for pod in DAEMON_SETS
+        if pod.placement in wanted and _applies(pod, settings, instance_type)
+    ]
+
+
+def _requests(pods: list[ClusterPod]) -> Requests:
+    total = Requests()
+    for pod in pods:
+        total += Requests(pod.cpu_millis, pod.memory_mib).times(pod.replicas)
+    return total
+
+
+def _shortfalls(asked: Requests, pods: int, node: Allocatable, nodes: int = 1) -> list[str]:
+    """Which resource a set of pods over ``nodes`` nodes exceeds, with the figures."""
+    short = []
+    if asked.cpu_millis > node.cpu_millis * nodes:
+        short.append(f"CPU {asked.cpu_millis}m > {node.cpu_millis * nodes}m allocatable")
+    if asked.memory_mib > node.memory_mib * nodes:
+        short.append(f"memory {asked.memory_mib} MiB > {node.memory_mib * nodes} MiB allocatable")
+    if pods > node.max_pods * nodes:
+        short.append(f"{pods} pods > maxPods {node.max_pods * nodes}")
+    return short
+
+
+def _allocatable_note(node: Allocatable) -> str:
+    return (
+        f"one {node.instance_type} node ({node.vcpus} vCPUs, {node.memory_gib} GiB) offers "
+        f"{node.cpu_millis}m CPU, {node.memory_mib} MiB and {node.max_pods} pods after the "
+        f"AL2023 AMI's kube-reserved ({node.kube_reserved_cpu_millis}m, "
+        f"{node.kube_reserved_memory_mib} MiB) and eviction threshold"
+    )
+
+
+def _thin_memory(asked: Requests, node: Allocatable, nodes: int = 1) -> bool:
+    return node.memory_mib * nodes >= asked.memory_mib > node.memory_mib_estimated * nodes
+
+
+def gpu_nodes_fit(settings: Settings) -> Iterator[Finding]:
+    pods = rendered_pods(settings)
+    if pods is None:
+        return
+    for side in settings.sides():
+        instance_type = side.nodes.instance_type
+        worker = pods.workers[side.role]
+        node = node_allocatable(instance_type, hugepages_mib=worker.hugepages_mib)
+        if node is None:
+            continue  # every GPU type of the catalog has ENI limits (tests check it)
+        daemons = daemon_sets(settings, instance_type, gpu=True)
+        asked = worker + _requests(daemons)
+        short = _shortfalls(asked, 1 + len(daemons), node)
+        if short:
+            yield Finding(
+                f"{side.nodes_setting}.instance_type",
+                f"the {side.role} Ray worker pod ({worker.cpu_millis}m CPU, "
+                f"{worker.memory_mib} MiB) and {len(daemons)} DaemonSets do not fit one node: "
+                f"{'; '.join(short)}; {_allocatable_note(node)}. The pod would stay Pending "
+                "and the Cluster Autoscaler would add no node for it",
+                instance_type,
+            )
+
+
+def gpu_nodes_headroom(settings: Settings) -> Iterator[Finding]:
+    pods = rendered_pods(settings)
+    if pods is None:
+        return
+    for side in settings.sides():
+        instance_type = side.nodes.instance_type
+        worker = pods.workers[side.role]
+        node = node_allocatable(instance_type, hugepages_mib=worker.hugepages_mib)
+        if node is None:
+            continue
+        asked = worker + _requests(daemon_sets(settings, instance_type, gpu=True))
+        if _thin_memory(asked, node):
+            yield _thin_finding(f"{side.nodes_setting}.instance_type", asked, node, 1)
+
+
+def _thin_finding(path: str, asked: Requests, node: Allocatable, nodes: int) -> Finding:
+    return Finding(
+        path,
+        f"the pods placed here request {asked.memory_mib} MiB, within the "
+        f"{node.memory_mib * nodes} MiB that {nodes} {node.instance_type} node(s) offer by "
+        "nominal memory but above the "
+        f"{node.memory_mib_estimated * nodes} MiB expected once the kernel's share is gone "
+        "(Karpenter's 7.5 % estimate): a node may report too little and leave a pod Pending. "
+        "Check `kubectl describe node` on a running node, or choose a larger instance type",
+        node.instance_type,
+    )
+
+
+def system_nodes_fit(settings: Settings) -> Iterator[Finding]:
+    system = settings.cluster.system_nodes
+    node = node_allocatable(system.instance_type)
+    pods = rendered_pods(settings)
+    if node is None or pods is None:
+        return
+    daemons = daemon_sets(settings, system.instance_type, gpu=False)
+    on_one = pods.head + _requests(daemons)
+    short = _shortfalls(on_one, 1 + len(daemons), node)
+    if short:
+        yield Finding(
+            "cluster.system_nodes.instance_type",
+            f"the Ray head pod with its autoscaler sidecar ({pods.head.cpu_millis}m CPU, "
+            f"{pods.head.memory_mib} MiB) and {len(daemons)} DaemonSets do not fit one node: "
+            f"{'; '.join(short)}; {_allocatable_note(node)}. Choose a larger system instance "
+            "type (e.g. m7i.2xlarge)",
+            system.instance_type,
+        )
+        return
+    nodes = system.scaling.max_size
+    asked = pods.head + _requests(list(DEPLOYMENTS)) + _requests(daemons).times(nodes)
+    count = 1 + sum(pod.replicas for pod in DEPLOYMENTS) + len(daemons) * nodes
+    short = _shortfalls(asked, count, node, nodes)
+    if short:
+        yield Finding(
+            "cluster.system_nodes.scaling.max_size",
+            f"the Ray head, the operators and CoreDNS do not fit {nodes} {system.instance_type} "
+            f"nodes: {'; '.join(short)}; {_allocatable_note(node)}. Raise max_size or choose a "
+            "larger system instance type",
+            nodes,
+        )
+
+
+def system_nodes_unchecked(settings: Settings) -> Iterator[Finding]:
+    system = settings.cluster.system_nodes
+    if node_allocatable(system.instance_type) is None:
+        yield Finding(
+            "cluster.system_nodes.instance_type",
+            "is not in the catalog of node sizes (catalog/node_allocatable.py: the m, c and r "
+            "families of generations 5 to 8): synth did not check that the Ray head and the "
+            "operators fit its nodes",
+            system.instance_type,
+        )
+
+
+def system_nodes_headroom(settings: Settings) -> Iterator[Finding]:
+    system = settings.cluster.system_nodes
+    node = node_allocatable(system.instance_type)
+    pods = rendered_pods(settings)
+    if node is None or pods is None:
+        return
+    daemons = daemon_sets(settings, system.instance_type, gpu=False)
+    nodes = system.scaling.max_size
+    heads = 2 if settings.serving.upgrade_strategy == "NewCluster" else 1
+    asked = pods.head.times(heads) + _requests(list(DEPLOYMENTS)) + _requests(daemons).times(nodes)
+    if heads == 2 and _shortfalls(asked, 0, node, nodes):
+        yield Finding(
+            "cluster.system_nodes.scaling.max_size",
+            f"a NewCluster upgrade runs a second Ray head ({pods.head.cpu_millis}m CPU, "
+            f"{pods.head.memory_mib} MiB) until the switch, and with it the system pods exceed "
+            f"{nodes} {system.instance_type} nodes ({'; '.join(_shortfalls(asked, 0, node, nodes))}"
+            "): the new cluster's head would stay Pending and the upgrade never finish. Raise "
+            "max_size or choose a larger system instance type",
+            nodes,
+        )
+    elif _thin_memory(pods.head + _requests(daemons), node):
+        yield _thin_finding(
+            "cluster.system_nodes.instance_type", pods.head + _requests(daemons), node, 1
+        )
+
+
+RULES = (
+    Rule("node-fit", _READS, lambda s: [*gpu_nodes_fit(s), *system_nodes_fit(s)]),
+    Rule(
+        "node-fit-headroom",
+        _READS,
+        lambda s: [*gpu_nodes_headroom(s), *system_nodes_headroom(s)],
+        WARNING,
+    ),
+    Rule("node-fit-unchecked", _READS, system_nodes_unchecked, WARNING),
+)
