@@ -221,13 +221,18 @@ def test_the_cluster_autoscaler_may_resize_only_this_clusters_groups(app) -> Non
 
 @pytest.mark.parametrize("instance_type", sorted(CATALOG))
 def test_every_catalog_instance_gets_a_template_its_worker_fits(instance_type) -> None:
-    """The tags are computed per instance: a worker pod sized from the catalog fits them."""
+    """The tags are computed per instance: a worker pod sized from the catalog fits them.
+
+    The model is the 8B of the default's family, whose weights fit one GPU of every catalog
+    instance: the default's 32B does not fit a single L4 or L40S, which the weights rule refuses.
+    """
     from app_config.node_template import node_template_tags
     from tests.configurations import render_deployed, settings_for
 
     settings = settings_for(
         "default",
         **{
+            "serving.model.id": "Qwen/Qwen3-8B",
             "gpu_nodes.prefill.instance_type": instance_type,
             "gpu_nodes.decode.instance_type": instance_type,
         },
