@@ -152,11 +152,12 @@ def _context(name: str, overrides: Mapping[str, str]) -> dict[str, Any]:
     return context_for(name, **overrides)
 
 
-def _shared_root(factory: pytest.TempPathFactory) -> Path:
-    """A folder every xdist worker of this run sees: the parent of the workers' own folders."""
+def shared_folder(factory: pytest.TempPathFactory, name: str) -> Path:
+    """A folder every xdist worker of this run sees (under the parent of the workers' own
+    folders), for work done once per run whichever worker asks first."""
     base = factory.getbasetemp()
     root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
-    shared = root / "synthesized"
+    shared = root / name
     shared.mkdir(exist_ok=True)
     return shared
 
@@ -173,7 +174,7 @@ def _synthesize_into(key: str, name: str, overrides: Mapping[str, str], outdir: 
 def synthesize(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Synthesized]:
     """``synthesize(name)``, or ``synthesize(name, {"dotted.key": "value"})`` for a variant of a
     configuration one test needs (a variant is synthesized once per run, too)."""
-    shared = _shared_root(tmp_path_factory)
+    shared = shared_folder(tmp_path_factory, "synthesized")
     cache: dict[str, Synthesized] = {}
 
     def get(name: str, overrides: Mapping[str, str] | None = None) -> Synthesized:

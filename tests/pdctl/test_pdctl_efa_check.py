@@ -6,12 +6,14 @@ the verdict on what they print; the run's deadline and clean-up."""
 from __future__ import annotations
 
 import dataclasses
-import itertools
+import fcntl
 import os
 import stat
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import kubernetes_validate
@@ -27,6 +29,7 @@ from pdctl.efa_jobs import MARK
 from pdctl.efa_results import EXPECTED_SIZES, evaluate, parse_log
 from tests import fabtests_model
 from tests.configurations import PROJECT_ROOT, render_deployed, settings_for
+from tests.conftest import shared_folder
 from tests.fabtests_model import Node
 
 P4D = CATALOG["p4d.24xlarge"]
@@ -158,8 +161,6 @@ def test_a_mixed_p5_p5en_plan_pairs_every_device_of_both_nodes() -> None:
 
 # --- the scripts, both sides at once, against the libfabric stand-ins -------------------------
 
-_loopback = itertools.count(2)
-
 
 def _small_plan(plan: efa_jobs.EfaCheckPlan, prefill: int, decode: int, pair_seconds: int = 20):
     return dataclasses.replace(
@@ -214,30 +215,169 @@ def _script(plan, role: str) -> str:
     return text.replace(efa_jobs.DEVICE_DIRECTORY, "$UVERBS").replace("sleep 1\n", "sleep 0.2\n")
 
 
-def run_both(
-    tmp_path: Path,
-    plan: efa_jobs.EfaCheckPlan,
-    prefill: Node,
-    decode: Node,
-    edit=lambda script: script,
-    client_sees_server_after: int = 0,
-) -> dict[str, str]:
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    """Both sides of one run of the scripts: each side's devices, the plan's pair bound, and
+    what the test changes (the script, when the client sees the server)."""
+
+    prefill: Node
+    decode: Node
+    devices: tuple[int, int]  # the plan's EFA devices per node: prefill, decode
+    pair_seconds: int = 20
+    first_pair_extra_seconds: int = 1
+    edit: Callable[[str], str] = lambda script: script
+    client_sees_server_after: int = 0
+
+    def plan(self, plan: efa_jobs.EfaCheckPlan) -> efa_jobs.EfaCheckPlan:
+        return dataclasses.replace(
+            _small_plan(plan, *self.devices, pair_seconds=self.pair_seconds),
+            first_pair_extra_seconds=self.first_pair_extra_seconds,
+        )
+
+
+# The client sees the server this late; the first pair's window is 3 s plus the extra. The margins
+# (6 s each way) absorb a side starting late on a busy machine: all runs start at once.
+LATE_PARTNER_SECONDS = 9
+LATE_PARTNER_EXTRA = (0, 14)
+
+
+def _scenarios() -> dict[str, Scenario]:
+    """Every run of the scripts the tests below judge, by name. They wait out real time bounds
+    (a hung pair ends at its bound), so they all start at once when the first test asks for
+    one, each on its own loopback address, and each test judges its run's logs."""
+    hung_device = _devices(3, "decode")
+    slow_device = _devices(3, "prefill")
+    return {
+        # First: the runs whose verdict turns on when each side starts.
+        **{
+            f"partner-late-{extra}": Scenario(
+                Node(_devices(2, "prefill")),
+                Node(_devices(2, "decode")),
+                (2, 2),
+                pair_seconds=3,
+                first_pair_extra_seconds=extra,
+                client_sees_server_after=LATE_PARTNER_SECONDS,
+            )
+            for extra in LATE_PARTNER_EXTRA
+        },
+        "healthy": Scenario(Node(_devices(3, "prefill")), Node(_devices(3, "decode")), (3, 3)),
+        "efa-direct": Scenario(
+            Node(_devices(2, "prefill")),
+            Node(_devices(2, "decode")),
+            (2, 2),
+            edit=lambda script: script.replace(" -f efa", ""),
+        ),
+        "mixed": Scenario(Node(_devices(4, "prefill")), Node(_devices(2, "decode")), (4, 2)),
+        "hung-path": Scenario(
+            Node(_devices(4, "prefill"), hang=True),
+            Node(_devices(4, "decode"), hang=True),
+            (4, 4),
+            pair_seconds=3,
+        ),
+        "hung-device-0": Scenario(
+            Node(_devices(3, "prefill")),
+            Node(hung_device, hang_domains=[f"{hung_device[0]}-rdm"]),
+            (3, 3),
+            pair_seconds=12,  # the healthy pairs after it must finish within it, on a busy machine
+        ),
+        "no-devices": Scenario(Node(_devices(2, "prefill")), Node([]), (2, 2), pair_seconds=3),
+        "slow-device": Scenario(
+            Node(slow_device, gbps={f"{slow_device[1]}-rdm": 10.0}),
+            Node(_devices(3, "decode")),
+            (3, 3),
+        ),
+    }
+
+
+def start_both(
+    folder: Path, plan: efa_jobs.EfaCheckPlan, scenario: Scenario, address: str
+) -> list[subprocess.Popen]:
     """Server and client scripts in two bash processes at once, as the two pods would run."""
-    address = f"127.0.{next(_loopback) % 250}.{os.getpid() % 250 + 1}"
-    processes, logs = {}, {}
-    for role, node in (("decode", decode), ("prefill", prefill)):
+    processes = []
+    for role, node in (("decode", scenario.decode), ("prefill", scenario.prefill)):
         node = dataclasses.replace(node, address=address)
-        env = _tools(tmp_path / role, node, client_sees_server_after * (role == "prefill"))
-        logs[role] = tmp_path / f"{role}.log"
-        with logs[role].open("w") as output:  # files, not pipes: a full pipe would block a side
-            processes[role] = subprocess.Popen(
-                ["bash", "-c", edit(_script(plan, role))],
-                env=env, stdout=output, stderr=subprocess.DEVNULL,
+        late = scenario.client_sees_server_after * (role == "prefill")
+        env = _tools(folder / role, node, late)
+        with (folder / f"{role}.log").open("w") as output:  # files, not pipes: a full pipe
+            processes.append(  # would block a side
+                subprocess.Popen(
+                    ["bash", "-c", scenario.edit(_script(plan, role))],
+                    env=env, stdout=output, stderr=subprocess.DEVNULL,
+                )
             )  # fmt: skip
-    bound = 30 + plan.pairs * (plan.pair_seconds + 10)
-    for process in processes.values():
-        process.wait(timeout=bound)
-    return {role: path.read_text() for role, path in logs.items()}
+    return processes
+
+
+def _bound(plan: efa_jobs.EfaCheckPlan) -> float:
+    return 30 + plan.pairs * (plan.pair_seconds + 10)
+
+
+def _reap(processes: list[subprocess.Popen], bound: float, done: Path) -> None:
+    """Waits for both sides up to the bound (killing what outlives it), then marks the run
+    done: the mark is what every worker waits for."""
+    deadline = time.monotonic() + bound
+    outcome = "finished"
+    for process in processes:
+        try:
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+            outcome = f"killed after its bound of {bound:.0f} s"
+    written = done.with_suffix(".writing")
+    written.write_text(outcome)
+    written.rename(done)  # whole, or not there yet
+
+
+class ScriptRuns:
+    """The scenarios' runs of one test session, in a folder every xdist worker sees: the first
+    worker to ask starts them all (under a lock), any worker reads a run once it is done."""
+
+    def __init__(self, folder: Path, plan: efa_jobs.EfaCheckPlan) -> None:
+        self.folder, self.plan = folder, plan
+        self.scenarios = _scenarios()
+        self.threads: list[threading.Thread] = []
+
+    def start_all(self) -> None:
+        with (self.folder / "start.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if (self.folder / "started").exists():
+                return
+            for index, (name, scenario) in enumerate(self.scenarios.items()):
+                folder = self.folder / name
+                folder.mkdir()
+                plan = scenario.plan(self.plan)
+                address = f"127.0.{index + 2}.{os.getpid() % 250 + 1}"
+                processes = start_both(folder, plan, scenario, address)
+                thread = threading.Thread(
+                    target=_reap, args=(processes, _bound(plan), folder / "done"), daemon=True
+                )
+                thread.start()
+                self.threads.append(thread)
+            (self.folder / "started").touch()
+
+    def logs(self, name: str) -> tuple[efa_jobs.EfaCheckPlan, dict[str, str]]:
+        """The run's plan and each side's log, once both sides have ended."""
+        plan = self.scenarios[name].plan(self.plan)
+        folder = self.folder / name
+        deadline = time.monotonic() + _bound(plan) + 60  # the other runs start first
+        while not (folder / "done").exists():
+            assert time.monotonic() < deadline, f"{name}: the scripts did not end in time"
+            time.sleep(0.1)
+        outcome = (folder / "done").read_text()
+        assert outcome == "finished", f"{name}: {outcome}"
+        return plan, {role: (folder / f"{role}.log").read_text() for role in ("prefill", "decode")}
+
+
+@pytest.fixture(scope="session")
+def script_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScriptRuns]:
+    folder = shared_folder(tmp_path_factory, "efa-check-scripts")
+    plan = efa_jobs.plan_for(settings_for("default"), "pdctl-efa-check-1")
+    runs = ScriptRuns(folder, plan)
+    runs.start_all()
+    yield runs
+    for thread in runs.threads:  # runs this worker started end before it does
+        thread.join()
 
 
 def _expectations(prefill: int, decode: int, gbps_per_device: float = 100.0):
@@ -251,9 +391,8 @@ def _failing(checks) -> list[str]:
     return [check.name for check in checks if not check.ok]
 
 
-def test_healthy_nodes_pass_with_every_size_of_the_efa_fabric(plan, tmp_path) -> None:
-    small = _small_plan(plan, 3, 3)
-    logs = run_both(tmp_path, small, Node(_devices(3, "prefill")), Node(_devices(3, "decode")))
+def test_healthy_nodes_pass_with_every_size_of_the_efa_fabric(script_runs) -> None:
+    _, logs = script_runs.logs("healthy")
     checks, sides, verdicts = evaluate(logs, _expectations(3, 3), EfaCheck())
     assert not _failing(checks), checks
     assert len(verdicts) == 3
@@ -267,15 +406,11 @@ def test_healthy_nodes_pass_with_every_size_of_the_efa_fabric(plan, tmp_path) ->
 
 
 def test_without_naming_the_fabric_efa_direct_is_taken_and_the_verdict_says_so(
-    plan, tmp_path
+    script_runs,
 ) -> None:
     """libfabric lists efa-direct first; fi_pingpong takes the first match, whose largest
-    message is the device's max_msg_sz: the sizes stop near 8 KiB."""
-    small = _small_plan(plan, 2, 2)
-    logs = run_both(
-        tmp_path, small, Node(_devices(2, "prefill")), Node(_devices(2, "decode")),
-        edit=lambda script: script.replace(" -f efa", ""),
-    )  # fmt: skip
+    message is the device's max_msg_sz: the sizes stop near 8 KiB (the run without -f efa)."""
+    _, logs = script_runs.logs("efa-direct")
     checks, _, verdicts = evaluate(logs, _expectations(2, 2), EfaCheck())
     assert PAIRS in _failing(checks)
     assert "last 8k" in verdicts[0].problem
@@ -284,11 +419,10 @@ def test_without_naming_the_fabric_efa_direct_is_taken_and_the_verdict_says_so(
 PAIRS = efa_results.PAIRS_NAME
 
 
-def test_mixed_generations_pair_every_device_of_the_larger_node(plan, tmp_path) -> None:
+def test_mixed_generations_pair_every_device_of_the_larger_node(script_runs) -> None:
     """p5 (32 devices) with p5en (16), in small: 4 prefill devices, 2 decode; the decode
     devices each meet two prefill devices, every pair on its own port."""
-    small = _small_plan(plan, 4, 2)
-    logs = run_both(tmp_path, small, Node(_devices(4, "prefill")), Node(_devices(2, "decode")))
+    _, logs = script_runs.logs("mixed")
     checks, _, verdicts = evaluate(logs, _expectations(4, 2), EfaCheck())
     assert not _failing(checks), checks
     decode_devices = _devices(2, "decode")
@@ -298,29 +432,22 @@ def test_mixed_generations_pair_every_device_of_the_larger_node(plan, tmp_path) 
     assert len({v.domains["prefill"] for v in verdicts}) == 4
 
 
-@pytest.mark.parametrize("extra", [0, 9])
-def test_the_first_pair_absorbs_one_side_seeing_the_other_late(plan, tmp_path, extra) -> None:
+@pytest.mark.parametrize("extra", LATE_PARTNER_EXTRA)
+def test_the_first_pair_absorbs_one_side_seeing_the_other_late(script_runs, extra) -> None:
     """CoreDNS may answer "no such name" from its cache for a while after the partner runs:
-    the client starts pair 0 late. The first pair's longer window on both sides absorbs it."""
-    small = dataclasses.replace(
-        _small_plan(plan, 2, 2, pair_seconds=3), first_pair_extra_seconds=extra
-    )
-    logs = run_both(
-        tmp_path, small, Node(_devices(2, "prefill")), Node(_devices(2, "decode")),
-        client_sees_server_after=6,
-    )  # fmt: skip
+    the client starts pair 0 late (9 s, pairs of 3 s). The first pair's longer window on both
+    sides absorbs it."""
+    small, logs = script_runs.logs(f"partner-late-{extra}")
+    assert small.first_pair_extra_seconds == extra
     _, _, verdicts = evaluate(logs, _expectations(2, 2), EfaCheck())
     assert verdicts[0].measured == (extra > 0)
 
 
-def test_a_hung_path_stops_after_the_first_pairs_and_says_path_down(plan, tmp_path) -> None:
+def test_a_hung_path_stops_after_the_first_pairs_and_says_path_down(script_runs) -> None:
     """A wrong EFA security group: the control sockets connect, no EFA message completes,
     fi_pingpong waits forever. Each pair ends at its bound; after the first two both sides
     stop; the verdict blames the path, not the devices."""
-    small = _small_plan(plan, 4, 4, pair_seconds=3)
-    prefill = Node(_devices(4, "prefill"), hang=True)
-    decode = Node(_devices(4, "decode"), hang=True)
-    logs = run_both(tmp_path, small, prefill, decode)
+    _, logs = script_runs.logs("hung-path")
     checks, sides, verdicts = evaluate(logs, _expectations(4, 4), EfaCheck())
     assert len(verdicts) == efa_jobs.STOP_AFTER_FAILED_PAIRS
     assert all(side.stopped for side in sides.values())
@@ -330,11 +457,9 @@ def test_a_hung_path_stops_after_the_first_pairs_and_says_path_down(plan, tmp_pa
     assert "EFA devices" not in " ".join(_failing(checks))
 
 
-def test_a_hung_device_0_fails_alone_and_the_next_pairs_are_measured(plan, tmp_path) -> None:
-    small = _small_plan(plan, 3, 3, pair_seconds=8)
-    devices = _devices(3, "decode")
-    decode = Node(devices, hang_domains=[f"{devices[0]}-rdm"])
-    logs = run_both(tmp_path, small, Node(_devices(3, "prefill")), decode)
+def test_a_hung_device_0_fails_alone_and_the_next_pairs_are_measured(script_runs) -> None:
+    devices = script_runs.scenarios["hung-device-0"].decode.devices
+    _, logs = script_runs.logs("hung-device-0")
     checks, _, verdicts = evaluate(logs, _expectations(3, 3), EfaCheck())
     assert [v.measured for v in verdicts] == [False, True, True]
     pairs_check = next(c for c in checks if c.name == PAIRS)
@@ -343,9 +468,8 @@ def test_a_hung_device_0_fails_alone_and_the_next_pairs_are_measured(plan, tmp_p
     assert not pairs_check.detail.startswith("path down")
 
 
-def test_a_side_without_devices_is_every_device_down_not_path_down(plan, tmp_path) -> None:
-    small = _small_plan(plan, 2, 2, pair_seconds=3)
-    logs = run_both(tmp_path, small, Node(_devices(2, "prefill")), Node([]))
+def test_a_side_without_devices_is_every_device_down_not_path_down(script_runs) -> None:
+    _, logs = script_runs.logs("no-devices")
     checks, _, _ = evaluate(logs, _expectations(2, 2), EfaCheck())
     assert "decode node: EFA devices" in _failing(checks)
     pairs_check = next(c for c in checks if c.name == PAIRS)
@@ -353,11 +477,9 @@ def test_a_side_without_devices_is_every_device_down_not_path_down(plan, tmp_pat
     assert "path down" not in pairs_check.detail
 
 
-def test_a_slow_device_fails_the_bandwidth_mark_and_only_that_pair(plan, tmp_path) -> None:
-    small = _small_plan(plan, 3, 3)
-    devices = _devices(3, "prefill")
-    prefill = Node(devices, gbps={f"{devices[1]}-rdm": 10.0})
-    logs = run_both(tmp_path, small, prefill, Node(_devices(3, "decode")))
+def test_a_slow_device_fails_the_bandwidth_mark_and_only_that_pair(script_runs) -> None:
+    """Device 1 of prefill runs at 10 Gbps, the others at the stand-in's 100."""
+    _, logs = script_runs.logs("slow-device")
     checks, _, _ = evaluate(logs, _expectations(3, 3), EfaCheck())
     (bandwidth,) = [c for c in checks if c.name.startswith("bandwidth")]
     assert _failing(checks) == [bandwidth.name]

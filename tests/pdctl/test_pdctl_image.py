@@ -20,6 +20,7 @@ from catalog.ray_llm_image import (
 from pdctl import image, image_cache, scan_report
 from pdctl.cli import app
 from serving_manifests.image import cache_repository
+from tests import aws_stubs
 from tests.configurations import ACCOUNT, settings_for
 from tests.ecr_lifecycle_model import FORMER_SEVEN_DAY_POLICY
 
@@ -28,9 +29,7 @@ NEW = "sha256:" + "b" * 64
 
 
 def _ecr(digest: str | None):
-    client = boto3.Session(
-        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-west-2"
-    ).client("ecr")
+    client = aws_stubs.client("ecr")
     stubber = Stubber(client)
     settings = settings_for("default")
     params = {
@@ -89,9 +88,7 @@ def test_image_command_prints_json_without_asking_the_registry() -> None:
 def test_with_the_image_cache_the_cache_repository_is_asked() -> None:
     """The pods pull the account's cached copy: its digest is the one to compare and pin."""
     settings = settings_for("default", **{"serving.image_cache.enabled": "true"})
-    client = boto3.Session(
-        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-west-2"
-    ).client("ecr")
+    client = aws_stubs.client("ecr")
     repository = (
         f"{settings.serving.image_cache.repository_prefix(settings.prefix)}/{PUBLIC_REPOSITORY}"
     )
@@ -126,9 +123,7 @@ CACHED = {"serving.image_cache.enabled": "true"}
 
 def _scan_stub(response: dict | None = None, error: str = ""):
     settings = settings_for("default", **CACHED)
-    client = boto3.Session(
-        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-west-2"
-    ).client("ecr")
+    client = aws_stubs.client("ecr")
     stubber = Stubber(client)
     params = {
         "registryId": ACCOUNT,
@@ -282,9 +277,7 @@ SEVEN_DAYS = json.dumps(FORMER_SEVEN_DAY_POLICY)
 
 def _repository_stub(settings, repository_exists: bool, image: str, lifecycle: str | None):
     """image: 'present', 'missing' or '' (not asked); lifecycle: policy text, or None."""
-    client = boto3.Session(
-        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-west-2"
-    ).client("ecr")
+    client = aws_stubs.client("ecr")
     stubber = Stubber(client)
     repository = cache_repository(settings)
     if not repository_exists:
@@ -360,9 +353,7 @@ def test_preflight_judges_the_cache_repository(
 
 def test_preflight_names_the_permissions_it_lacks() -> None:
     settings = settings_for("default", **PINNED)
-    client = boto3.Session(
-        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-west-2"
-    ).client("ecr")
+    client = aws_stubs.client("ecr")
     with Stubber(client) as stubber:
         stubber.add_client_error("describe_repositories", "AccessDeniedException", "denied")
         (check,) = image_cache.cache_repository_checks(client, settings)
@@ -371,9 +362,7 @@ def test_preflight_names_the_permissions_it_lacks() -> None:
 
 
 def _cache_lookup_stub(settings, pinned_present: bool):
-    client = boto3.Session(
-        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-west-2"
-    ).client("ecr")
+    client = aws_stubs.client("ecr")
     stubber = Stubber(client)
     repository = cache_repository(settings)
     tag = settings.serving.image_tag
@@ -460,9 +449,7 @@ def test_an_unreadable_lifecycle_policy_counts_as_one_that_may_remove_the_build(
 def test_scan_report_prints_aws_text_as_text(monkeypatch) -> None:
     """A description from AWS with rich markup in it reaches the terminal literally."""
 
-    client = boto3.Session(
-        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-west-2"
-    ).client("ecr")
+    client = aws_stubs.client("ecr")
     stubber = Stubber(client)
     tag_image = {"imageDigest": NEW, "imageTag": settings_for("default").serving.image_tag}
     stubber.add_response("batch_get_image", {"images": [{"imageId": tag_image}], "failures": []})

@@ -7,7 +7,6 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import boto3
 import pytest
 from botocore.stub import Stubber
 
@@ -28,6 +27,7 @@ from pdctl.preflight import (
     vcpu_quotas,
     zones_exist,
 )
+from tests import aws_stubs
 from tests.configurations import EXAMPLES, PROJECT_ROOT, context_for, settings_for
 
 NOW = datetime(2026, 11, 29, 12, tzinfo=UTC)
@@ -35,10 +35,7 @@ CONFIGURATION = "reserved-capacity"  # both kinds of reservation, AZ IDs
 
 
 def _clients() -> dict[str, Any]:
-    session = boto3.Session(
-        aws_access_key_id="testing", aws_secret_access_key="testing", region_name="us-west-2"
-    )
-    return {name: session.client(name) for name in CLIENTS}
+    return {name: aws_stubs.client(name) for name in CLIENTS}
 
 
 # The configuration's decode reservation id is AWS documentation's example (cr-0fedcba9876543210),

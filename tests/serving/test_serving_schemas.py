@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import functools
 import importlib.metadata
 import importlib.util
 import os
@@ -65,6 +66,14 @@ def _strict(schema: Any) -> Any:
     return schema
 
 
+@functools.cache
+def _read_crd(path: str) -> dict:
+    """The CRD file (about 1.5 MB of YAML), read once per process with libyaml's safe loader:
+    the same YAML 1.1 safe schema as yaml.safe_load, some ten times faster."""
+    with open(path, encoding="utf-8") as text:
+        return yaml.load(text, Loader=yaml.CSafeLoader)
+
+
 @pytest.fixture(scope="module")
 def rayservice_validator() -> jsonschema.Draft4Validator:
     path = os.environ.get(CRD_ENV) or str(DEFAULT_CRD)
@@ -73,7 +82,7 @@ def rayservice_validator() -> jsonschema.Draft4Validator:
             f"no KubeRay RayService CRD at {path}: the repository keeps the installed release's "
             f"under tests/data/schemas/; unset {CRD_ENV} or point it at a ray.io_rayservices.yaml"
         )
-    crd = yaml.safe_load(Path(path).read_text())
+    crd = _read_crd(path)
     (version,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
     return jsonschema.Draft4Validator(_strict(version["schema"]["openAPIV3Schema"]))
 
@@ -99,7 +108,7 @@ def test_strict_crd_validation_rejects_unknown_fields(
 def test_the_kept_crd_is_the_installed_kuberay_releases() -> None:
     """The file under tests/data is KubeRay's RayService CRD of the chart version the serving
     stack installs, with its source and licence written beside it."""
-    crd = yaml.safe_load(DEFAULT_CRD.read_text())
+    crd = _read_crd(str(DEFAULT_CRD))
     assert (crd["kind"], crd["spec"]["group"], crd["spec"]["names"]["kind"]) == (
         "CustomResourceDefinition",
         "ray.io",

@@ -10,9 +10,7 @@ from typing import Any
 
 import pytest
 
-import app
 from constructs.serving.signed_model_api import STAGE, STREAM_TIMEOUT
-from tests.configurations import context_for
 from tests.conftest import Synthesized
 from tests.iam_model import Request, is_allowed
 
@@ -167,16 +165,18 @@ def test_the_plain_listener_exists_only_when_chosen(public_app: Synthesized) -> 
     assert "ModelApiInvokeArn" not in public_app.templates["serving"]["Outputs"]
 
 
-def test_an_internet_facing_signed_api_is_regional_and_admits_source_cidrs(tmp_path) -> None:
-    context = context_for(
+def test_an_internet_facing_signed_api_is_regional_and_admits_source_cidrs(
+    synthesize: Callable[..., Synthesized],
+) -> None:
+    """The same variant as test_routine_changes.py's "endpoint scheme" (one synth for both)."""
+    internet_facing = synthesize(
         "default",
-        **{
+        {
             "serving.endpoint.scheme": "internet-facing",
             "serving.endpoint.source_cidrs": '["198.51.100.0/24"]',
         },
     )
-    built = app.build(context, outdir=str(tmp_path))
-    template = built.app.synth().get_stack_by_name(built.stacks.serving.stack_name).template
+    template = internet_facing.templates["serving"]
     (api,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::ApiGateway::RestApi"]
     assert api["Properties"]["EndpointConfiguration"] == {"Types": ["REGIONAL"]}
     policy = json.loads(

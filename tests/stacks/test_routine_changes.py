@@ -4,13 +4,11 @@ replaces" is this test's table."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-import app
-from tests.configurations import context_for
+from tests.conftest import Synthesized
 from tests.replacement_model import replaced
 
 # change -> the resource types it may replace (empty: nothing is replaced).
@@ -104,21 +102,21 @@ PERMANENT = frozenset(
 )
 
 
-def _templates(tmp_path: Path, **overrides: str) -> dict[str, dict[str, Any]]:
-    built = app.build(context_for("default", **overrides), outdir=str(tmp_path))
-    assembly = built.app.synth()
-    return {stack.stack_name: stack.template for stack in assembly.stacks}
-
-
-@pytest.fixture(scope="module")
-def baseline(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
-    return _templates(tmp_path_factory.mktemp("baseline"))
+def _templates(synthesized: Synthesized) -> dict[str, dict[str, Any]]:
+    return {
+        synthesized.settings.stack_name(role): template
+        for role, template in synthesized.templates.items()
+    }
 
 
 @pytest.mark.parametrize("change", list(ROUTINE))
-def test_what_a_change_replaces(change: str, baseline, tmp_path: Path) -> None:
+def test_what_a_change_replaces(change: str, default_app: Synthesized, synthesize) -> None:
+    """Each change is a variant of the default synthesized once per run (the shared cache: a
+    test elsewhere that needs the same variant reads the same synth); the baseline is the
+    default itself."""
     overrides, may_replace = ROUTINE[change]
-    after = _templates(tmp_path, **overrides)
+    baseline = _templates(default_app)
+    after = _templates(synthesize("default", overrides))
     replaced_types = {}
     for stack, template in baseline.items():
         for logical_id, why in replaced(template, after[stack]).items():
