@@ -399,7 +399,9 @@ def table(result: dict[str, Any]) -> str:
                 + " | ".join(cells)
                 + f" | {runs[app]['requests_per_s']:.0f} | {share} |"
             )
-    for app, found in result.get("ceiling", {}).items():
+    # One concurrency has no step to bend at.
+    ceilings = result.get("ceiling", {}) if len(result["runs"]) > 1 else {}
+    for app, found in ceilings.items():
         verb = "bends after" if found["bent"] else "still grows at"
         lines.append(
             f"\n{label(app)}: requests/s {verb} {found['streams']} streams "
