@@ -107,8 +107,10 @@ e2e-setup: setup ## Install the image's Ray Serve LLM and vLLM into their own ve
 e2e: synth e2e-setup ## Run the synthesized Serve app on a local Ray: OpenAI API, P/D, metrics, pdctl
 	timeout -k 60 $(E2E_TIMEOUT_S) "$$($(E2E_TOOL) venv)/bin/python" -m pytest $(E2E_PYTEST) tests/e2e
 
+# BENCH_ARGS="--intervals 0 10 --token-delay-s 0.005": decode's stream batching intervals against
+# Ray's default instead (tests/e2e/bench_orchestration.py --help).
 e2e-bench: synth e2e-setup ## Latency the P/D graph adds over Ray's aggregated app (stand-in engine)
-	timeout -k 60 $(E2E_TIMEOUT_S) "$$($(E2E_TOOL) venv)/bin/python" tests/e2e/bench_orchestration.py
+	timeout -k 60 $(E2E_TIMEOUT_S) "$$($(E2E_TOOL) venv)/bin/python" tests/e2e/bench_orchestration.py $(BENCH_ARGS)
 
 # The third tier, on one NVIDIA GPU (not in CI: it has none): the synthesized engine arguments on
 # real vLLM engines and the whole Serve app on a local Ray, with a scaled-down model of the

@@ -29,7 +29,13 @@ from app_config.section import (
 )
 from catalog.expert_parallel import ALL2ALL_BACKENDS, SUPPORTED_ALL2ALL_BACKENDS
 from catalog.helm_charts import CHARTS
-from catalog.ray_llm_image import DEFAULT_IMAGE_TAG, IMAGES, RAY, VLLM
+from catalog.ray_llm_image import (
+    DEFAULT_IMAGE_TAG,
+    IMAGES,
+    RAY,
+    RAY_STREAM_BATCHING_INTERVAL_MS,
+    VLLM,
+)
 
 # KubeRay accepts 47 (MaxRayServiceNameLength = 53 - 6). Worker pods are named
 # "<cluster>-<group>-worker-<id>" with "<cluster>-<group>" cut at 50 characters
@@ -52,6 +58,9 @@ SECURITY_GROUP_RULES_MAX = 60
 _SECRET_ARN = (
     r"^arn:aws(-us-gov)?:secretsmanager:[a-z0-9-]+:\d{12}:secret:[\w/+=.@-]+-[A-Za-z0-9]{6}$"
 )
+# Ray's Batcher takes any interval >= 0 (a negative one would time out at once and spin); past a
+# second the first token of every stream waits that long, which no interactive client accepts.
+STREAM_BATCHING_INTERVAL_MAX_MS = 1000
 
 
 # What S3 refuses in general purpose bucket names beyond their characters and length (S3 user
@@ -623,6 +632,20 @@ class Serving(Section):
         None,
         description="The OpenAI ingress's replicas (app_config/ingress.py); unset: Ray Serve "
         "LLM's default of one replica.",
+    )
+    stream_batching_interval_ms: float | None = Field(
+        None,
+        ge=0,
+        le=STREAM_BATCHING_INTERVAL_MAX_MS,
+        description="How long decode's Ray Serve LLM server collects streamed tokens before "
+        "sending them on to the ingress as one Serve message (LLMConfig.experimental_configs "
+        f"stream_batching_interval_ms; {RAY}'s default: {RAY_STREAM_BATCHING_INTERVAL_MS:g} ms). "
+        "Above 0 the first token waits up to one interval (the batcher yields its first "
+        "batch after a whole interval) and tokens reach the client in bundles; 0 passes each "
+        "token straight through, one streaming message per token through the ingress, which "
+        "costs the ingress and decode CPU per token at high concurrency. Only decode streams: "
+        "prefill's request is one non-streamed token. Unset: Ray's default "
+        "(docs/operating.md, 'Stream batching').",
     )
     gcs_fault_tolerance: GcsFaultTolerance = Field(
         GcsFaultTolerance(), description="Ray GCS fault tolerance with an external store."

@@ -131,3 +131,12 @@ def _minor(version: str) -> str:
 DEFAULT_IMAGE = IMAGES[DEFAULT_IMAGE_TAG]
 VLLM = f"vLLM {_minor(DEFAULT_IMAGE.vllm_version)}"
 RAY = f"Ray {_minor(DEFAULT_IMAGE.ray_version)}"
+
+# Ray Serve LLM's stream batching (the default image's Ray 2.58): a streamed response leaves
+# decode's LLMServer in batches, one every this many milliseconds, unless the LLMConfig's
+# experimental_configs name another interval under this key
+# (ray/llm/_internal/serve/core/server/llm_server.py LLMServer._get_batch_interval_ms; the default
+# is MODEL_RESPONSE_BATCH_TIMEOUT_MS in ray/llm/_internal/serve/constants.py, from the
+# RAYLLM_MODEL_RESPONSE_BATCH_TIMEOUT_MS environment variable, "50" when unset).
+STREAM_BATCHING_INTERVAL_KEY = "stream_batching_interval_ms"
+RAY_STREAM_BATCHING_INTERVAL_MS = 50.0

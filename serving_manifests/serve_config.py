@@ -10,6 +10,7 @@ from app_config import Settings
 from app_config.node_labels import GPU_ROLES
 from app_config.serving import Engine
 from catalog.expert_parallel import EPLB_CONFIG_ON_EFA
+from catalog.ray_llm_image import STREAM_BATCHING_INTERVAL_KEY
 from serving_manifests.names import SERVE_PORT
 from serving_manifests.templates import load
 
@@ -26,6 +27,15 @@ REQUEST_ROUTERS = {
 # long as the Ray cluster lives. With it, the tree is trimmed to 360,000 characters per replica
 # once it passes 400,000 (PrefixCacheAffinityRouter's defaults, Ray 2.58 prefix_aware_router.py).
 ROUTER_OPTIONS = {"prefix_cache_affinity": {"request_router_kwargs": {"do_eviction": True}}}
+
+
+# The side whose LLMServer streams to the ingress, and so the only one whose stream batching
+# interval applies: Ray 2.58's PDDecodeServer runs decode through LLMServer.chat/completions,
+# which batch a streamed response (llm_server.py _run_request), and the ingress relays each item
+# it yields (core/ingress/ingress.py _get_response). Prefill's request is clamped to one
+# non-streamed token (engines/vllm/kv_transfer/base.py clamp_request_to_single_token), so its
+# LLMServer never batches.
+STREAMING_ROLE = "decode"
 
 
 def ray_resource(role: str) -> str:
@@ -92,6 +102,10 @@ def _fill_llm_config(llm: dict[str, Any], settings: Settings, role: str) -> None
     # autoscaler/_private/kuberay/autoscaling_config.py), so it would never add a pod for such a
     # replica. The side's own resource already pins the bundles to the side's GPU nodes.
     llm["placement_group_config"]["bundle_per_worker"] = {"CPU": 1, "GPU": 1, ray_resource(role): 1}
+    if role == STREAMING_ROLE and serving.stream_batching_interval_ms is not None:
+        llm.setdefault("experimental_configs", {})[STREAM_BATCHING_INTERVAL_KEY] = (
+            serving.stream_batching_interval_ms
+        )
 
 
 def _expert_and_data_parallel(engine: Engine) -> dict[str, Any]:

@@ -245,6 +245,21 @@ INVALID = [
         "waits 15 minutes for a node's pods to leave",
     ),
     (
+        {"serving.stream_batching_interval_ms": "-1"},
+        "serving.stream_batching_interval_ms",
+        "greater than or equal to 0",
+    ),
+    (
+        {"serving.stream_batching_interval_ms": "1001"},
+        "serving.stream_batching_interval_ms",
+        "less than or equal to 1000",
+    ),
+    (
+        {"serving.stream_batching_interval_ms": "soon"},
+        "serving.stream_batching_interval_ms",
+        "valid number",
+    ),
+    (
         {"cluster.support_type": "FOREVER"},
         "cluster.support_type",
         "STANDARD",

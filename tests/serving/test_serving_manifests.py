@@ -11,7 +11,13 @@ import yaml
 from app_config import Settings, load_settings
 from app_config.node_labels import EFA_HUGEPAGES as HUGEPAGES
 from app_config.node_labels import EFA_RESOURCE, GPU_RESOURCE, GPU_ROLES, ROLE_LABEL, SYSTEM_ROLE
-from catalog.ray_llm_image import IMAGES, PUBLIC_REPOSITORY, REGISTRY_ACCOUNTS
+from catalog.ray_llm_image import (
+    IMAGES,
+    PUBLIC_REPOSITORY,
+    RAY_STREAM_BATCHING_INTERVAL_MS,
+    REGISTRY_ACCOUNTS,
+    STREAM_BATCHING_INTERVAL_KEY,
+)
 from serving_manifests import ServingManifests, render
 from serving_manifests.names import (
     AUTOSCALER_METRICS_PORT,
@@ -26,7 +32,13 @@ from serving_manifests.names import (
     endpoint_service_name,
 )
 from serving_manifests.namespace_objects import IRSA_ANNOTATION
-from serving_manifests.serve_config import NIXL_CONNECTOR, PD_BUILDER, REQUEST_ROUTERS, ray_resource
+from serving_manifests.serve_config import (
+    NIXL_CONNECTOR,
+    PD_BUILDER,
+    REQUEST_ROUTERS,
+    STREAMING_ROLE,
+    ray_resource,
+)
 from tests.configurations import (
     ACCOUNT,
     CONFIGURATIONS,
@@ -35,6 +47,7 @@ from tests.configurations import (
     ROLE_ARN,
     context_for,
     render_deployed,
+    settings_for,
 )
 from tools.write_manifests import main
 
@@ -268,6 +281,105 @@ def prewarm_switch() -> str:
     assert any(isinstance(node, ast.Raise) for node in gives_up.orelse)
     (key,) = keys
     return key
+
+
+@pytest.mark.parametrize("interval", ["0", "10", "12.5", "1000"])
+def test_stream_batching_interval_reaches_decodes_experimental_configs_only(interval) -> None:
+    settings = settings_for("default", **{"serving.stream_batching_interval_ms": interval})
+    configs = _llm_configs(render_deployed(settings))
+    assert configs[STREAMING_ROLE]["experimental_configs"] == {
+        STREAM_BATCHING_INTERVAL_KEY: settings.serving.stream_batching_interval_ms
+    }
+    assert settings.serving.stream_batching_interval_ms == float(interval)
+    for role in set(GPU_ROLES) - {STREAMING_ROLE}:
+        assert STREAM_BATCHING_INTERVAL_KEY not in configs[role].get("experimental_configs", {})
+
+
+def test_an_unset_stream_batching_interval_renders_nothing_and_keeps_rays_default(
+    rendered,
+) -> None:
+    settings, manifests = rendered
+    if settings.serving.stream_batching_interval_ms is not None:
+        pytest.skip("this configuration sets an interval")
+    for config in _llm_configs(manifests).values():
+        assert STREAM_BATCHING_INTERVAL_KEY not in config.get("experimental_configs", {})
+
+
+def _ray_source(relative: str):
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("ray")
+    assert spec is not None
+    return ast.parse((Path(str(spec.origin)).parent / relative).read_text())
+
+
+def test_the_interval_key_and_default_are_the_ones_ray_serve_llm_reads() -> None:
+    """Ray 2.58 llm_server.py LLMServer._get_batch_interval_ms reads this experimental_configs
+    key and falls back to MODEL_RESPONSE_BATCH_TIMEOUT_MS, whose default (constants.py, the
+    environment variable unset) is the catalog's."""
+    import ast
+
+    server = _ray_source("llm/_internal/serve/core/server/llm_server.py")
+    (method,) = [
+        node
+        for node in ast.walk(server)
+        if isinstance(node, ast.FunctionDef) and node.name == "_get_batch_interval_ms"
+    ]
+    strings = {n.value for n in ast.walk(method) if isinstance(n, ast.Constant)}
+    names = {n.id for n in ast.walk(method) if isinstance(n, ast.Name)}
+    assert STREAM_BATCHING_INTERVAL_KEY in strings
+    assert "MODEL_RESPONSE_BATCH_TIMEOUT_MS" in names
+    constants = _ray_source("llm/_internal/serve/constants.py")
+    (assignment,) = [
+        node
+        for node in ast.walk(constants)
+        if isinstance(node, ast.Assign)
+        and any(getattr(t, "id", "") == "MODEL_RESPONSE_BATCH_TIMEOUT_MS" for t in node.targets)
+    ]
+    (getenv,) = [
+        node
+        for node in ast.walk(assignment)
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "getenv"
+    ]
+    assert getenv.args[0].value == "RAYLLM_MODEL_RESPONSE_BATCH_TIMEOUT_MS"
+    assert float(getenv.args[1].value) == RAY_STREAM_BATCHING_INTERVAL_MS
+
+
+def test_only_decode_streams_so_only_its_interval_applies() -> None:
+    """Ray 2.58 clamps prefill's request to one token with stream = False
+    (kv_transfer/base.py clamp_request_to_single_token), and LLMServer batches only a streamed
+    request (_run_request: `is_stream and batch_output_stream`); decode's stream is its own."""
+    import ast
+
+    base = _ray_source("llm/_internal/serve/engines/vllm/kv_transfer/base.py")
+    (clamp,) = [
+        node
+        for node in ast.walk(base)
+        if isinstance(node, ast.FunctionDef) and node.name == "clamp_request_to_single_token"
+    ]
+    assigned = {
+        target.attr: node.value.value
+        for node in ast.walk(clamp)
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+        for target in node.targets
+        if isinstance(target, ast.Attribute)
+    }
+    assert assigned["stream"] is False
+    assert assigned["max_tokens"] == 1
+    server = _ray_source("llm/_internal/serve/core/server/llm_server.py")
+    (run,) = [
+        node
+        for node in ast.walk(server)
+        if isinstance(node, ast.AsyncFunctionDef) and node.name == "_run_request"
+    ]
+    (batching,) = [node for node in ast.walk(run) if isinstance(node, ast.If)]
+    assert {n.id for n in ast.walk(batching.test) if isinstance(n, ast.Name)} == {
+        "is_stream",
+        "batch_output_stream",
+    }
+    assert STREAMING_ROLE == "decode"
 
 
 def test_model_source_follows_the_configuration(rendered) -> None:
