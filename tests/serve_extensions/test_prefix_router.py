@@ -98,7 +98,7 @@ def test_a_new_prefix_goes_to_the_same_home_in_every_router() -> None:
     async def scenario() -> list[ReplicaID]:
         homes = []
         for _ in range(2):
-            router, replicas = make_router(4)
+            router, _replicas = make_router(4)
             homes.append(await route(router, request(f"{PROMPT} first")))
         return homes
 
@@ -141,7 +141,7 @@ def test_concurrent_requests_are_all_routed_and_no_routing_turn_is_wasted() -> N
     is routed, and once they are, no routing task is left turning."""
 
     async def scenario() -> tuple[int, int]:
-        router, replicas = make_router(2)
+        router, _replicas = make_router(2)
         calls = 0
         choose = router.choose_replicas
 
