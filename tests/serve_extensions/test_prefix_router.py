@@ -205,7 +205,7 @@ def test_the_prompt_text(args: list[Any], text: str) -> None:
     "kwargs", [{"block_chars": 0}, {"load_factor": 0.5}, {"min_spread": 0}, {"max_blocks": 0}]
 )
 def test_settings_that_cannot_route_are_refused(kwargs: dict[str, Any]) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="at least"):
         asyncio.run(_make(kwargs))
 
 
