@@ -1,15 +1,15 @@
 """The app's own Serve code (the serve_extensions package) as a ConfigMap on every Ray pod.
 
 Why a ConfigMap mounted on PYTHONPATH, not Serve's ``runtime_env`` (docs/architecture.md, "The
-app's code in the Ray cluster"): Serve imports the request router in the process that builds
-the application and, by reference, in every process holding a handle to the side (decode
-replicas for prefill, ingress replicas for decode): the code must be importable on every Ray
-node before Serve starts, whichever node runs what. In a Serve config, ``runtime_env`` may name
-only remote URIs in ``working_dir`` and ``py_modules`` (Ray 2.58 ray/serve/schema.py,
-RayActorOptionsSchema and ServeApplicationSchema validators): an S3 zip, so another bucket, IAM
-grant and artifact to version, downloaded by every node at runtime; and a deployment's
-runtime_env does not reach the processes of other deployments that import the router. A
-ConfigMap travels with the manifests the stack applies, needs no new permission (the pods read their own volume) and nothing in the
+app's code in the Ray cluster"): Serve imports the request router in the process that builds the
+application and, by reference, in every process holding a handle to the side (decode replicas
+for prefill, ingress replicas for decode): the code must be importable on every Ray node before
+Serve starts, whichever node runs what. In a Serve config, ``runtime_env`` may name only remote
+URIs in ``working_dir`` and ``py_modules`` (Ray 2.58 ray/serve/schema.py, RayActorOptionsSchema
+and ServeApplicationSchema validators): an S3 zip, so another bucket, IAM grant and artifact to
+version, downloaded by every node at runtime; and a deployment's runtime_env does not reach the
+processes of other deployments that import the router. A ConfigMap travels with the manifests
+the stack applies, needs no new permission (the pods read their own volume) and nothing in the
 image: the image sets no PYTHONPATH of its own (aws/deep-learning-containers
 docker/ray_llm/Dockerfile.cuda: its ENV sets PATH, LD_LIBRARY_PATH, PYTHONDONTWRITEBYTECODE=1,
 so nothing writes .pyc into the read-only mount), so the container's PYTHONPATH is ours.
@@ -17,10 +17,10 @@ so nothing writes .pyc into the read-only mount), so the container's PYTHONPATH 
 Versioning: the ConfigMap is immutable and named by a digest of the package's files. A change of
 the package is a new ConfigMap and a new name in every pod template, so KubeRay 1.7 sees a
 ``rayClusterConfig`` change and, with ``upgrade_strategy: NewCluster``, starts a new Ray cluster
-with the new code while the old one serves with the old (a pod never mixes versions; a
-restarted pod of the old cluster still finds its own ConfigMap, kept by the stack: see
-``PdRayService``). With ``upgrade_strategy: None`` the running pods keep their mount: like an
-image change, a package change then needs the pods restarted.
+with the new code while the old one serves with the old (a pod never mixes versions; a restarted
+pod of the old cluster still finds its own ConfigMap, kept by the stack: see ``PdRayService``).
+With ``upgrade_strategy: None`` the running pods keep their mount: like an image change, a
+package change then needs the pods restarted.
 """
 
 from __future__ import annotations
