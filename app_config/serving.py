@@ -315,7 +315,7 @@ class Engine(Section):
     def _not_rays_prefix_router(cls, value: Any) -> Any:
         if value == "prefix_cache_affinity":
             raise ValueError(
-                f"'prefix_cache_affinity' (Ray Serve LLM {RAY}'s PrefixCacheAffinityRouter) "
+                f"'prefix_cache_affinity' (Serve LLM's PrefixCacheAffinityRouter, {RAY}) "
                 "loses requests under concurrency: it lacks Serve's FIFO fulfilment, so routing "
                 "turns spin and flood the replicas with queue-length probes (docs/"
                 "operating.md, 'Cache-aware routing'); use 'prefix_affinity', the app's "
