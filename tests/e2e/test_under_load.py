@@ -386,3 +386,29 @@ def test_cache_aware_routing_holds_under_concurrency(
         figure[f"routing_waits_over_{deadline_ms:.0f}_ms"] = slow
         figure["routing_waits_over_100_ms"] = count - buckets[100.0]
         assert slow == 0, measured
+    if router == "rendered":
+        # The dashboard's hit rate, as the decode pod (which routes prefill) exports it: the
+        # families repeat, so most of their blocks were already on the chosen replica.
+        blocks = router_blocks(pd)
+        figures["cache_aware_routing"]["predicted_hit_rate"] = round(
+            blocks["matched"] / blocks["prompt"], 3
+        )
+        assert blocks["matched"] > 0.5 * blocks["prompt"], blocks
+
+
+def router_blocks(pd: LocalRay) -> dict[str, float]:
+    """The app's router's counters for prefill (catalog/metrics.py ROUTER_*_BLOCKS)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from catalog.metrics import ROUTER_MATCHED_BLOCKS, ROUTER_PROMPT_BLOCKS
+
+    names = {
+        ROUTER_PROMPT_BLOCKS.stored_name: "prompt",
+        ROUTER_MATCHED_BLOCKS.stored_name: "matched",
+    }
+    found = {"prompt": 0.0, "matched": 0.0}
+    for family in text_string_to_metric_families(pd.metrics_text("decode")):
+        for sample in family.samples:
+            if sample.name in names and sample.labels.get("deployment", "").startswith("Prefill:"):
+                found[names[sample.name]] += sample.value
+    return found
