@@ -24,8 +24,9 @@ REQUEST_ROUTERS = {
     "prefix_affinity": PREFIX_ROUTER,
 }
 # Its defaults (serve_extensions/prefix_router.py initialize_state) apply: 256-character blocks,
-# at most 65,536 index entries per router process (about 16 MB), the first 512 blocks of a
-# prompt, a preferred replica's load within 1.25x the mean or 2 above the least loaded.
+# at most 65,536 index entries per router process (about 12 MiB, measured), the first 512
+# blocks of a prompt, a preferred replica's load within 1.25x the mean or 2 above the least
+# loaded.
 ROUTER_OPTIONS: dict[str, dict[str, Any]] = {}
 
 

@@ -243,3 +243,32 @@ def test_a_replica_chosen_for_a_request_goes_to_that_request_not_the_oldest() ->
         return chosen_for.future.done() and not oldest.future.done()
 
     assert asyncio.run(scenario())
+
+
+def test_a_prompt_is_hashed_once_per_request_and_nothing_is_kept_after(monkeypatch) -> None:
+    from serve_extensions import prefix_router
+
+    calls = []
+    real = prefix_router.block_keys
+    monkeypatch.setattr(prefix_router, "block_keys", lambda *a: calls.append(1) or real(*a))
+
+    async def scenario() -> int:
+        router, replicas = make_router(2)
+        set_loads(router, replicas, [0, 0])
+        await route(router, request(PROMPT))
+        return len(router._keys_by_request)
+
+    assert asyncio.run(scenario()) == 0
+    assert len(calls) == 1
+
+
+def test_keys_of_requests_never_reported_routed_are_bounded() -> None:
+    from serve_extensions.prefix_router import KEYS_KEPT
+
+    async def scenario() -> int:
+        router, replicas = make_router(2)
+        for index in range(KEYS_KEPT + 10):
+            await router.choose_replicas(replicas, request(f"{PROMPT} {index}"))
+        return len(router._keys_by_request)
+
+    assert asyncio.run(scenario()) == KEYS_KEPT
