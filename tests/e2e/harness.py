@@ -113,6 +113,11 @@ def mount_config_maps(synthesized: Synthesized, root: Path) -> str:
         source = volume.get("configMap")
         if not source or volume["name"] not in mounts:
             continue
+        if source["name"] not in synthesized.config_maps:
+            raise LookupError(
+                f"the Ray pods mount ConfigMap {source['name']}, which is not among the "
+                f"synthesized manifests ({sorted(synthesized.config_maps)})"
+            )
         data = synthesized.config_maps[source["name"]]["data"]
         target = root / mounts[volume["name"]].lstrip("/")
         for item in source.get("items") or [{"key": key, "path": key} for key in data]:
