@@ -66,8 +66,9 @@ METRICS_REPORT_INTERVAL_MS = 2000  # Ray's default 10000: tests poll the metrics
 PREFILL_S_PER_PROMPT_TOKEN = 0.0002
 # 6. The app's Python (serve_extensions): the RayService's ConfigMap volume, emulated. Its files
 #    are written under <run dir>/pod-root where the Ray container mounts them, and the
-#    container's PYTHONPATH, mapped there, goes on every local Ray process's path: the local
-#    cluster imports the package from what was synthesized, not from the checkout.
+#    container's PYTHONPATH, mapped there, goes on every local Ray process's path and the
+#    driver's: the local cluster imports the package from what was synthesized, not from the
+#    checkout.
 POD_ROOT = "pod-root"
 
 
@@ -359,6 +360,8 @@ class LocalRay:
         pod_root = self.run_dir / POD_ROOT
         shutil.rmtree(pod_root, ignore_errors=True)
         python_path = mount_config_maps(self.synthesized, pod_root)
+        # The driver too (it validates Serve LLM configs in process: autoscaler_view.py).
+        sys.path[:0] = [entry for entry in python_path.split(os.pathsep) if entry]
         self.env = {
             **local_environment(self.run_dir, self.ray_tmpdir, python_path),
             **self.extra_env,
