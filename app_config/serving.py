@@ -308,16 +308,30 @@ class Engine(Section):
         description="How Serve turns this side's request load into replicas (between "
         "min_replicas and max_replicas).",
     )
-    request_router: Literal["power_of_two", "prefix_cache_affinity"] = Field(
+    request_router: Literal["power_of_two", "prefix_affinity"] = Field(
         "power_of_two",
         description="How Serve picks this side's replica for a request: 'power_of_two' (Serve's "
-        "default: the less loaded of two random replicas) or 'prefix_cache_affinity' (Ray Serve "
-        "LLM's PrefixCacheAffinityRouter: the replica that already holds the longest prefix of "
-        "the prompt, unless load is imbalanced; opt-in: docs/operating.md, 'Cache-aware "
-        "routing'). Ray's "
-        "KV-event router (KVAwareRouter) is not offered: it needs ai-dynamo, which the image "
-        "does not ship.",
+        "default: the less loaded of two random replicas) or 'prefix_affinity' (the app's "
+        "PrefixAffinityRouter, serve_extensions/prefix_router.py: the replica that was sent "
+        "the longest prefix of the prompt, while its load stays within 1.25x the mean; the "
+        "prefill default). Ray Serve LLM's PrefixCacheAffinityRouter ('prefix_cache_affinity') "
+        "is refused: in Ray 2.58 it stalls under concurrency (docs/operating.md, 'Cache-aware "
+        "routing'). Ray's KV-event router (KVAwareRouter) is not offered: it needs ai-dynamo, "
+        "which the image does not ship.",
     )
+
+    @field_validator("request_router", mode="before")
+    @classmethod
+    def _not_rays_prefix_router(cls, value: Any) -> Any:
+        if value == "prefix_cache_affinity":
+            raise ValueError(
+                f"'prefix_cache_affinity' (Serve LLM's PrefixCacheAffinityRouter, {RAY}) "
+                "loses requests under concurrency: it lacks Serve's FIFO fulfilment, so routing "
+                "turns spin and flood the replicas with queue-length probes (docs/"
+                "operating.md, 'Cache-aware routing'); use 'prefix_affinity', the app's "
+                "prefix-aware router"
+            )
+        return value
 
     engine_options: dict[str, Any] = Field(
         {},
@@ -352,12 +366,16 @@ class Engine(Section):
 def _prefill_engine() -> Engine:
     """Prefill holds a request only for its prompt's forward pass, and its load comes in bursts
     (long prompts arrive together): a few requests per replica, added after 10 s, kept for 5
-    minutes so that the next burst finds them loaded. Routing stays Serve's power-of-two: see
-    request_router for why prefix affinity is opt-in."""
+    minutes so that the next burst finds them loaded. Routing is prefix-aware: prefill computes
+    the prompt, so a replica that computed its prefix before skips that part (vLLM's prefix
+    cache); on the local Ray it routed 64 requests at once with no routing wait over Serve's
+    probe deadline, at power-of-two's median latency (docs/operating.md, "Cache-aware
+    routing")."""
     return Engine(
         autoscaling=ReplicaAutoscaling(
             target_ongoing_requests=4, upscale_delay_s=10, downscale_delay_s=300
-        )
+        ),
+        request_router="prefix_affinity",
     )
 
 

@@ -209,6 +209,29 @@ SCRAPED: tuple[PrometheusMetric, ...] = (
     AUTOSCALER_ACTIVE_NODES,
 )
 
+# Counted by the app's own request router (serve_extensions/prefix_router.py) in the process
+# that routes to the side: the decode replicas for prefill, the ingress for decode. So the pod's
+# role label is the caller's; `deployment` (Prefill:<model>, Decode:<model>) is the side routed
+# to. Kept when a side routes with it (serving.<side>.request_router = prefix_affinity).
+PREFIX_ROUTER_SOURCE = "this project, serve_extensions/prefix_router.py (PrefixAffinityRouter)"
+ROUTER_PROMPT_BLOCKS = PrometheusMetric(
+    "ray_pd_llm_router_prompt_blocks",
+    "counter",
+    "Prompt blocks (256 characters) the prefix-aware router routed, per side routed to.",
+    PREFIX_ROUTER_SOURCE,
+)
+ROUTER_MATCHED_BLOCKS = PrometheusMetric(
+    "ray_pd_llm_router_matched_blocks",
+    "counter",
+    "Leading prompt blocks the chosen replica had been sent before: the router's prediction of "
+    "the engine's prefix-cache hits, per side routed to.",
+    PREFIX_ROUTER_SOURCE,
+)
+SCRAPED_FOR_PREFIX_ROUTING: tuple[PrometheusMetric, ...] = (
+    ROUTER_PROMPT_BLOCKS,
+    ROUTER_MATCHED_BLOCKS,
+)
+
 # Kept only when a side runs data parallel groups (its DPGroupRestarting rule and dashboard rows
 # read them): a dense deployment does not pay for series per replica it never reads.
 SCRAPED_FOR_DATA_PARALLEL: tuple[PrometheusMetric, ...] = (

@@ -78,6 +78,16 @@ def healthy_replicas(
     return _sum(_deployment_selector(healthy, role, offset), by)
 
 
+def share_of(part: PrometheusMetric, whole: PrometheusMetric, role: str) -> str:
+    """One counter's rate over another's, for the side a Serve deployment label names (the
+    series come from the pods that route to the side, whatever their own role)."""
+
+    def rate(metric: PrometheusMetric) -> str:
+        return f"sum(rate({metric.stored_name}{{{deployment_matcher(role)}}}[{RATE_WINDOW}]))"
+
+    return f"{rate(part)} / {rate(whole)}"
+
+
 def _deployment_selector(metric: PrometheusMetric, role: str, offset: str = "") -> str:
     selector = f"{metric.name}{{{deployment_matcher(role)}}}"
     return f"{selector} offset {offset}" if offset else selector

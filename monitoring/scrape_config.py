@@ -8,8 +8,15 @@ import re
 from typing import Any
 
 from app_config import Settings
+from app_config.node_labels import GPU_ROLES
 from app_config.node_labels import ROLE_LABEL as POD_ROLE_LABEL
-from catalog.metrics import ROLE_LABEL, SCRAPED, SCRAPED_FOR_DATA_PARALLEL, PrometheusMetric
+from catalog.metrics import (
+    ROLE_LABEL,
+    SCRAPED,
+    SCRAPED_FOR_DATA_PARALLEL,
+    SCRAPED_FOR_PREFIX_ROUTING,
+    PrometheusMetric,
+)
 from monitoring.data_parallel import data_parallel_sides
 from serving_manifests.names import (
     AUTOSCALER_METRICS_PORT,
@@ -29,7 +36,20 @@ def meta_label(pod_label: str) -> str:
 
 def kept_metrics(settings: Settings) -> tuple[PrometheusMetric, ...]:
     """What the dashboard and the alert rules of this configuration read."""
-    return SCRAPED + (SCRAPED_FOR_DATA_PARALLEL if data_parallel_sides(settings) else ())
+    return (
+        SCRAPED
+        + (SCRAPED_FOR_DATA_PARALLEL if data_parallel_sides(settings) else ())
+        + (SCRAPED_FOR_PREFIX_ROUTING if prefix_routed_sides(settings) else ())
+    )
+
+
+def prefix_routed_sides(settings: Settings) -> tuple[str, ...]:
+    """The sides whose replicas the app's prefix-aware router picks."""
+    return tuple(
+        role
+        for role in GPU_ROLES
+        if settings.serving.engine(role).request_router == "prefix_affinity"
+    )
 
 
 def kept_series_regex(settings: Settings) -> str:

@@ -41,6 +41,7 @@ from serving_manifests.names import (
     GcsStoreBinding,
 )
 from serving_manifests.serve_config import engine_reload_fingerprint, ray_resource
+from serving_manifests.serve_extensions import mount_serve_extensions
 from serving_manifests.templates import load
 
 # Left to the kubelet, system daemons and the page cache of the model files.
@@ -76,9 +77,12 @@ SAFE_TO_EVICT = "cluster-autoscaler.kubernetes.io/safe-to-evict"
 def render_rayservice(
     settings: Settings,
     serve_config: dict[str, Any],
+    serve_extensions: dict[str, Any],
     gcs_store: GcsStoreBinding | None = None,
     account: str | None = None,
 ) -> dict[str, Any]:
+    """``serve_extensions`` is the app's package's ConfigMap (serve_extensions.py), mounted on
+    every Ray pod: its name, which carries the package's digest, is part of each template."""
     serving = settings.serving
     image = pod_image(settings, account)
     service = load("rayservice.yaml")
@@ -106,12 +110,15 @@ def render_rayservice(
     (head_container,) = head["spec"]["containers"]
     head_container["image"] = image
     _set_ports(head_container)
+    mount_serve_extensions(head["spec"], head_container, serve_extensions)
     if gcs_store:
         _use_gcs_store(cluster, head["spec"], head_container, gcs_store)
 
     (worker_skeleton,) = cluster["workerGroupSpecs"]
     cluster["workerGroupSpecs"] = [
-        _worker_group(copy.deepcopy(worker_skeleton), settings, role, image, annotations)
+        _worker_group(
+            copy.deepcopy(worker_skeleton), settings, role, image, annotations, serve_extensions
+        )
         for role in GPU_ROLES
     ]
     return service
@@ -123,6 +130,7 @@ def _worker_group(
     role: str,
     image: str,
     annotations: dict[str, str],
+    serve_extensions: dict[str, Any],
 ) -> dict:
     node_group = settings.gpu_nodes.groups()[role]
     instance, placement = node_group.instance, node_group.placement(role)
@@ -212,6 +220,7 @@ def _worker_group(
             volume["emptyDir"]["sizeLimit"] = f"{int(instance.memory_gib * SHM_SHARE)}Gi"
         if "persistentVolumeClaim" in volume:
             volume["persistentVolumeClaim"]["claimName"] = MODEL_CACHE_CLAIM
+    mount_serve_extensions(spec, container, serve_extensions)
     if settings.serving.model.hf_token_secret_arn:
         _mount_hf_token(spec, container)
     return group

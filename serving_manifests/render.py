@@ -21,6 +21,7 @@ from serving_manifests.namespace_objects import (
 from serving_manifests.operator_access import render_operator_rbac
 from serving_manifests.rayservice import render_rayservice
 from serving_manifests.serve_config import render_serve_config
+from serving_manifests.serve_extensions import render_serve_extensions
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,7 @@ class ServingManifests:
     model_cache: list[dict[str, Any]]  # the PersistentVolume and its claim
     pod_disruption_budgets: list[dict[str, Any]]
     serve_config: dict[str, Any]
+    serve_extensions: dict[str, Any]  # the app's Serve code, a ConfigMap the Ray pods mount
     rayservice: dict[str, Any]  # needs KubeRay's CRDs
     endpoint_service: dict[str, Any]
     target_group_binding: dict[str, Any] | None  # needs the load balancer and its controller
@@ -54,6 +56,7 @@ class ServingManifests:
             *self.operator_rbac,
             *optional,
             *self.model_cache,
+            self.serve_extensions,
             self.rayservice,
             *self.pod_disruption_budgets,
             self.endpoint_service,
@@ -77,6 +80,7 @@ def render(
             "address and token, which exist only in the deployed serving stack"
         )
     serve_config = render_serve_config(settings)
+    serve_extensions = render_serve_extensions(settings)
     return ServingManifests(
         namespace=render_namespace(settings),
         service_accounts=render_service_accounts(
@@ -89,7 +93,8 @@ def render(
         model_cache=render_model_cache(settings),
         pod_disruption_budgets=render_pod_disruption_budgets(settings),
         serve_config=serve_config,
-        rayservice=render_rayservice(settings, serve_config, gcs_store, account),
+        serve_extensions=serve_extensions,
+        rayservice=render_rayservice(settings, serve_config, serve_extensions, gcs_store, account),
         endpoint_service=render_endpoint_service(settings),
         target_group_binding=render_target_group_binding(settings, endpoint),
     )

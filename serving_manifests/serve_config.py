@@ -12,21 +12,23 @@ from app_config.serving import Engine
 from catalog.expert_parallel import EPLB_CONFIG_ON_EFA
 from catalog.ray_llm_image import STREAM_BATCHING_INTERVAL_KEY
 from serving_manifests.names import SERVE_PORT
+from serving_manifests.serve_extensions import PREFIX_ROUTER
 from serving_manifests.templates import load
 
 PD_BUILDER = "ray.serve.llm:build_pd_openai_app"
 NIXL_CONNECTOR = "NixlConnector"
 # serving.<side>.request_router -> the class Serve imports (Ray 2.58: ray/serve/config.py
-# RequestRouterConfig; Ray Serve LLM's routers in ray/serve/llm/request_router.py).
+# RequestRouterConfig). The app's router comes from the serve_extensions ConfigMap each Ray pod
+# mounts (serve_extensions.py).
 REQUEST_ROUTERS = {
     "power_of_two": "ray.serve._private.request_router:PowerOfTwoChoicesRequestRouter",
-    "prefix_cache_affinity": "ray.serve.llm.request_router:PrefixCacheAffinityRouter",
+    "prefix_affinity": PREFIX_ROUTER,
 }
-# The affinity router keeps a tree of every prompt it routed, in one detached actor per deployment
-# (LlmPrefixTreeActor); without eviction (its default, do_eviction=False) the tree grows for as
-# long as the Ray cluster lives. With it, the tree is trimmed to 360,000 characters per replica
-# once it passes 400,000 (PrefixCacheAffinityRouter's defaults, Ray 2.58 prefix_aware_router.py).
-ROUTER_OPTIONS = {"prefix_cache_affinity": {"request_router_kwargs": {"do_eviction": True}}}
+# Its defaults (serve_extensions/prefix_router.py initialize_state) apply: 256-character blocks,
+# at most 65,536 index entries per router process (about 12 MiB, measured), the first 512
+# blocks of a prompt, a preferred replica's load within 1.25x the mean or 2 above the least
+# loaded.
+ROUTER_OPTIONS: dict[str, dict[str, Any]] = {}
 
 
 # The side whose LLMServer streams to the ingress, and so the only one whose stream batching

@@ -32,6 +32,8 @@ from catalog.metrics import (
     POD_GPU_UTILIZATION,
     REQUESTS_RUNNING,
     REQUESTS_WAITING,
+    ROUTER_MATCHED_BLOCKS,
+    ROUTER_PROMPT_BLOCKS,
     SERVE_HEALTH_CHECK_FAILURES,
     SERVE_HEALTHY_REPLICAS,
     SERVE_PROCESSING_LATENCY,
@@ -44,6 +46,7 @@ from catalog.metrics import (
 from constructs import Construct
 from monitoring import promql
 from monitoring.data_parallel import data_parallel_sides
+from monitoring.scrape_config import prefix_routed_sides
 
 PERIOD = Duration.minutes(1)
 HALF = 12  # the dashboard grid is 24 units wide
@@ -98,7 +101,43 @@ class ServingDashboard(Construct):
         self.dashboard.add_widgets(*(self._nodes_graph(role) for role in GPU_ROLES))
 
     def _rows(self) -> list[list[cloudwatch.IWidget]]:
-        return self._promql_rows() + self._data_parallel_rows() + self._pod_rows()
+        return (
+            self._promql_rows()
+            + self._prefix_routing_rows()
+            + self._data_parallel_rows()
+            + self._pod_rows()
+        )
+
+    def _prefix_routing_rows(self) -> list[list[cloudwatch.IWidget]]:
+        """The app's prefix-aware router's hit rate per side that uses it: of the prompt blocks
+        it routed, the share the chosen replica had been sent before (a prediction of vLLM's
+        prefix-cache hits, made where the side is routed from)."""
+        sides = prefix_routed_sides(self._settings)
+        if not sides:
+            return []
+        panel = Panel(
+            "Prefix-aware routing: predicted prefix-cache hit rate (0-1)",
+            "share",
+            {
+                "blocks already on the chosen replica": partial(
+                    promql.share_of, ROUTER_MATCHED_BLOCKS, ROUTER_PROMPT_BLOCKS
+                )
+            },
+        )
+        row: list[cloudwatch.IWidget] = []
+        for role in GPU_ROLES:
+            if role in sides:
+                row.append(self._promql_graph(role, panel))
+            else:
+                row.append(
+                    cloudwatch.TextWidget(
+                        markdown=f"**{role}**: routed by `power_of_two` "
+                        f"(`serving.{role}.request_router`): no prefix affinity to show.",
+                        width=HALF,
+                        height=HEIGHT,
+                    )
+                )
+        return [row]
 
     def _promql_rows(self) -> list[list[cloudwatch.IWidget]]:
         return [

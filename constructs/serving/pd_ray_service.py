@@ -73,8 +73,16 @@ class PdRayService(Construct):
         operator_access.node.add_dependency(namespace)
         model_cache = self._apply("ModelCache", cluster, m.model_cache)
         model_cache.node.add_dependency(namespace)
+        # Not pruned: a new version of the package is a ConfigMap of a new name, and the old
+        # Ray cluster, which serves until the new one is ready, keeps mounting the old one (a
+        # pod of it restarted meanwhile would not start without it). Old versions go with the
+        # namespace, or by hand (docs/operating.md, "The app's Serve code").
+        extensions = eks.KubernetesManifest(
+            self, "ServeExtensions", cluster=cluster, manifest=[m.serve_extensions], prune=False
+        )
+        extensions.node.add_dependency(namespace)
         ray_service = self._apply("RayService", cluster, [m.rayservice])
-        ray_service.node.add_dependency(identity, model_cache, operators.kuberay)
+        ray_service.node.add_dependency(identity, model_cache, operators.kuberay, extensions)
         for construct_id, provider_class in (
             ("HfTokenProvider", m.secret_provider_class),
             ("GcsStoreAuthProvider", m.gcs_store_provider_class),

@@ -148,6 +148,31 @@ def test_rewording_a_checkov_skip_reason_starts_no_ray_cluster(monkeypatch) -> N
     assert kuberay_cluster_hash(before) == kuberay_cluster_hash(after)
 
 
+def test_a_change_to_the_apps_serve_code_starts_a_new_ray_cluster_on_that_code(
+    monkeypatch,
+) -> None:
+    """serve_extensions/ travels as a ConfigMap named by its digest: a changed file is a new
+    name in every pod template, which KubeRay hashes, and the ConfigMap stays immutable."""
+    from serving_manifests import serve_extensions
+
+    before = render_deployed(settings_for("default", **BASE))
+    files = serve_extensions.package_files()
+    changed = {**files, "prefix_router.py": files["prefix_router.py"] + "\n# changed\n"}
+    monkeypatch.setattr(serve_extensions, "package_files", lambda: changed)
+    after = render_deployed(settings_for("default", **BASE))
+    assert kuberay_cluster_hash(before.rayservice) != kuberay_cluster_hash(after.rayservice)
+    assert after.serve_extensions["immutable"] is True
+    name = after.serve_extensions["metadata"]["name"]
+    assert name != before.serve_extensions["metadata"]["name"]
+    cluster = after.rayservice["spec"]["rayClusterConfig"]
+    templates = [cluster["headGroupSpec"]["template"]] + [
+        group["template"] for group in cluster["workerGroupSpecs"]
+    ]
+    for template in templates:
+        mounted = {v["configMap"]["name"] for v in template["spec"]["volumes"] if "configMap" in v}
+        assert name in mounted
+
+
 # --- Deleting an old Ray cluster: head and workers go together ---
 
 

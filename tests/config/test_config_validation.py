@@ -382,6 +382,16 @@ INVALID = [
         "must not exceed max_replicas",
     ),
     (
+        {"serving.prefill.request_router": "prefix_cache_affinity"},
+        "serving.prefill.request_router",
+        "use 'prefix_affinity'",
+    ),
+    (
+        {"serving.decode.request_router": "round_robin"},
+        "serving.decode.request_router",
+        "'power_of_two' or 'prefix_affinity'",
+    ),
+    (
         {"serving.name": "prefiller"},
         "serving.name",
         "contains 'prefill'",

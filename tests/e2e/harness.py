@@ -64,15 +64,22 @@ METRICS_REPORT_INTERVAL_MS = 2000  # Ray's default 10000: tests poll the metrics
 #    load is prefill's and not decode's, as on GPUs. The figure is arbitrary (a 3,000-token
 #    prompt holds prefill 0.6 s; the tests' short prompts, a few milliseconds).
 PREFILL_S_PER_PROMPT_TOKEN = 0.0002
+# 6. The app's Python (serve_extensions): the RayService's ConfigMap volume, emulated. Its files
+#    are written under <run dir>/pod-root where the Ray container mounts them, and the
+#    container's PYTHONPATH, mapped there, goes on every local Ray process's path and the
+#    driver's: the local cluster imports the package from what was synthesized, not from the
+#    checkout.
+POD_ROOT = "pod-root"
 
 
-def local_environment(run_dir: Path, ray_tmpdir: Path) -> dict[str, str]:
+def local_environment(run_dir: Path, ray_tmpdir: Path, pod_python_path: str = "") -> dict[str, str]:
     """Set before ``import ray``: Ray reads some of it at import, the raylets at start."""
+    paths = (str(HERE), pod_python_path, os.environ.get("PYTHONPATH"))
     return {
         "RAYLLM_VLLM_ENGINE_CLS": ENGINE_CLS,
         # sitecustomize.py (this folder): Serve replicas' gRPC servers bind 127.0.0.1, not [::].
         "PD_LOOPBACK_ONLY": "1",
-        "PYTHONPATH": os.pathsep.join(p for p in (str(HERE), os.environ.get("PYTHONPATH")) if p),
+        "PYTHONPATH": os.pathsep.join(p for p in paths if p),
         # The stand-in's request record and its switch that makes NIXL transfers fail.
         "STANDIN_RECORDS": str(run_dir / "records.jsonl"),
         "STANDIN_NIXL_FAIL_FILE": str(run_dir / "nixl-fail.flag"),
@@ -93,6 +100,35 @@ def local_environment(run_dir: Path, ray_tmpdir: Path) -> dict[str, str]:
         "TRANSFORMERS_OFFLINE": "1",
         "HF_HOME": str(run_dir / "hf-home"),
     }
+
+
+def mount_config_maps(synthesized: Synthesized, root: Path) -> str:
+    """Write each ConfigMap volume of the Ray container into ``root`` as the kubelet would mount
+    it (its ``items``, at the mount path) and return the container's PYTHONPATH under ``root``.
+    The head's and the workers' mounts are the same volume (rayservice.py): the head's stands
+    for all."""
+    pod = synthesized.group_spec(KUBERAY_HEAD_GROUP)["template"]["spec"]
+    container = pod["containers"][0]
+    mounts = {m["name"]: m["mountPath"] for m in container.get("volumeMounts", [])}
+    for volume in pod.get("volumes", []):
+        source = volume.get("configMap")
+        if not source or volume["name"] not in mounts:
+            continue
+        if source["name"] not in synthesized.config_maps:
+            raise LookupError(
+                f"the Ray pods mount ConfigMap {source['name']}, which is not among the "
+                f"synthesized manifests ({sorted(synthesized.config_maps)})"
+            )
+        data = synthesized.config_maps[source["name"]]["data"]
+        target = root / mounts[volume["name"]].lstrip("/")
+        for item in source.get("items") or [{"key": key, "path": key} for key in data]:
+            path = target / item["path"]
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(data[item["key"]])
+    env = {e["name"]: e.get("value", "") for e in container.get("env", [])}
+    return os.pathsep.join(
+        str(root / entry.lstrip("/")) for entry in env.get("PYTHONPATH", "").split(":") if entry
+    )
 
 
 def localize(serve_config: Mapping[str, Any], http_port: int) -> dict[str, Any]:
@@ -202,16 +238,22 @@ class Synthesized:
     rayservice: dict[str, Any]
     scrape_config: dict[str, Any]  # the managed scraper's Prometheus configuration
     queries: str  # the dashboard body and the alert rules, as text
+    config_maps: dict[str, dict[str, Any]] = field(default_factory=dict)  # by name
 
     @classmethod
     def read(cls, cdk_out: Path) -> Synthesized:
-        rayservices, scrapers, queries = [], [], []
+        rayservices, scrapers, queries, config_maps = [], [], [], {}
         for template in sorted(cdk_out.glob("*.template.json")):
             for resource in json.loads(template.read_text())["Resources"].values():
                 properties = resource.get("Properties", {})
                 if "Manifest" in properties:
                     documents = json.loads(cfn_text(properties["Manifest"]))
                     rayservices += [d for d in documents if d.get("kind") == "RayService"]
+                    config_maps.update(
+                        (d["metadata"]["name"], d)
+                        for d in documents
+                        if d.get("kind") == "ConfigMap"
+                    )
                 if resource["Type"] == "AWS::APS::Scraper":
                     blob = properties["ScrapeConfiguration"]["ConfigurationBlob"]
                     scrapers.append(yaml.safe_load(cfn_text(blob)))
@@ -224,7 +266,7 @@ class Synthesized:
                 f"{cdk_out}: expected one RayService and one scraper, found "
                 f"{len(rayservices)} and {len(scrapers)} (run `make synth`)"
             )
-        return cls(rayservices[0], scrapers[0], "\n".join(queries))
+        return cls(rayservices[0], scrapers[0], "\n".join(queries), config_maps)
 
     @property
     def serve_config(self) -> dict[str, Any]:
@@ -315,7 +357,15 @@ class LocalRay:
         (self.run_dir / "hf-home").mkdir(exist_ok=True)
         # Short: Ray's Unix socket paths live under it (108-byte limit).
         self.ray_tmpdir = Path(tempfile.mkdtemp(prefix="pdE2E", dir="/tmp"))
-        self.env = {**local_environment(self.run_dir, self.ray_tmpdir), **self.extra_env}
+        pod_root = self.run_dir / POD_ROOT
+        shutil.rmtree(pod_root, ignore_errors=True)
+        python_path = mount_config_maps(self.synthesized, pod_root)
+        # The driver too (it validates Serve LLM configs in process: autoscaler_view.py).
+        sys.path[:0] = [entry for entry in python_path.split(os.pathsep) if entry]
+        self.env = {
+            **local_environment(self.run_dir, self.ray_tmpdir, python_path),
+            **self.extra_env,
+        }
         os.environ.update(self.env)
         self.http_port = free_port()
         self.dashboard_port = free_port()

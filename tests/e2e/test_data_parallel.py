@@ -52,6 +52,9 @@ DEEPSEEK = PROJECT_ROOT / "examples" / "deepseek-v3-pd.yaml"
 DEEPSEEK_GPU = "H200"  # p5en.48xlarge
 
 
+CONFIG_MAPS = "config-maps.json"  # dp_scenarios.py reads it beside the RayService
+
+
 def render_rayservice(
     project_python: Path, out: Path, config: Path | None = None, overrides: dict | None = None
 ) -> Path:
@@ -68,6 +71,9 @@ def render_rayservice(
     (manifest,) = out.glob("*-rayservice-*.yaml")
     path = out / "rayservice.json"
     path.write_text(json.dumps(yaml.safe_load(manifest.read_text())))
+    # The ConfigMaps its pods mount (the app's serve_extensions), beside it for the harness.
+    maps = [yaml.safe_load(m.read_text()) for m in out.glob("*-configmap-*.yaml")]
+    (out / CONFIG_MAPS).write_text(json.dumps({m["metadata"]["name"]: m for m in maps}))
     return path
 
 

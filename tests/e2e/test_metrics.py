@@ -26,6 +26,7 @@ from catalog.metrics import (
     ROLE_LABEL,
     SCRAPED,
     SCRAPED_FOR_DATA_PARALLEL,
+    SCRAPED_FOR_PREFIX_ROUTING,
     SERVE_HEALTHY_REPLICAS,
     SERVE_TARGET_REPLICAS,
     TTFT,
@@ -140,8 +141,9 @@ def test_every_scraped_series_is_stored_with_its_side(
         return stored if wanted <= by_side(stored) else None
 
     stored = wait_for(complete, 90, 0.5, "every catalog series on its side")
-    # A side with DP groups also keeps the replica start counter (SCRAPED_FOR_DATA_PARALLEL).
-    kept = (*SCRAPED, *SCRAPED_FOR_DATA_PARALLEL)
+    # A side with DP groups also keeps the replica start counter (SCRAPED_FOR_DATA_PARALLEL),
+    # one routed by the app's prefix-aware router its counters (SCRAPED_FOR_PREFIX_ROUTING).
+    kept = (*SCRAPED, *SCRAPED_FOR_DATA_PARALLEL, *SCRAPED_FOR_PREFIX_ROUTING)
     kept_names = {name for metric in kept for name in metric.queried_names()}
     assert {series.name for series in stored} <= kept_names | {"up"}
     # The head's Serve controller series, one per side's deployment, stored with role=head.

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from harness import PROJECT_ROOT, LocalRay, wait_for
+from harness import LocalRay, wait_for
 from traffic import Load, StatusLog, measure
 
 RECOVERY_BOUND_S = 300.0
@@ -231,21 +231,31 @@ def test_load_on_one_side_raises_only_that_sides_replicas(
             thread.join(timeout=90)
 
 
-def test_requests_sharing_a_prefix_reach_the_same_prefill_replica(pd: LocalRay, model: str) -> None:
-    """serving.prefill.request_router = prefix_cache_affinity, as serve_config.py renders it:
-    two prefill replicas; two families of prompts, each sharing a long prefix, sent one after
-    the other: each family stays on one replica."""
-    import openai
+def rendered_prefill_router(pd: LocalRay) -> dict[str, Any]:
+    """The request_router_config the synthesized Serve config gives prefill (its default: the
+    app's PrefixAffinityRouter, imported from the serve_extensions ConfigMap)."""
+    args = pd.synthesized.serve_config["applications"][0]["args"]
+    return copy.deepcopy(args["prefill_config"]["deployment_config"]["request_router_config"])
 
-    rendered = routers()["prefix_cache_affinity"]
 
-    def affinity(args: dict[str, Any]) -> None:
+def two_prefill_replicas(router: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
+    def edit(args: dict[str, Any]) -> None:
         two_replicas_per_node(args)
         deployment = args["prefill_config"]["deployment_config"]
         deployment["autoscaling_config"].update(min_replicas=2, max_replicas=2)
-        deployment["request_router_config"] = rendered
+        deployment["request_router_config"] = router
 
-    redeploy(pd, affinity)
+    return edit
+
+
+def test_requests_sharing_a_prefix_reach_the_same_prefill_replica(pd: LocalRay, model: str) -> None:
+    """The rendered prefill router: two prefill replicas; two families of prompts, each sharing
+    a long prefix, sent one after the other: each family stays on one replica."""
+    import openai
+
+    rendered = rendered_prefill_router(pd)
+    assert rendered["request_router_class"].startswith("serve_extensions."), rendered
+    redeploy(pd, two_prefill_replicas(rendered))
     client = openai.OpenAI(base_url=f"{pd.base_url}/v1", api_key="x", max_retries=0, timeout=120)
     families = {name: " ".join([f"{name}-context"] * 200) for name in ("alpha", "beta")}
     seen = len(pd.records())
@@ -265,18 +275,140 @@ def test_requests_sharing_a_prefix_reach_the_same_prefill_replica(pd: LocalRay, 
         assert len(replicas) == 1, (name, replicas)
 
 
-def routers() -> dict[str, dict[str, Any]]:
-    """The request_router_config serve_config.py renders for each setting, read from its source
-    (this venv has none of the project's dependencies)."""
-    import ast
+# Ray Serve LLM 2.58's own prefix router, which the configuration refuses (app_config/serving.py)
+# and this test shows losing requests under concurrency (docs/operating.md, "Cache-aware
+# routing"); rendered as the project used to render it.
+RAY_PREFIX_ROUTER = {
+    "request_router_class": "ray.serve.llm.request_router:PrefixCacheAffinityRouter",
+    "request_router_kwargs": {"do_eviction": True},
+}
+CONCURRENCY = (4, 16, 64)
+REQUESTS_PER_CLIENT = 2
+ROUTED_WITHIN_S = 30.0  # a client's bound on one request; the app's router needs about 1 s
+FULFILLMENT = "ray_serve_request_router_fulfillment_time_ms"
 
-    source = (PROJECT_ROOT / "serving_manifests" / "serve_config.py").read_text()
-    values = {}
-    for node in ast.walk(ast.parse(source)):
-        target = node.targets[0] if isinstance(node, ast.Assign) else None
-        if isinstance(target, ast.Name) and target.id in ("REQUEST_ROUTERS", "ROUTER_OPTIONS"):
-            values[target.id] = ast.literal_eval(node.value)
-    return {
-        name: {"request_router_class": path, **values["ROUTER_OPTIONS"].get(name, {})}
-        for name, path in values["REQUEST_ROUTERS"].items()
+
+def fulfillment_histogram(pd: LocalRay, deployment_prefix: str) -> tuple[float, dict[float, float]]:
+    """Serve's own record of how long each request waited in the decode replica's router for a
+    prefill replica (request_router.py _record_queue_wait_time): (count, cumulative buckets)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    count, buckets = 0.0, {}
+    for family in text_string_to_metric_families(pd.metrics_text("decode")):
+        for sample in family.samples:
+            if not sample.labels.get("deployment", "").startswith(deployment_prefix):
+                continue
+            if sample.name == f"{FULFILLMENT}_count":
+                count += sample.value
+            elif sample.name == f"{FULFILLMENT}_bucket":
+                bound = float(sample.labels["le"])
+                buckets[bound] = buckets.get(bound, 0.0) + sample.value
+    return count, buckets
+
+
+@pytest.mark.parametrize(
+    "router",
+    [
+        pytest.param("rendered", id="app-prefix-router"),
+        pytest.param(
+            "ray",
+            id="ray-prefix-cache-affinity-router",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="Ray 2.58's PrefixCacheAffinityRouter has no FIFOMixin: a request a "
+                "routing task left is never routed, the others spin (docs/operating.md)",
+            ),
+        ),
+    ],
+)
+def test_cache_aware_routing_holds_under_concurrency(
+    pd: LocalRay, model: str, router: str, figures: dict[str, Any]
+) -> None:
+    """Two prefill replicas and a cache-aware router; 4, 16, then 64 clients at once, each
+    sending prompts of a few shared-prefix families: every request is answered, and none waited
+    on routing (Serve's fulfilment histogram, in the decode replica that routes prefill) longer
+    than the queue-length probes' longest deadline, read from Ray's source."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import openai
+    from ray.serve._private.constants import RAY_SERVE_MAX_QUEUE_LENGTH_RESPONSE_DEADLINE_S
+
+    deadline_ms = RAY_SERVE_MAX_QUEUE_LENGTH_RESPONSE_DEADLINE_S * 1000
+    config = rendered_prefill_router(pd) if router == "rendered" else RAY_PREFIX_ROUTER
+    redeploy(pd, two_prefill_replicas(config))
+    families = [" ".join([f"family{i}-context"] * 150) for i in range(4)]
+    local = threading.local()
+
+    def one(index: int) -> float | None:
+        """The request's latency, or None when it was not answered within the bound."""
+        if not hasattr(local, "client"):
+            local.client = openai.OpenAI(
+                base_url=f"{pd.base_url}/v1", api_key="x", max_retries=0, timeout=ROUTED_WITHIN_S
+            )
+        start = time.monotonic()
+        try:
+            local.client.chat.completions.create(
+                model=model,
+                messages=[{"role": "user", "content": f"{families[index % 4]} question {index}"}],
+                max_tokens=2,
+            )
+        except openai.APITimeoutError:
+            return None
+        return time.monotonic() - start
+
+    measured: dict[str, Any] = {}
+    figures.setdefault("cache_aware_routing", {})[router] = measured
+    for clients in CONCURRENCY:
+        before, _ = fulfillment_histogram(pd, "Prefill:")
+        total = clients * REQUESTS_PER_CLIENT
+        with ThreadPoolExecutor(clients) as pool:
+            answered = sorted(t for t in pool.map(one, range(total)) if t is not None)
+        figure: dict[str, Any] = {"requests": total, "unanswered": total - len(answered)}
+        measured[str(clients)] = figure
+        if answered:
+            figure.update(
+                client_p50_s=round(answered[len(answered) // 2], 2),
+                client_max_s=round(answered[-1], 2),
+            )
+        assert len(answered) == total, measured
+        # Ray exports every METRICS_REPORT_INTERVAL_MS: wait until all are counted.
+        expected = before + total
+
+        def all_counted(expected: float = expected) -> tuple[float, dict[float, float]] | None:
+            counted = fulfillment_histogram(pd, "Prefill:")
+            return counted if counted[0] >= expected else None
+
+        count, buckets = wait_for(
+            all_counted, 30.0, 0.5, "every routed request in Serve's fulfilment histogram"
+        )
+        slow = count - buckets[deadline_ms]
+        figure[f"routing_waits_over_{deadline_ms:.0f}_ms"] = slow
+        figure["routing_waits_over_100_ms"] = count - buckets[100.0]
+        assert slow == 0, measured
+    if router == "rendered":
+        # The dashboard's hit rate, as the decode pod (which routes prefill) exports it: the
+        # families repeat, so most of their blocks were already on the chosen replica.
+        blocks = router_blocks(pd)
+        figures["cache_aware_routing"]["predicted_hit_rate"] = round(
+            blocks["matched"] / blocks["prompt"], 3
+        )
+        assert blocks["matched"] > 0.5 * blocks["prompt"], blocks
+
+
+def router_blocks(pd: LocalRay) -> dict[str, float]:
+    """The app's router's counters for prefill (catalog/metrics.py ROUTER_*_BLOCKS)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from catalog.metrics import ROUTER_MATCHED_BLOCKS, ROUTER_PROMPT_BLOCKS
+
+    names = {
+        ROUTER_PROMPT_BLOCKS.stored_name: "prompt",
+        ROUTER_MATCHED_BLOCKS.stored_name: "matched",
     }
+    found = {"prompt": 0.0, "matched": 0.0}
+    for family in text_string_to_metric_families(pd.metrics_text("decode")):
+        for sample in family.samples:
+            if sample.name in names and sample.labels.get("deployment", "").startswith("Prefill:"):
+                found[names[sample.name]] += sample.value
+    return found

@@ -5,7 +5,6 @@ framework."""
 
 from __future__ import annotations
 
-import ast
 import copy
 import functools
 import importlib.metadata
@@ -19,6 +18,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from ray.serve._private.config import DeploymentConfig
+from ray.serve._private.request_router.request_router import FIFOMixin, RequestRouter
 from ray.serve.schema import ServeDeploySchema
 
 from app_config import load_settings
@@ -213,36 +213,16 @@ def test_each_sides_deployment_options_pass_serves_own_validation(
     manifests: ServingManifests,
 ) -> None:
     """What LLMConfig.validate_deployment_config runs (Ray 2.58), without importing ray.llm,
-    which needs pyarrow: health checks and graceful shutdown included."""
+    which needs pyarrow: health checks, graceful shutdown and the request router included
+    (RequestRouterConfig imports the router's class and pickles its module, as Serve does when
+    it builds the application)."""
     (application,) = manifests.serve_config["applications"]
     for side in ("prefill_config", "decode_config"):
-        options = dict(application["args"][side]["deployment_config"])
-        # Validating the router imports its class, and Serve LLM's need pyarrow: checked by
-        # the next test here, and imported for real by `make e2e`.
-        options.pop("request_router_config")
-        config = DeploymentConfig(**options)
+        config = DeploymentConfig(**application["args"][side]["deployment_config"])
         assert config.autoscaling_config.target_ongoing_requests < 1e9  # Serve LLM's default
         assert config.health_check_timeout_s > config.health_check_period_s
         assert config.graceful_shutdown_timeout_s >= 60  # streams in flight may finish
-
-
-def test_each_sides_request_router_is_a_class_ray_ships(manifests: ServingManifests) -> None:
-    """The configured router's module defines or re-exports the class, in the installed Ray (the
-    image's version): read from the source, since importing Serve LLM's routers needs pyarrow."""
-    ray_root = Path(importlib.util.find_spec("ray").origin).parent
-    (application,) = manifests.serve_config["applications"]
-    for side in ("prefill_config", "decode_config"):
-        router = application["args"][side]["deployment_config"]["request_router_config"]
-        module, _, name = router["request_router_class"].partition(":")
-        relative = Path(*module.split(".")[1:])
-        source = ray_root / f"{relative}.py"
-        if not source.exists():
-            source = ray_root / relative / "__init__.py"
-        tree = ast.parse(source.read_text())
-        names = {node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)} | {
-            alias.asname or alias.name
-            for node in ast.walk(tree)
-            if isinstance(node, ast.ImportFrom)
-            for alias in node.names
-        }
-        assert name in names, f"{side}: {module} has no {name}"
+        router = config.request_router_config.get_request_router_class()
+        assert issubclass(router, RequestRouter), (side, router)
+        # Serve's routing tasks rely on FIFO fulfilment (serve_extensions/prefix_router.py).
+        assert issubclass(router, FIFOMixin), (side, router)

@@ -42,7 +42,7 @@ ROUTINE: dict[str, tuple[dict[str, str], frozenset[str]]] = {
             "serving.decode.autoscaling.target_ongoing_requests": "48",
             "serving.ray_autoscaler.idle_timeout_seconds": "900",
             "cluster.node_autoscaler.scale_down_unneeded_minutes": "20",
-            "serving.prefill.request_router": "prefix_cache_affinity",
+            "serving.prefill.request_router": "power_of_two",
         },
         frozenset(),
     ),

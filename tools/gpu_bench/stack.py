@@ -22,7 +22,7 @@ from typing import Any
 from app_config.node_labels import GPU_ROLES
 from tools.gpu_check.engines import HTTP_PORTS, engine_command
 from tools.gpu_check.one_gpu import LOOPBACK
-from tools.gpu_check.serve_app import WORKER_CPUS, LocalCluster
+from tools.gpu_check.serve_app import WORKER_CPUS, LocalCluster, with_serve_extensions
 
 START_TIMEOUT_S = 540.0
 PROXY_PORT = 8300
@@ -130,7 +130,7 @@ def start_ray(
     resource, as `make gpu-check` shapes it (tools/gpu_check/serve_app.py). ``node_env`` adds
     environment to one side's node (Ray's workers inherit their raylet's)."""
     ray = [sys.executable, "-m", "ray.scripts.scripts", "start"]
-    process_env = {**os.environ, **env}
+    process_env = with_serve_extensions({**os.environ, **env})
 
     def start(name: str, args: list[str]) -> None:
         with open(state / f"ray-start-{name}.log", "wb") as out:

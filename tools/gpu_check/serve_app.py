@@ -79,6 +79,18 @@ class LocalCluster:
         raise RuntimeError(f"application {app}: {status.get('status')}: {status.get('message')}")
 
 
+# The app's own Serve code (serve_extensions/, which the synthesized Serve config's router names):
+# on the pods a ConfigMap on PYTHONPATH (serving_manifests/serve_extensions.py); here the
+# checkout's copy, first on every local Ray process's path.
+PROJECT_ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def with_serve_extensions(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` with the project root in front of PYTHONPATH (the caller's entries kept)."""
+    paths = (str(PROJECT_ROOT), env.get("PYTHONPATH", ""))
+    return {**env, "PYTHONPATH": os.pathsep.join(p for p in paths if p)}
+
+
 @contextmanager
 def local_ray(
     head_params: Mapping[str, str],
@@ -87,7 +99,9 @@ def local_ray(
     logs: Path,
 ) -> Iterator[LocalCluster]:
     ray = [sys.executable, "-m", "ray.scripts.scripts"]
-    process_env = {**os.environ, **env, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
+    process_env = with_serve_extensions(
+        {**os.environ, **env, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "1"}
+    )
     gcs, dashboard_port = free_port(), free_port()
     ports = {"head": free_port(), **{role: free_port() for role in GPU_ROLES}}
 

@@ -1,0 +1,14 @@
+"""The app's own Python inside Ray Serve: small, versioned, delivered with the manifests.
+
+The Ray pods run AWS's Ray LLM image unmodified. This package reaches them as a ConfigMap
+rendered with the RayService (serving_manifests/serve_extensions.py): every file of this folder
+ending in .py, mounted read-only on every Ray pod (head and workers) at a folder on the Ray
+container's PYTHONPATH. The ConfigMap's name carries a digest of the files, so a change of the
+package is a change of the pod templates: KubeRay rolls it out as a new Ray cluster, like every
+other Serve change (docs/architecture.md, "The app's code in the Ray cluster").
+
+Standard library and Ray only (the image's Ray 2.58): nothing else is installed on the pods.
+Modules:
+  prefix_index   the bounded prefix index and rendezvous hashing (no Ray import)
+  prefix_router  PrefixAffinityRouter, the request router for either side
+"""
