@@ -121,11 +121,17 @@ def rendered_pods(settings: Settings) -> RenderedPods | None:
     """The Ray head's and each side's worker pod's requests, as the renderer writes them."""
     from serving_manifests.rayservice import render_rayservice
     from serving_manifests.serve_config import render_serve_config
+    from serving_manifests.serve_extensions import render_serve_extensions
 
     # The image's address (which names the account where serving.image_cache is on) does not
     # change a request; the stack passes a CloudFormation token in the same place.
     try:
-        service = render_rayservice(settings, render_serve_config(settings), account="ACCOUNT")
+        service = render_rayservice(
+            settings,
+            render_serve_config(settings),
+            render_serve_extensions(settings),
+            account="ACCOUNT",
+        )
     except (KeyError, ValueError):
         return None  # what the renderer cannot render (a region without the image) has its rule
     cluster = service["spec"]["rayClusterConfig"]

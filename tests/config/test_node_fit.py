@@ -13,6 +13,7 @@ from catalog import cluster_pods
 from catalog.instances import CATALOG
 from catalog.node_allocatable import ENI_LIMITS, node_allocatable
 from serving_manifests import rayservice
+from serving_manifests.serve_extensions import render_serve_extensions
 from tests.configurations import settings_for
 
 # nodeadm's kube-reserved CPU by range (6 %, 1 %, 0.5 % x 2, 0.25 % above 4 cores), memory
@@ -131,7 +132,7 @@ def test_the_shipped_shapes_fit_their_nodes(configuration: str) -> None:
 
 def test_the_rule_reads_the_requests_the_renderer_writes() -> None:
     settings = settings_for("default")
-    service = rayservice.render_rayservice(settings, {})
+    service = rayservice.render_rayservice(settings, {}, render_serve_extensions(settings))
     worker = service["spec"]["rayClusterConfig"]["workerGroupSpecs"][0]["template"]["spec"]
     (container,) = worker["containers"]
     pods = rule.rendered_pods(settings)
