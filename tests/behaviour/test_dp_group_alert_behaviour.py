@@ -401,10 +401,12 @@ def captured_series() -> list[dict[str, str]]:
 
 def test_the_captured_gang_restart_pages_while_the_group_is_down(promtool, tmp_path) -> None:
     """Ray 2.58's own series through a real RESTART_GANG (tests/data/gang_restart): the gang is
-    down in scrapes 06-07 and whole again from 08."""
+    down in scrapes 06-07 and whole again from 08. The gangs of two ranks were captured with a
+    small MoE: DeepSeek-V3's weights do not fit two H200s, which the weights rule refuses."""
     settings = settings_for(
         "deepseek-v3-pd",
         **{
+            "serving.model.id": "Qwen/Qwen3-30B-A3B",
             "serving.decode.data_parallel_size": "2",  # the captured gangs' size
             "serving.decode.eplb.num_redundant_experts": "2",
         },
