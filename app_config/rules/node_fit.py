@@ -117,8 +117,22 @@ class RenderedPods:
     workers: dict[str, Requests]  # by side
 
 
+# The last settings rendered and their pods: the four node-fit rules of one evaluation ask for
+# the same object's pods one after the other, and rendering the Ray cluster is the costliest
+# step of validation. Held by identity (settings are not hashable); the strong reference keeps
+# the id from being reused while the entry stands.
+_last_rendered: tuple[Settings, RenderedPods | None] | None = None
+
+
 def rendered_pods(settings: Settings) -> RenderedPods | None:
     """The Ray head's and each side's worker pod's requests, as the renderer writes them."""
+    global _last_rendered
+    if _last_rendered is None or _last_rendered[0] is not settings:
+        _last_rendered = (settings, _render_pods(settings))
+    return _last_rendered[1]
+
+
+def _render_pods(settings: Settings) -> RenderedPods | None:
     from serving_manifests.rayservice import render_rayservice
     from serving_manifests.serve_config import render_serve_config
     from serving_manifests.serve_extensions import render_serve_extensions
