@@ -78,9 +78,14 @@ def secrets_envelope_encrypted(node: CfnResource) -> NagRuleCompliance:
 def launch_template_requires_imdsv2(node: CfnResource) -> NagRuleCompliance:
     if not isinstance(node, ec2.CfnLaunchTemplate):
         return NOT_APPLICABLE
-    data = _resolve(node, node.launch_template_data) or {}
-    tokens = data.get("metadataOptions", {}).get("httpTokens")
-    return COMPLIANT if tokens == "required" else NON_COMPLIANT
+    data = node.launch_template_data
+    # Resolve only the metadata options where the data is a struct: resolving the whole data
+    # (user data with its multipart MIME) was most of this pack's cost on every synth.
+    options = getattr(data, "metadata_options", data)
+    resolved = _resolve(node, options) or {}
+    if options is data:
+        resolved = resolved.get("metadataOptions") or {}
+    return COMPLIANT if resolved.get("httpTokens") == "required" else NON_COMPLIANT
 
 
 def efa_security_group_self_only(node: CfnResource) -> NagRuleCompliance:

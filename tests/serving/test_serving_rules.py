@@ -103,15 +103,36 @@ def test_launch_template_without_imdsv2_fires() -> None:
                 )
             ),
         )
+        ec2.CfnLaunchTemplate(  # no metadata options: EC2's default allows IMDSv1
+            stack,
+            "NoOptions",
+            launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
+                instance_type="m7i.large"
+            ),
+        )
 
     report = ServingChecks().validate_scope(_stack_with(build))
     (violation,) = report.violations
     assert violation.rule_name == "Serving-LaunchTemplateIMDSv2"
-    assert len(violation.violating_resources) == 2
+    assert len(violation.violating_resources) == 3
 
 
 def test_launch_template_requiring_imdsv2_passes() -> None:
-    assert _violations(lambda stack: ec2.LaunchTemplate(stack, "Lt", require_imdsv2=True)) == set()
+    """The L2 hands its data over as a token, the L1 as a struct: the rule reads both."""
+
+    def build(stack: Construct) -> None:
+        ec2.LaunchTemplate(stack, "Lt", require_imdsv2=True)
+        ec2.CfnLaunchTemplate(
+            stack,
+            "Required",
+            launch_template_data=ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
+                metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(
+                    http_tokens="required"
+                )
+            ),
+        )
+
+    assert _violations(build) == set()
 
 
 def _vpc(stack: Construct) -> ec2.IVpc:
