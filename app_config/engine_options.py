@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from catalog.expert_parallel import DUAL_BATCH_OVERLAP_REFUSAL
-from catalog.ray_llm_image import VLLM
+from catalog.ray_llm_image import RAY, VLLM
 
 ARGS_FILE = Path(__file__).resolve().parent.parent / "catalog" / "vllm_engine_args.json"
 
@@ -41,7 +41,7 @@ OWNED: dict[str, str] = {
     "enable_dbo": DUAL_BATCH_OVERLAP_REFUSAL,
     "ubatch_size": DUAL_BATCH_OVERLAP_REFUSAL,
     "enable_elastic_ep": "elastic expert parallel resizes a DP group in place; Ray Serve LLM "
-    "2.58 restarts a gang whole and scales whole groups (data_parallel/dp_server.py)",
+    f"({RAY}) restarts a gang whole and scales whole groups (data_parallel/dp_server.py)",
     "data_parallel_size_local": _PARALLELISM,
     "data_parallel_rank": _PARALLELISM,
     "data_parallel_start_rank": _PARALLELISM,

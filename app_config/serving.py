@@ -315,7 +315,7 @@ class Engine(Section):
         "PrefixAffinityRouter, serve_extensions/prefix_router.py: the replica that was sent "
         "the longest prefix of the prompt, while its load stays within 1.25x the mean; the "
         "prefill default). Ray Serve LLM's PrefixCacheAffinityRouter ('prefix_cache_affinity') "
-        "is refused: in Ray 2.58 it stalls under concurrency (docs/operating.md, 'Cache-aware "
+        f"is refused: in {RAY} it stalls under concurrency (docs/operating.md, 'Cache-aware "
         "routing'). Ray's KV-event router (KVAwareRouter) is not offered: it needs ai-dynamo, "
         "which the image does not ship.",
     )

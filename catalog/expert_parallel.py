@@ -21,6 +21,8 @@ tests/e2e/test_expert_parallel_catalog.py reads vLLM's own rules.
 
 from __future__ import annotations
 
+from catalog.ray_llm_image import DEFAULT_IMAGE, VLLM
+
 # vLLM 0.26's `All2AllBackend` Literal (vllm/config/parallel.py), each mapped to None when it runs
 # in the image over EFA, or to why not and what it would take. A vLLM bump that adds a name fails
 # tests/config/test_expert_parallel_catalog.py until the name has a verdict here.
@@ -32,11 +34,11 @@ ALL2ALL_BACKENDS: dict[str, str | None] = {
     # config/parallel.py _validate_parallel_config: "has been removed. Falling back to
     # 'allgather_reducescatter'" (a warning, then the other backend runs).
     "naive": (
-        "vLLM 0.26 removed the naive backend and silently runs allgather_reducescatter in its "
+        f"{VLLM} has no naive backend any more and silently runs allgather_reducescatter in its "
         "place, so set allgather_reducescatter"
     ),
     "pplx": (
-        "vLLM 0.26 removed the pplx backend and silently runs allgather_reducescatter in its "
+        f"{VLLM} has no pplx backend any more and silently runs allgather_reducescatter in its "
         "place, so set allgather_reducescatter"
     ),
     # deepseek-ai/DeepEP v1.2.1 csrc/kernels/internode_ll.cu calls nvshmemi_ibgda_put_nbi_warp
@@ -84,9 +86,10 @@ ALL2ALL_BACKENDS: dict[str, str | None] = {
     # its EFA transport (libuct_ib_efa, SRD) is host-initiated only. deepseek-ai/DeepEP#659 asks
     # the same of HybridEP's NIXL path (open).
     "nixl_ep": (
-        "NIXL EP (in the image's nixl 1.3.1) drives GPU-initiated RDMA through UCX's GPU device "
-        "API, which UCX implements only for ConnectX NICs (mlx5 GDA), not for EFA; it would need "
-        "a NIXL device backend for EFA, which NIXL 1.3.1 does not have"
+        f"NIXL EP (in the image's nixl {DEFAULT_IMAGE.nixl_version}) drives GPU-initiated RDMA "
+        "through UCX's GPU device API, which UCX implements only for ConnectX NICs (mlx5 GDA), "
+        "not for EFA; it would need "
+        f"a NIXL device backend for EFA, which NIXL {DEFAULT_IMAGE.nixl_version} does not have"
     ),
     # vllm/config/parallel.py: "temporary alias for flashinfer_nvlink_two_sided".
     "flashinfer_all2allv": (
@@ -121,7 +124,7 @@ MICROBATCHING_ALL2ALL_BACKENDS: tuple[str, ...] = (
 )
 DUAL_BATCH_OVERLAP_REFUSAL = (
     "dual batch overlap (enable_dbo, or ubatch_size above 1) needs the deepep_low_latency, "
-    "deepep_high_throughput or nixl_ep all-to-all backend (vLLM 0.26 asserts it), and none of "
+    f"deepep_high_throughput or nixl_ep all-to-all backend ({VLLM} asserts it), and none of "
     "them runs over EFA in this image; leave it off"
 )
 

@@ -26,6 +26,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from catalog.ray_llm_image import VLLM
+
 
 class ParallelismError(ValueError):
     """A parallel layout vLLM 0.26 refuses; says which rule."""
@@ -72,8 +74,8 @@ class Parallelism:
             # vllm/engine/arg_utils.py create_engine_config: Ray Serve LLM's DPServer always
             # passes data_parallel_rank, which is vLLM's external DP mode.
             raise ParallelismError(
-                f"data parallel {self.data_parallel} on a model without routed experts: vLLM "
-                "0.26 refuses it ('Non-MoE models do not support external data parallel mode', "
+                f"data parallel {self.data_parallel} on a model without routed experts: {VLLM} "
+                "refuses it ('Non-MoE models do not support external data parallel mode', "
                 "and Ray Serve LLM's DP ranks run in that mode); serve a dense model with "
                 "data_parallel_size 1 and more replicas"
             )

@@ -54,8 +54,9 @@ DEFAULT_IMAGE_TAG = "serve-llm-cuda-v1.0"
 # `pdctl image` shows it beside the configured tag.
 NEWEST_PUBLISHED_TAG = "serve-llm-cuda-v1.0"
 NEWEST_PUBLISHED_CHECKED = "2026-12-01"
-# What moving to a tag on a newer Ray takes here (docs/operating.md, "Upgrading"): Ray 2.59 and
-# 2.60 change the Serve LLM P/D API.
+# What moving to a tag on a newer Ray takes here (docs/operating.md, "Upgrading"): the Ray
+# releases after the default image's that change the Serve LLM P/D API.
+NEWER_RAYS = ("2.59", "2.60")
 NEWER_RAY_MOVE = (
     "the P/D builder's proxy_cls_config and proxy_deployment_config, ignored since Ray 2.55's "
     "decode-as-orchestrator graph, are removed (ray-project/ray#65194): the rendered Serve "

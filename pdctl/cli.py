@@ -829,7 +829,10 @@ def image_command(
         table.add_row(styled(item), styled(value))
     console.print(table)
     console.print(styled(result.verdict))
-    console.print(styled(f"{result.newest}. A tag on Ray 2.59 or 2.60 would need:"))
+    from catalog.ray_llm_image import NEWER_RAYS
+
+    newer = " or ".join(NEWER_RAYS)
+    console.print(styled(f"{result.newest}. A tag on Ray {newer} would need:"))
     for step in result.newer_ray_move:
         console.print(styled(f"  - {step}"))
     if scan:

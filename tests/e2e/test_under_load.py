@@ -288,22 +288,43 @@ ROUTED_WITHIN_S = 30.0  # a client's bound on one request; the app's router need
 FULFILLMENT = "ray_serve_request_router_fulfillment_time_ms"
 
 
-def fulfillment_histogram(pd: LocalRay, deployment_prefix: str) -> tuple[float, dict[float, float]]:
+Histogram = dict[tuple[tuple[str, str], ...], tuple[float, dict[float, float]]]
+
+
+def fulfillment_histogram(pd: LocalRay, deployment_prefix: str) -> Histogram:
     """Serve's own record of how long each request waited in the decode replica's router for a
-    prefill replica (request_router.py _record_queue_wait_time): (count, cumulative buckets)."""
+    prefill replica (request_router.py _record_queue_wait_time), per series: (count, cumulative
+    buckets) by the series' labels other than ``le``."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    count, buckets = 0.0, {}
+    series: Histogram = {}
     for family in text_string_to_metric_families(pd.metrics_text("decode")):
         for sample in family.samples:
             if not sample.labels.get("deployment", "").startswith(deployment_prefix):
                 continue
+            key = tuple(sorted((k, v) for k, v in sample.labels.items() if k != "le"))
+            count, buckets = series.get(key, (0.0, {}))
             if sample.name == f"{FULFILLMENT}_count":
                 count += sample.value
             elif sample.name == f"{FULFILLMENT}_bucket":
-                bound = float(sample.labels["le"])
-                buckets[bound] = buckets.get(bound, 0.0) + sample.value
-    return count, buckets
+                buckets[float(sample.labels["le"])] = sample.value
+            series[key] = (count, buckets)
+    return series
+
+
+def counted_since(before: Histogram, after: Histogram) -> tuple[float, dict[float, float]]:
+    """What was recorded between two reads, summed over series. A series of a replica that a
+    redeploy replaced may still be exported for a while and then vanish, and a new replica's
+    series start at zero: only a series' own growth counts (a drop is a restart, counted from 0)."""
+    total, buckets = 0.0, {}
+    for key, (count, bounds) in after.items():
+        base_count, base_bounds = before.get(key, (0.0, {}))
+        if count < base_count:
+            base_count, base_bounds = 0.0, {}
+        total += count - base_count
+        for bound, value in bounds.items():
+            buckets[bound] = buckets.get(bound, 0.0) + value - base_bounds.get(bound, 0.0)
+    return total, buckets
 
 
 @pytest.mark.parametrize(
@@ -360,7 +381,7 @@ def test_cache_aware_routing_holds_under_concurrency(
     measured: dict[str, Any] = {}
     figures.setdefault("cache_aware_routing", {})[router] = measured
     for clients in CONCURRENCY:
-        before, _ = fulfillment_histogram(pd, "Prefill:")
+        before = fulfillment_histogram(pd, "Prefill:")
         total = clients * REQUESTS_PER_CLIENT
         with ThreadPoolExecutor(clients) as pool:
             answered = sorted(t for t in pool.map(one, range(total)) if t is not None)
@@ -372,12 +393,13 @@ def test_cache_aware_routing_holds_under_concurrency(
                 client_max_s=round(answered[-1], 2),
             )
         assert len(answered) == total, measured
-        # Ray exports every METRICS_REPORT_INTERVAL_MS: wait until all are counted.
-        expected = before + total
 
-        def all_counted(expected: float = expected) -> tuple[float, dict[float, float]] | None:
-            counted = fulfillment_histogram(pd, "Prefill:")
-            return counted if counted[0] >= expected else None
+        # Ray exports every METRICS_REPORT_INTERVAL_MS: wait until all are counted.
+        def all_counted(
+            before: Histogram = before, total: int = total
+        ) -> tuple[float, dict[float, float]] | None:
+            counted = counted_since(before, fulfillment_histogram(pd, "Prefill:"))
+            return counted if counted[0] >= total else None
 
         count, buckets = wait_for(
             all_counted, 30.0, 0.5, "every routed request in Serve's fulfilment histogram"
