@@ -19,7 +19,10 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 def _documents(name: str) -> tuple[Any, ...]:
     """Parsed once per process: every rule that renders a pod (node fit on each synth and each
     `pdctl` call) reads the same templates, and parsing YAML cost more than the rendering."""
-    return tuple(yaml.load_all((MANIFESTS / name).read_text(), Loader=_LOADER))
+    documents = yaml.load_all((MANIFESTS / name).read_text(), Loader=_LOADER)
+    # Keys in sorted order, as the templates have always been rendered (safe_dump sorts): the
+    # order is part of every synthesized template and its snapshot.
+    return tuple(yaml.load(yaml.safe_dump(d), Loader=_LOADER) for d in documents)
 
 
 def load_all(name: str) -> list[dict[str, Any]]:
