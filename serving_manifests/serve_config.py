@@ -156,6 +156,27 @@ def with_cpu_offload(nixl: dict[str, Any], cpu_bytes: int) -> dict[str, Any]:
     }
 
 
+def nixl_connector(transfer: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """A side's NIXL connector config and its path under ``kv_transfer_config``: the config
+    itself, or the first connector of the MultiConnector that adds the offload tier."""
+    if transfer["kv_connector"] == MULTI_CONNECTOR:
+        return transfer["kv_connector_extra_config"]["connectors"][0], (
+            ".kv_connector_extra_config.connectors[0]"
+        )
+    return transfer, ""
+
+
+def offload_connector(transfer: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
+    """A side's offload tier connector config and its path under ``kv_transfer_config``, or
+    None for a side without one."""
+    if transfer["kv_connector"] != MULTI_CONNECTOR:
+        return None
+    for index, child in enumerate(transfer["kv_connector_extra_config"]["connectors"]):
+        if child["kv_connector"] == OFFLOADING_CONNECTOR:
+            return child, f".kv_connector_extra_config.connectors[{index}]"
+    return None
+
+
 def _expert_and_data_parallel(engine: Engine) -> dict[str, Any]:
     """vLLM's MoE parallelism, written only where it departs from vLLM's defaults so that a dense
     configuration's Serve config (and its engines) stay as they were. With data_parallel_size > 1
