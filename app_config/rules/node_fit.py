@@ -11,7 +11,9 @@ never serves; a Ray head that cannot is no cluster at all.
   DaemonSets that select GPU nodes. A pod's requests are the larger of its app containers' sum
   and its largest init container (KubeRay 1.7 appends wait-gcs-ready, 200m / 256Mi: common/
   pod.go; below the Ray container's). Its huge pages are pre-allocated on the node and leave
-  allocatable memory.
+  allocatable memory. A side's KV offload tier (serving.<side>.kv_offload_gib_per_gpu) is part
+  of its worker's memory request; node-fit judges the pod without it and kv-offload-fit the tier
+  on top, so a tier too large is one finding at its own setting.
 - System nodes: the Ray head with its autoscaler sidecar (KubeRay puts the sidecar in the head
   pod) must fit one node beside the DaemonSets; the head and the operators together must fit
   the group at max_size. During a NewCluster upgrade KubeRay runs a second Ray cluster, so a
