@@ -69,6 +69,10 @@ OWNED: dict[str, str] = {
     "download_dir": "Ray Serve LLM downloads the weights into the node-local cache "
     "(serving.model.s3_uri or the Hugging Face id)",
 }
+# The engine options with which vLLM 0.26 replaces the KV connector itself: the CacheConfig
+# fields VllmConfig._post_init_kv_transfer_config (vllm/config/vllm.py) reads. Refused on both
+# sides by engine-option-pd (app_config/rules/engine_options.py), which names the setting to use.
+CONNECTOR_REPLACING = ("kv_offloading_size", "kv_offloading_backend")
 # Options that change what the NIXL handshake compares, or the prompt prefill computes: unequal
 # on the two sides, decode never reads prefill's KV, or reads the KV of another prompt.
 SAME_ON_BOTH_SIDES: dict[str, str] = {

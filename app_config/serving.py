@@ -333,6 +333,18 @@ class Engine(Section):
             )
         return value
 
+    kv_offload_gib_per_gpu: int = Field(
+        0,
+        ge=0,
+        le=1024,
+        description="GiB of the node's memory per GPU that keep KV blocks evicted from GPU "
+        f"memory, so that a prompt seen before is read back instead of computed again ({VLLM}'s "
+        "OffloadingConnector, composed with NIXL by its MultiConnector; docs/operating.md, "
+        "'KV offload on prefill'). Prefill only: decode reads every prompt's KV from prefill. "
+        "0: off. The worker pod's memory request and limit grow by it times the node's GPUs "
+        "(pinned memory is charged to the pod), and synth refuses a size the node's "
+        "allocatable memory cannot hold beside the pods already there.",
+    )
     engine_options: dict[str, Any] = Field(
         {},
         description=f"vLLM engine options for this side only ({VLLM} names: "

@@ -66,6 +66,21 @@ class Side:
         return max(1, -(-self.replica_gpus // self.gpus_per_node))
 
     @property
+    def kv_offload_gib_per_pod(self) -> int:
+        """Host memory the side's KV offload tier pins on one node: its size per GPU times the
+        GPUs of the one worker pod a node runs (the pod holds every GPU of its node)."""
+        return self.engine.kv_offload_gib_per_gpu * self.gpus_per_node
+
+    @property
+    def kv_offload_bytes_per_rank(self) -> int:
+        """The offload tier of one engine rank, as vLLM 0.26 takes it: ``cpu_bytes_to_use`` is
+        the engine's whole buffer, summed over its TP x PP workers (vllm/v1/kv_offload/cpu/
+        spec.py CPUOffloadingSpec: ``num_blocks = cpu_bytes_to_use // (bytes per block x
+        world_size)``; config/cache.py ``kv_offloading_size``: 'the total buffer size summed
+        across all TP ranks')."""
+        return self.engine.kv_offload_gib_per_gpu * self.rank_gpus * 2**30
+
+    @property
     def placement(self) -> NodePlacement:
         """The labels and taints of the side's nodes, which its worker group selects."""
         return self.nodes.placement(self.role)

@@ -204,7 +204,10 @@ def _worker_group(
         container["env"].extend(
             {"name": name, "value": value} for name, value in NCCL_ON_EFA_ENV.items()
         )
+    # The KV offload tier's pinned host memory is the pod's own (the cgroup charges it, and the
+    # limit equals the request): on top of the share left for everything else.
     memory_gib = int(instance.memory_gib * MEMORY_REQUEST_SHARE)
+    memory_gib += settings.side(role).kv_offload_gib_per_pod
     resources = {
         "cpu": str(instance.vcpus - RESERVED_VCPUS),
         "memory": f"{memory_gib}Gi",

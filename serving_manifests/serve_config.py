@@ -17,6 +17,8 @@ from serving_manifests.templates import load
 
 PD_BUILDER = "ray.serve.llm:build_pd_openai_app"
 NIXL_CONNECTOR = "NixlConnector"
+MULTI_CONNECTOR = "MultiConnector"
+OFFLOADING_CONNECTOR = "OffloadingConnector"
 # serving.<side>.request_router -> the class Serve imports (Ray 2.58: ray/serve/config.py
 # RequestRouterConfig). The app's router comes from the serve_extensions ConfigMap each Ray pod
 # mounts (serve_extensions.py).
@@ -86,6 +88,10 @@ def _fill_llm_config(llm: dict[str, Any], settings: Settings, role: str) -> None
     kwargs["kv_transfer_config"]["kv_connector_extra_config"]["backends"] = [
         serving.kv_transfer.backend
     ]
+    if side.kv_offload_bytes_per_rank:
+        kwargs["kv_transfer_config"] = with_cpu_offload(
+            kwargs["kv_transfer_config"], side.kv_offload_bytes_per_rank
+        )
     deployment = llm["deployment_config"]
     deployment["autoscaling_config"] = {
         "min_replicas": engine.min_replicas,
@@ -108,6 +114,67 @@ def _fill_llm_config(llm: dict[str, Any], settings: Settings, role: str) -> None
         llm.setdefault("experimental_configs", {})[STREAM_BATCHING_INTERVAL_KEY] = (
             serving.stream_batching_interval_ms
         )
+
+
+def with_cpu_offload(nixl: dict[str, Any], cpu_bytes: int) -> dict[str, Any]:
+    """The side's NIXL connector composed with vLLM's CPU offload tier (serving.<side>.
+    kv_offload_gib_per_gpu), as vLLM 0.26 and Ray Serve LLM 2.58 take the pair:
+
+    - vLLM's MultiConnector (vllm/distributed/kv_transfer/kv_connector/v1/multi_connector.py)
+      saves every request's KV to all its connectors and loads it from the first that has it
+      (``get_num_new_matched_tokens``): on prefill NIXL has nothing to load (it loads only a
+      request with ``do_remote_prefill``, which decode's are), so a prompt's evicted prefix comes
+      back from the CPU tier. Each child is a KVTransferConfig of its own and needs a kv_role
+      (config/kv_transfer.py ``__post_init__``); it inherits the parent's engine_id
+      (``_get_connector_classes_and_configs``).
+    - NIXL first: Ray 2.58's MultiConnectorBackend (ray/llm/_internal/serve/engines/vllm/
+      kv_transfer/multi_connector.py) shapes the P/D requests with its first sub-connector's
+      protocol and runs every sub-connector's ``setup()``, so NIXL's side-channel host and port
+      are still set (kv_transfer/nixl.py); OffloadingConnector has no Ray backend and gets
+      Ray's no-op DefaultConnectorBackend (kv_transfer/factory.py).
+    - The NIXL handshake's compatibility hash (nixl/metadata.py
+      ``compute_nixl_compatibility_hash``) stays what decode computes: both children support
+      the hybrid KV cache manager (``SupportsHMA``, factory.py ``supports_hma_config``), so HMA
+      is decided as for NIXL alone; the cross-layer block layout is used only when every child
+      prefers it (multi_connector.py ``prefer_cross_layer_blocks``), and NIXL does not unless
+      ``enable_cross_layers_blocks`` is set; both children require the HND KV layout NIXL
+      sets without them (``get_required_kvcache_layout``).
+    - ``cpu_bytes_to_use`` is what ``kv_offloading_size`` would set (config/vllm.py
+      ``_post_init_kv_transfer_config``), without that path's replacing of the connector; the
+      CPU spec (vllm/v1/kv_offload/cpu/spec.py) pins it in the engine's workers
+      (gpu_worker.py ``torch.zeros(..., pin_memory=True)``), not in /dev/shm.
+    """
+    offload = {
+        "kv_connector": OFFLOADING_CONNECTOR,
+        "kv_role": nixl["kv_role"],
+        "kv_connector_extra_config": {"cpu_bytes_to_use": cpu_bytes},
+    }
+    return {
+        "kv_connector": MULTI_CONNECTOR,
+        "kv_role": nixl["kv_role"],
+        "kv_connector_extra_config": {"connectors": [nixl, offload]},
+    }
+
+
+def nixl_connector(transfer: dict[str, Any]) -> tuple[dict[str, Any], str]:
+    """A side's NIXL connector config and its path under ``kv_transfer_config``: the config
+    itself, or the first connector of the MultiConnector that adds the offload tier."""
+    if transfer["kv_connector"] == MULTI_CONNECTOR:
+        return transfer["kv_connector_extra_config"]["connectors"][0], (
+            ".kv_connector_extra_config.connectors[0]"
+        )
+    return transfer, ""
+
+
+def offload_connector(transfer: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
+    """A side's offload tier connector config and its path under ``kv_transfer_config``, or
+    None for a side without one."""
+    if transfer["kv_connector"] != MULTI_CONNECTOR:
+        return None
+    for index, child in enumerate(transfer["kv_connector_extra_config"]["connectors"]):
+        if child["kv_connector"] == OFFLOADING_CONNECTOR:
+            return child, f".kv_connector_extra_config.connectors[{index}]"
+    return None
 
 
 def _expert_and_data_parallel(engine: Engine) -> dict[str, Any]:

@@ -58,7 +58,8 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
     },
     # Reserved P5-class capacity, the usual way to get it: a Capacity Block for prefill, an
     # On-Demand Capacity Reservation for decode, extra labels and taints; weights from S3;
-    # decode with TP 4 and two replicas per node; the image through the account's scanned cache.
+    # decode with TP 4 and two replicas per node; prefill with a KV offload tier; the image through
+    # the account's scanned cache.
     "reserved-capacity": {
         # A reservation lives in one zone: the GPU zone is given, not derived.
         "network.gpu_availability_zone": "usw2-az1",
@@ -81,6 +82,8 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
         "serving.model.s3_uri": "s3://example-models/qwen/Qwen3-32B",
         "serving.decode.tensor_parallel_size": "4",
         "serving.decode.max_replicas": "2",
+        # Prefill keeps evicted KV blocks in host memory beside NIXL (a MultiConnector).
+        "serving.prefill.kv_offload_gib_per_gpu": "16",
         "serving.name": "qwen3-pd",
         "serving.namespace": "inference",
         "observability.scrape_interval_seconds": "60",

@@ -207,17 +207,21 @@ _OFFLOAD = (
     "_post_init_kv_transfer_config (vllm/config/vllm.py) then replaces the side's NixlConnector "
     "with the offloading connector (OffloadingConnector, or LMCacheMPConnector for lmcache) "
     "and its kv_role with kv_both: prefill would no longer hand its KV to decode over NIXL, "
-    "and decode would recompute every prompt. This app does not offload KV; leave it unset"
+    "and decode would recompute every prompt. Use serving.prefill.kv_offload_gib_per_gpu "
+    "(GiB per GPU), which keeps NIXL and adds the CPU tier beside it (vLLM's MultiConnector)"
 )
 # Options that undo the KV connector path every side of this app runs (serving.kv_transfer).
+# The offloading ones are every CacheConfig field VllmConfig._post_init_kv_transfer_config reads
+# (engine_options.CONNECTOR_REPLACING; `make e2e` reads the method's source for the list).
 BREAKS_KV_TRANSFER: dict[str, Callable[[Any], bool]] = {
+    # Unset (None) leaves the connector alone; the backend alone does nothing, and is refused so
+    # that a later size cannot silently take effect with it.
     "kv_offloading_size": lambda value: value is not None,
     "kv_offloading_backend": lambda value: True,
     "enable_return_routed_experts": lambda value: value is True,
 }
 _BREAKS_MESSAGE = {
-    "kv_offloading_size": _OFFLOAD,
-    "kv_offloading_backend": _OFFLOAD,
+    **dict.fromkeys(engine_options.CONNECTOR_REPLACING, _OFFLOAD),
     "enable_return_routed_experts": (
         f"{VLLM} refuses it with any KV connector (VllmConfig.__post_init__, "
         "vllm/config/vllm.py: 'incompatible with KV connectors (PD disaggregation, KV cache "

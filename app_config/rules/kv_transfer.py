@@ -23,4 +23,27 @@ def ucx_on_efa(settings: Settings) -> Iterator[Finding]:
         )
 
 
-RULES = (Rule("ucx-on-efa", frozenset({"serving"}), ucx_on_efa, WARNING, stack="serving"),)
+def offload_on_decode(settings: Settings) -> Iterator[Finding]:
+    """The KV offload tier is for prefill only. Decode's every request carries
+    ``do_remote_prefill`` (Ray 2.58 prefill_decode: decode forwards the kv_transfer_params of
+    prefill's response), so NIXL, the first connector, claims from prefill all of a prompt's
+    KV that decode's own GPU cache lacks (vLLM 0.26 nixl/pull_scheduler.py
+    ``get_num_new_matched_tokens``), and vLLM's MultiConnector loads from that first claimant
+    only (multi_connector.py ``get_num_new_matched_tokens``): a tier on decode would be
+    stored to and never read, at the cost of its node memory."""
+    size = settings.serving.decode.kv_offload_gib_per_gpu
+    if size:
+        yield Finding(
+            "serving.decode.kv_offload_gib_per_gpu",
+            "decode reads every prompt's KV from prefill over NIXL, which vLLM's MultiConnector "
+            "asks first, so a CPU tier there would be written and never read; set it on "
+            "prefill (serving.prefill.kv_offload_gib_per_gpu), where a revisited prompt's "
+            "evicted prefix is read back instead of computed again",
+            size,
+        )
+
+
+RULES = (
+    Rule("ucx-on-efa", frozenset({"serving"}), ucx_on_efa, WARNING, stack="serving"),
+    Rule("kv-offload-decode", frozenset({"serving"}), offload_on_decode),
+)

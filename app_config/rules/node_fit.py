@@ -11,7 +11,9 @@ never serves; a Ray head that cannot is no cluster at all.
   DaemonSets that select GPU nodes. A pod's requests are the larger of its app containers' sum
   and its largest init container (KubeRay 1.7 appends wait-gcs-ready, 200m / 256Mi: common/
   pod.go; below the Ray container's). Its huge pages are pre-allocated on the node and leave
-  allocatable memory.
+  allocatable memory. A side's KV offload tier (serving.<side>.kv_offload_gib_per_gpu) is part
+  of its worker's memory request; node-fit judges the pod without it and kv-offload-fit the tier
+  on top, so a tier too large is one finding at its own setting.
 - System nodes: the Ray head with its autoscaler sidecar (KubeRay puts the sidecar in the head
   pod) must fit one node beside the DaemonSets; the head and the operators together must fit
   the group at max_size. During a NewCluster upgrade KubeRay runs a second Ray cluster, so a
@@ -41,6 +43,7 @@ from catalog.node_allocatable import Allocatable, node_allocatable
 
 if TYPE_CHECKING:
     from app_config.model import Settings
+    from app_config.side import Side
 
 _QUANTITY = re.compile(r"^(?P<number>\d+(\.\d+)?)(?P<unit>m|Ki|Mi|Gi|Ti)?$")
 _MIB = {None: 2**-20, "Ki": 2**-10, "Mi": 1, "Gi": 2**10, "Ti": 2**20}
@@ -208,13 +211,20 @@ def _thin_memory(asked: Requests, node: Allocatable, nodes: int = 1) -> bool:
     return node.memory_mib * nodes >= asked.memory_mib > node.memory_mib_estimated * nodes
 
 
+def _without_offload(worker: Requests, side: Side) -> Requests:
+    """The worker pod's requests before its KV offload tier adds its pinned memory: what the
+    instance type must hold (node-fit); the tier on top is judged by kv-offload-fit."""
+    offload_mib = side.kv_offload_gib_per_pod * 1024
+    return Requests(worker.cpu_millis, worker.memory_mib - offload_mib, worker.hugepages_mib)
+
+
 def gpu_nodes_fit(settings: Settings) -> Iterator[Finding]:
     pods = rendered_pods(settings)
     if pods is None:
         return
     for side in settings.sides():
         instance_type = side.nodes.instance_type
-        worker = pods.workers[side.role]
+        worker = _without_offload(pods.workers[side.role], side)
         node = node_allocatable(instance_type, hugepages_mib=worker.hugepages_mib)
         if node is None:
             continue  # every GPU type of the catalog has ENI limits (tests check it)
@@ -230,6 +240,43 @@ def gpu_nodes_fit(settings: Settings) -> Iterator[Finding]:
                 "and the Cluster Autoscaler would add no node for it",
                 instance_type,
             )
+
+
+def kv_offload_fit(settings: Settings) -> Iterator[Finding]:
+    """A side's KV offload tier (serving.<side>.kv_offload_gib_per_gpu) must fit the node's
+    allocatable memory beside the worker pod's other requests and the DaemonSets: the renderer
+    adds it to the pod's memory request and limit (vLLM pins it in the engine's workers, and the
+    pod's cgroup is charged for pinned pages), so a tier too large leaves the pod Pending like
+    any other misfit. Judged only where the pod fits without it (else node-fit says so)."""
+    pods = rendered_pods(settings)
+    if pods is None:
+        return
+    for side in settings.sides():
+        if not side.kv_offload_gib_per_pod:
+            continue
+        instance_type = side.nodes.instance_type
+        worker = pods.workers[side.role]
+        node = node_allocatable(instance_type, hugepages_mib=worker.hugepages_mib)
+        if node is None:
+            continue
+        others = _without_offload(worker, side) + _requests(
+            daemon_sets(settings, instance_type, gpu=True)
+        )
+        room_mib = node.memory_mib - others.memory_mib
+        offload_mib = side.kv_offload_gib_per_pod * 1024
+        if room_mib < 0 or offload_mib <= room_mib:
+            continue
+        gpus = side.gpus_per_node
+        yield Finding(
+            f"{side.serving_setting}.kv_offload_gib_per_gpu",
+            f"{side.engine.kv_offload_gib_per_gpu} GiB x {gpus} GPUs = {offload_mib} MiB of "
+            f"pinned host memory does not fit one {instance_type} node: {node.memory_mib} MiB "
+            f"allocatable, of which the {side.role} worker pod's other requests and the "
+            f"DaemonSets take {others.memory_mib} MiB, leaving {room_mib} MiB. The pod's memory "
+            "request grows by the tier, so it would stay Pending; use at most "
+            f"{room_mib // (1024 * gpus)} GiB per GPU",
+            side.engine.kv_offload_gib_per_gpu,
+        )
 
 
 def gpu_nodes_headroom(settings: Settings) -> Iterator[Finding]:
@@ -340,4 +387,5 @@ RULES = (
         WARNING,
     ),
     Rule("node-fit-unchecked", _READS, system_nodes_unchecked, WARNING),
+    Rule("kv-offload-fit", _READS, kv_offload_fit),
 )

@@ -8,6 +8,8 @@ import copy
 import pytest
 
 from app_config.node_labels import GPU_ROLES
+from serving_manifests.serve_config import MULTI_CONNECTOR, render_serve_config
+from tests.configurations import settings_for
 from tools.gpu_bench import hand_off
 from tools.gpu_check.deployed import DeployedRayService
 from tools.gpu_check.engines import SIDE_CHANNEL_PORTS
@@ -55,6 +57,31 @@ def test_pull_is_the_synthesized_config_with_no_change(deployed) -> None:
 def test_an_unknown_direction_is_refused_with_the_valid_ones(deployed) -> None:
     with pytest.raises(ValueError, match="push, pull"):
         hand_off.choose(copy.deepcopy(deployed), "sideways", deployed)
+
+
+def test_push_renames_only_nixl_inside_prefills_offload_multiconnector() -> None:
+    settings = settings_for("default", **{"serving.prefill.kv_offload_gib_per_gpu": "4"})
+    deployed = render_serve_config(settings)
+    config = copy.deepcopy(deployed)
+    changes = hand_off.choose(config, "push", deployed)
+    (application,) = config["applications"]
+    prefill = application["args"]["prefill_config"]["engine_kwargs"]["kv_transfer_config"]
+    nixl, tier = prefill["kv_connector_extra_config"]["connectors"]
+    assert (prefill["kv_connector"], nixl["kv_connector"]) == (
+        MULTI_CONNECTOR,
+        hand_off.PUSH_CONNECTOR,
+    )
+    assert (
+        tier
+        == deployed["applications"][0]["args"]["prefill_config"]["engine_kwargs"][
+            "kv_transfer_config"
+        ]["kv_connector_extra_config"]["connectors"][1]
+    )
+    assert [change.setting for change in changes] == [
+        "prefill_config.engine_kwargs.kv_transfer_config.kv_connector_extra_config."
+        "connectors[0].kv_connector",
+        "decode_config.engine_kwargs.kv_transfer_config.kv_connector",
+    ]
 
 
 def test_each_ray_node_has_its_own_side_channel_clear_of_the_direct_engines() -> None:

@@ -15,6 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from catalog.metrics import NIXL_FAILED_TRANSFERS, SCRAPED, PrometheusMetric
 from pdctl.verify import kv_verdict, transfer_evidence
+from serving_manifests.serve_config import render_serve_config
+from tests.configurations import settings_for
 from tests.conftest import Synthesized
 from tools.gpu_check.__main__ import chat_parsers
 from tools.gpu_check.deployed import DeployedRayService
@@ -214,6 +216,26 @@ def test_the_checked_serve_config_differs_from_the_synthesized_one_only_where_it
                 "block_size"
             ]
         )
+
+
+@pytest.mark.parametrize("efa", [True, False])
+def test_a_prefill_offload_tier_keeps_its_place_and_shrinks_to_the_one_gpu(efa: bool) -> None:
+    """With serving.prefill.kv_offload_gib_per_gpu the one-GPU config changes NIXL's backend
+    inside the MultiConnector and the tier's buffer to the one GPU the rank keeps, and lists
+    exactly those changes."""
+    settings = settings_for("default", **{"serving.prefill.kv_offload_gib_per_gpu": "4"})
+    original = render_serve_config(settings)
+    local, changes = one_gpu_serve_config(original, "/models/small", efa=efa, http_port=18000)
+    before, after = _paths(original), _paths(local)
+    differing = {key for key in before.keys() | after.keys() if before.get(key) != after.get(key)}
+    assert {key.removeprefix("applications[0].args.") for key in differing} == {
+        change.setting for change in changes
+    }
+    transfer = _sides(local)["prefill"]["engine_kwargs"]["kv_transfer_config"]
+    nixl, tier = transfer["kv_connector_extra_config"]["connectors"]
+    assert nixl["kv_connector_extra_config"]["backends"] == (["LIBFABRIC"] if efa else ["UCX"])
+    assert tier["kv_connector_extra_config"]["cpu_bytes_to_use"] == 4 * 2**30  # one GPU's share
+    assert settings.side("prefill").rank_gpus > 1  # the change is what this test is about
 
 
 def test_the_moe_example_keeps_expert_parallel_and_runs_one_rank_per_side(

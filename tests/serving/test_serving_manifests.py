@@ -32,8 +32,11 @@ from serving_manifests.names import (
     endpoint_service_name,
 )
 from serving_manifests.namespace_objects import IRSA_ANNOTATION
+from serving_manifests.rayservice import MEMORY_REQUEST_SHARE
 from serving_manifests.serve_config import (
+    MULTI_CONNECTOR,
     NIXL_CONNECTOR,
+    OFFLOADING_CONNECTOR,
     PD_BUILDER,
     REQUEST_ROUTERS,
     STREAMING_ROLE,
@@ -204,15 +207,82 @@ def test_pd_builder_with_the_same_model_on_both_sides(rendered) -> None:
     assert model_ids == {settings.serving.model.id}
 
 
+def _nixl(transfer: dict) -> dict:
+    """A side's NIXL connector: the side's whole kv_transfer_config, or the first connector of
+    the MultiConnector that adds the KV offload tier."""
+    if transfer["kv_connector"] == MULTI_CONNECTOR:
+        return transfer["kv_connector_extra_config"]["connectors"][0]
+    return transfer
+
+
 def test_both_sides_pull_kv_through_nixl_with_one_backend_and_block_size(rendered) -> None:
     settings, manifests = rendered
-    transfers = [c["engine_kwargs"]["kv_transfer_config"] for c in _llm_configs(manifests).values()]
+    transfers = [
+        _nixl(c["engine_kwargs"]["kv_transfer_config"]) for c in _llm_configs(manifests).values()
+    ]
     assert {t["kv_connector"] for t in transfers} == {NIXL_CONNECTOR}
     assert {t["kv_role"] for t in transfers} == {"kv_both"}
     backends = {tuple(t["kv_connector_extra_config"]["backends"]) for t in transfers}
     assert backends == {(settings.serving.kv_transfer.backend,)}
     block_sizes = {c["engine_kwargs"]["block_size"] for c in _llm_configs(manifests).values()}
     assert block_sizes == {settings.serving.kv_transfer.block_size}
+
+
+def test_a_side_with_a_kv_offload_tier_composes_it_after_nixl(rendered) -> None:
+    """serving.<side>.kv_offload_gib_per_gpu: NIXL first (Ray 2.58's MultiConnectorBackend
+    shapes the P/D requests by its first connector), then vLLM's OffloadingConnector with the
+    rank's whole buffer (TP x PP GPUs); a side without a tier keeps NIXL alone."""
+    settings, manifests = rendered
+    for role, config in _llm_configs(manifests).items():
+        transfer = config["engine_kwargs"]["kv_transfer_config"]
+        side = settings.side(role)
+        if not side.engine.kv_offload_gib_per_gpu:
+            assert transfer["kv_connector"] == NIXL_CONNECTOR
+            continue
+        assert (transfer["kv_connector"], transfer["kv_role"]) == (MULTI_CONNECTOR, "kv_both")
+        nixl, offload = transfer["kv_connector_extra_config"]["connectors"]
+        assert nixl["kv_connector"] == NIXL_CONNECTOR
+        assert offload == {
+            "kv_connector": OFFLOADING_CONNECTOR,
+            "kv_role": nixl["kv_role"],
+            "kv_connector_extra_config": {
+                "cpu_bytes_to_use": side.engine.kv_offload_gib_per_gpu
+                * config["engine_kwargs"]["tensor_parallel_size"]
+                * config["engine_kwargs"]["pipeline_parallel_size"]
+                * 2**30
+            },
+        }
+
+
+def test_a_workers_memory_request_grows_by_its_sides_kv_offload_tier(rendered) -> None:
+    """Pinned host memory is charged to the pod's cgroup: the request (and the limit, equal to
+    it) holds the share every worker gets plus the tier of every GPU of the node."""
+    settings, manifests = rendered
+    for role, group in settings.gpu_nodes.groups().items():
+        (container,) = _workers(manifests)[role]["template"]["spec"]["containers"]
+        tier = settings.serving.engine(role).kv_offload_gib_per_gpu * group.instance.gpus
+        expected = int(group.instance.memory_gib * MEMORY_REQUEST_SHARE) + tier
+        assert container["resources"]["requests"]["memory"] == f"{expected}Gi"
+        assert container["resources"]["limits"]["memory"] == f"{expected}Gi"
+
+
+def test_an_offload_tier_on_prefill_leaves_decode_as_it_was() -> None:
+    """The tier changes prefill's connector and pod resources alone; decode's engine config and
+    pod resources are the same with and without it (every pod's reload annotation follows the
+    whole Serve config, by design: serve_config.engine_reload_fingerprint)."""
+    plain = render_deployed(settings_for("default"))
+    tiered = render_deployed(
+        settings_for("default", **{"serving.prefill.kv_offload_gib_per_gpu": "16"})
+    )
+    assert _llm_configs(tiered)["decode"] == _llm_configs(plain)["decode"]
+
+    def resources(manifests: ServingManifests, role: str) -> dict:
+        (container,) = _workers(manifests)[role]["template"]["spec"]["containers"]
+        return container["resources"]
+
+    assert resources(tiered, "decode") == resources(plain, "decode")
+    assert resources(tiered, "prefill") != resources(plain, "prefill")
+    assert _llm_configs(tiered)["prefill"] != _llm_configs(plain)["prefill"]
 
 
 def test_parallelism_fits_one_node_and_bundles_pin_each_side(rendered) -> None:

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from app_config.node_labels import GPU_ROLES
+from serving_manifests.serve_config import nixl_connector
 from tools.gpu_check.engines import SIDE_CHANNEL_PORTS
 from tools.gpu_check.one_gpu import LOOPBACK, Change
 
@@ -54,15 +55,19 @@ def choose(
     (deployed_application,) = deployed["applications"]
     changes = []
     for role in GPU_ROLES:
-        transfer = application["args"][f"{role}_config"]["engine_kwargs"]["kv_transfer_config"]
-        synthesized = deployed_application["args"][f"{role}_config"]["engine_kwargs"][
-            "kv_transfer_config"
-        ]["kv_connector"]
+        # The NIXL connector: the side's whole kv_transfer_config, or the first connector of the
+        # MultiConnector that adds prefill's KV offload tier (which keeps its place).
+        transfer, path = nixl_connector(
+            application["args"][f"{role}_config"]["engine_kwargs"]["kv_transfer_config"]
+        )
+        synthesized = nixl_connector(
+            deployed_application["args"][f"{role}_config"]["engine_kwargs"]["kv_transfer_config"]
+        )[0]["kv_connector"]
         transfer["kv_connector"] = PUSH_CONNECTOR if direction == "push" else synthesized
         if transfer["kv_connector"] != synthesized:
             changes.append(
                 Change(
-                    f"{role}_config.engine_kwargs.kv_transfer_config.kv_connector",
+                    f"{role}_config.engine_kwargs.kv_transfer_config{path}.kv_connector",
                     synthesized,
                     transfer["kv_connector"],
                     PUSH_REASON,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app_config.node_labels import GPU_ROLES
+from serving_manifests.serve_config import nixl_connector, offload_connector
 
 LOOPBACK = "127.0.0.1"
 # Two engines share the GPU: each takes this share of its memory (a small model leaves most of it
@@ -72,6 +73,9 @@ def one_gpu_serve_config(
         llm = application["args"][f"{role}_config"]
         prefix = f"{role}_config"
         kwargs = llm["engine_kwargs"]
+        rank_gpus = int(kwargs.get("tensor_parallel_size", 1)) * int(
+            kwargs.get("pipeline_parallel_size", 1)
+        )
         for key, reason in ONE_RANK.items():
             if key in kwargs:
                 change(kwargs, key, 1, f"{prefix}.engine_kwargs.{key}", reason)
@@ -100,14 +104,29 @@ def one_gpu_serve_config(
             f"{prefix}.engine_kwargs.gpu_memory_utilization",
             "prefill and decode share one GPU",
         )
+        transfer = kwargs["kv_transfer_config"]
         if not efa:
-            extra = kwargs["kv_transfer_config"].setdefault("kv_connector_extra_config", {})
+            nixl, path = nixl_connector(transfer)
             change(
-                extra,
+                nixl.setdefault("kv_connector_extra_config", {}),
                 "backends",
                 ["UCX"],
-                f"{prefix}.engine_kwargs.kv_transfer_config.kv_connector_extra_config.backends",
+                f"{prefix}.engine_kwargs.kv_transfer_config{path}.kv_connector_extra_config."
+                "backends",
                 "no EFA device: NIXL's LIBFABRIC backend cannot start (NIXL_ERR_NOT_FOUND)",
+            )
+        offload = offload_connector(transfer)
+        if offload is not None and rank_gpus > 1:
+            tier, path = offload
+            extra = tier["kv_connector_extra_config"]
+            change(
+                extra,
+                "cpu_bytes_to_use",
+                int(extra["cpu_bytes_to_use"]) // rank_gpus,
+                f"{prefix}.engine_kwargs.kv_transfer_config{path}.kv_connector_extra_config."
+                "cpu_bytes_to_use",
+                "the KV offload tier is sized per GPU (serving.<side>.kv_offload_gib_per_gpu) "
+                "and the rank now has one",
             )
         loading = llm["model_loading_config"]
         change(
