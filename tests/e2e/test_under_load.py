@@ -395,15 +395,23 @@ def test_cache_aware_routing_holds_under_concurrency(
         assert len(answered) == total, measured
 
         # Ray exports every METRICS_REPORT_INTERVAL_MS: wait until all are counted.
+        last: dict[str, float] = {}
+
         def all_counted(
-            before: Histogram = before, total: int = total
+            before: Histogram = before, total: int = total, last: dict[str, float] = last
         ) -> tuple[float, dict[float, float]] | None:
             counted = counted_since(before, fulfillment_histogram(pd, "Prefill:"))
+            last["counted"] = counted[0]
             return counted if counted[0] >= total else None
 
-        count, buckets = wait_for(
-            all_counted, 30.0, 0.5, "every routed request in Serve's fulfilment histogram"
-        )
+        try:
+            count, buckets = wait_for(
+                all_counted, 60.0, 0.5, "every routed request in Serve's fulfilment histogram"
+            )
+        except TimeoutError as missing:
+            raise AssertionError(
+                f"{last.get('counted', 0):.0f} of {total} routed requests counted; {measured}"
+            ) from missing
         slow = count - buckets[deadline_ms]
         figure[f"routing_waits_over_{deadline_ms:.0f}_ms"] = slow
         figure["routing_waits_over_100_ms"] = count - buckets[100.0]
