@@ -80,9 +80,9 @@ def cache_repository_checks(ecr: Any, settings: Settings) -> list[Check]:
         if not ecr.describe_repositories(repositoryNames=[repository])["repositories"]:
             raise KeyError("repositories")
     except ClientError as error:
-        code = _code(error)
+        code = error_code(error)
         if code != "RepositoryNotFoundException":
-            return [_refused(name, error)]
+            return [refused(name, error)]
         if not cache_on:
             return [passed(name, "none left from an earlier deployment")]
         if digest:
@@ -100,12 +100,12 @@ def cache_repository_checks(ecr: Any, settings: Settings) -> list[Check]:
         ]
     checks = [passed(name, f"exists, reused by the cache; {leftover}")]
     if digest:
-        checks.append(_pinned_build(ecr, repository, digest, settings))
-        checks.append(_lifecycle(ecr, repository, settings.serving.image_tag))
+        checks.append(pinned_build(ecr, repository, digest, settings))
+        checks.append(lifecycle_keeps_pinned(ecr, repository, settings.serving.image_tag))
     return checks
 
 
-def _pinned_build(
+def pinned_build(
     ecr: Any,
     repository: str,
     digest: str,
@@ -125,9 +125,9 @@ def _pinned_build(
             **registry, repositoryName=repository, imageIds=[{"imageDigest": digest}]
         )
     except ClientError as error:
-        if _code(error) == "ImageNotFoundException":
+        if error_code(error) == "ImageNotFoundException":
             return failed(name, f"not in {where}", fix)
-        return _refused(name, error)
+        return refused(name, error)
     except BotoCoreError as error:
         return undecided(name, f"AWS out of reach: {error}", "check the network and the region")
     details = response.get("imageDetails") if isinstance(response, dict) else None
@@ -149,7 +149,7 @@ def _pinned_build(
     return passed(name, f"present ({'tags: ' + tags_text if tags_text else 'untagged'})")
 
 
-def _lifecycle(
+def lifecycle_keeps_pinned(
     ecr: Any, repository: str, tag: str, *, registry_id: str | None = None, where: str = "cache"
 ) -> Check:
     name = f"{where} lifecycle keeps the pinned build"
@@ -157,9 +157,9 @@ def _lifecycle(
     try:
         response = ecr.get_lifecycle_policy(**registry, repositoryName=repository)
     except ClientError as error:
-        if _code(error) == "LifecyclePolicyNotFoundException":
+        if error_code(error) == "LifecyclePolicyNotFoundException":
             return passed(name, "no lifecycle policy: no build is ever expired")
-        return _refused(name, error)
+        return refused(name, error)
     except BotoCoreError as error:
         return undecided(name, f"AWS out of reach: {error}", "check the network and the region")
     text = response.get("lifecyclePolicyText") if isinstance(response, dict) else None
@@ -186,7 +186,7 @@ def _import_first(repository: str, settings: Settings) -> str:
     )
 
 
-def _refused(name: str, error: ClientError, read_actions: str = READ_ACTIONS) -> Check:
+def refused(name: str, error: ClientError, read_actions: str = READ_ACTIONS) -> Check:
     """An answer about the repository fails the check; a refusal of the caller, throttling or a
     server error leaves it undecided (pdctl/aws_errors.py)."""
     if aws_errors.cannot_decide(error):
@@ -195,12 +195,12 @@ def _refused(name: str, error: ClientError, read_actions: str = READ_ACTIONS) ->
 
 
 def _fix_for(error: ClientError, read_actions: str = READ_ACTIONS) -> str:
-    if _code(error) in ("AccessDeniedException", "AccessDenied", "UnauthorizedOperation"):
+    if error_code(error) in ("AccessDeniedException", "AccessDenied", "UnauthorizedOperation"):
         return f"allow {read_actions} on the repository"
     return "retry; if it persists, check the region and the ECR service health"
 
 
-def _code(error: ClientError) -> str:
+def error_code(error: ClientError) -> str:
     return str(error.response.get("Error", {}).get("Code", ""))
 
 

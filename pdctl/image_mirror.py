@@ -17,18 +17,28 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from app_config import Settings
 from app_config.image_repository import EcrRepository, ImageRepository
+from catalog.ray_llm_image import PUBLIC_REGISTRY, PUBLIC_REPOSITORY, REGISTRY_ACCOUNTS, image_uri
 from pdctl.checks import Check, failed, passed, undecided
 from pdctl.image import MANIFEST_TYPES
-from pdctl.image_cache import _code, _lifecycle, _pinned_build, _refused
+from pdctl.image_cache import error_code, lifecycle_keeps_pinned, pinned_build, refused
 from pdctl.scan_report import READABLE, SERIOUS, scan_summary
 from serving_manifests.image import mirror_repository
 
 READ_ACTIONS = "ecr:DescribeRepositories, ecr:BatchGetImage, ecr:DescribeImages"
-COPY_HINT = (
-    "copy the DLC's build under the same tag, e.g. `crane copy "
-    "763104351884.dkr.ecr.<region>.amazonaws.com/ray:{tag} {uri}:{tag}` "
-    "(docs/operating.md, 'A private image mirror')"
-)
+
+
+def _copy_hint(settings: Settings, uri: str, tag: str) -> str:
+    """How to fill the mirror: from the region's DLC registry, or from ECR Public where the
+    region has none (catalog/ray_llm_image.py)."""
+    source = (
+        image_uri(settings.region, tag)
+        if settings.region in REGISTRY_ACCOUNTS
+        else f"{PUBLIC_REGISTRY}/{PUBLIC_REPOSITORY}:{tag}"
+    )
+    return (
+        f"copy the DLC's build under the same tag, e.g. `crane copy {source} {uri}:{tag}` "
+        "(docs/operating.md, 'A private image mirror')"
+    )
 
 
 def mirror_checks(ecr: Any, settings: Settings) -> list[Check]:
@@ -39,7 +49,7 @@ def mirror_checks(ecr: Any, settings: Settings) -> list[Check]:
     if mirror.ecr is None:
         return [_not_ecr(mirror, settings)]
     repository = mirror.ecr
-    exists = _repository(ecr, repository)
+    exists = _repository(ecr, repository, settings)
     if not exists.ok:
         return [exists]
     checks = [exists, _tag(ecr, repository, settings)]
@@ -49,7 +59,7 @@ def mirror_checks(ecr: Any, settings: Settings) -> list[Check]:
             settings.serving.image_mirror and settings.serving.image_mirror.pull_through_cache
         )
         checks.append(
-            _pinned_build(
+            pinned_build(
                 ecr,
                 repository.name,
                 digest,
@@ -58,12 +68,12 @@ def mirror_checks(ecr: Any, settings: Settings) -> list[Check]:
                 where="the mirror",
                 missing_fix=_pull_tag_first(repository, settings)
                 if pull_through
-                else COPY_HINT.format(tag=settings.serving.image_tag, uri=repository.uri)
+                else _copy_hint(settings, repository.uri, settings.serving.image_tag)
                 + "; or pin a digest the mirror holds (`pdctl image`)",
             )
         )
         checks.append(
-            _lifecycle(
+            lifecycle_keeps_pinned(
                 ecr,
                 repository.name,
                 settings.serving.image_tag,
@@ -86,7 +96,7 @@ def _not_ecr(mirror: ImageRepository, settings: Settings) -> Check:
     )
 
 
-def _repository(ecr: Any, repository: EcrRepository) -> Check:
+def _repository(ecr: Any, repository: EcrRepository, settings: Settings) -> Check:
     name = f"image mirror repository {repository.uri}"
     try:
         answer = ecr.describe_repositories(
@@ -95,14 +105,14 @@ def _repository(ecr: Any, repository: EcrRepository) -> Check:
         if not answer["repositories"]:
             raise KeyError("repositories")  # no evidence that it exists: "cannot tell"
     except ClientError as error:
-        if _code(error) == "RepositoryNotFoundException":
+        if error_code(error) == "RepositoryNotFoundException":
             return failed(
                 name,
                 "does not exist",
                 f"create it in account {repository.account} ({repository.region}) and "
-                + COPY_HINT.format(tag="<tag>", uri=repository.uri),
+                + _copy_hint(settings, repository.uri, settings.serving.image_tag),
             )
-        return _refused(name, error, READ_ACTIONS)
+        return refused(name, error, READ_ACTIONS)
     except BotoCoreError as error:
         return undecided(name, f"AWS out of reach: {error}", "check the network and the region")
     return passed(name, f"exists in account {repository.account}")
@@ -121,7 +131,7 @@ def _tag(ecr: Any, repository: EcrRepository, settings: Settings) -> Check:
             acceptedMediaTypes=MANIFEST_TYPES,
         )
     except ClientError as error:
-        return _refused(name, error, READ_ACTIONS)
+        return refused(name, error, READ_ACTIONS)
     except BotoCoreError as error:
         return undecided(name, f"AWS out of reach: {error}", "check the network and the region")
     found = [
@@ -141,7 +151,7 @@ def _tag(ecr: Any, repository: EcrRepository, settings: Settings) -> Check:
             name,
             f"not in the mirror ({reasons or 'no such image'}): the catalog's versions are the "
             "DLC tag's, so the mirror must carry that tag",
-            COPY_HINT.format(tag=tag, uri=repository.uri),
+            _copy_hint(settings, repository.uri, tag),
         )
     if digest and found[0] != digest:
         return passed(
