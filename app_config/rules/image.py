@@ -193,6 +193,26 @@ def mirror_ecr_only(settings: Settings) -> Iterator[Finding]:
             )
 
 
+# ECR user guide, "Using pull through cache rules", considerations: creating pull through cache
+# rules is not supported in the GovCloud (and China) Regions.
+PULL_THROUGH_CACHE_UNSUPPORTED = ("us-gov-",)
+
+
+def mirror_pull_through_region(settings: Settings) -> Iterator[Finding]:
+    """A pull-through cache mirror in a region where ECR has no pull-through cache rules."""
+    mirror = settings.serving.image_mirror
+    parsed = mirror_of(settings)
+    if not (mirror and mirror.pull_through_cache and parsed and parsed.ecr):
+        return
+    if parsed.ecr.region.startswith(PULL_THROUGH_CACHE_UNSUPPORTED):
+        yield Finding(
+            "serving.image_mirror.pull_through_cache",
+            f"ECR has no pull-through cache rules in {parsed.ecr.region} (ECR user guide, "
+            "'Using pull through cache rules'): a repository there is a copy; set it false",
+            True,
+        )
+
+
 RULES = (
     Rule("image-registry-region", frozenset({"region", "serving"}), registry_in_region),
     Rule(
@@ -202,6 +222,7 @@ RULES = (
     Rule("image-mirror-address", frozenset({"serving"}), mirror_address),
     Rule("image-mirror-and-cache", frozenset({"serving"}), mirror_and_cache),
     Rule("image-mirror-ecr-only", frozenset({"serving"}), mirror_ecr_only),
+    Rule("image-mirror-pull-through-region", frozenset({"serving"}), mirror_pull_through_region),
     Rule("image-mirror-partition", frozenset({"region", "serving"}), mirror_partition),
     Rule(
         "image-mirror-other-region",

@@ -12,7 +12,12 @@ image-mirror-other-account).
 Why only ecr:BatchImportUpstreamImage: a pull through a cache imports with it (ECR user guide,
 "IAM permissions required to sync an upstream registry"); ecr:CreateRepository, the other
 action that page lists, is needed only when the first pull creates the repository, and
-`pdctl preflight` requires the mirror's repository to exist.
+`pdctl preflight` requires the mirror's repository to exist. The managed policy may list
+ecr:BatchImportUpstreamImage as well (on every repository): its full action list could not be
+read when this was written (a truncated copy of the AWS managed policy reference shows a fourth
+action after the three above). The statement stays explicit either way: it is what this
+feature needs, named on exactly the repository, and does not depend on the managed policy's
+next version.
 """
 
 from __future__ import annotations

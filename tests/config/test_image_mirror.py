@@ -139,6 +139,18 @@ REFUSED = [
         "serving.image_mirror.require_clean_scan",
         "needs an ECR repository",
     ),
+    (
+        {
+            "region": "us-gov-west-1",
+            **_mirror(
+                "arn:aws-us-gov:ecr:us-gov-west-1:210987654321:repository/dlc/ray",
+                pull_through_cache=True,
+            ),
+        },
+        "image-mirror-pull-through-region",
+        "serving.image_mirror.pull_through_cache",
+        "no pull-through cache rules",
+    ),
     ({"serving.image_mirror": "{}"}, "missing", MIRROR, "required"),
 ]
 
