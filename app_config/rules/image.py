@@ -1,4 +1,5 @@
-"""The Ray LLM image: where the region pulls it from, and the account's cache of it."""
+"""The Ray LLM image: where the region pulls it from, the account's cache of it, and the user's
+mirror of it (serving.image_mirror)."""
 
 from __future__ import annotations
 
