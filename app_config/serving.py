@@ -589,6 +589,34 @@ class ImageCache(Section):
         return f"{prefix}-dlc"
 
 
+class ImageMirror(Section):
+    """The Ray LLM image from a registry you run instead of AWS's DLC registry: an ECR
+    repository (this account or another, this region or another) that mirrors the DLC under its
+    tags, or another OCI registry. The stack creates nothing for it; `pdctl preflight` checks an
+    ECR mirror before a deploy (docs/operating.md, "A private image mirror")."""
+
+    repository: str = Field(
+        description="The mirror's repository, without tag or digest: an ECR repository URI "
+        "(<account>.dkr.ecr.<region>.amazonaws.com/<name>) or ARN "
+        "(arn:aws:ecr:<region>:<account>:repository/<name>), or another registry's "
+        "<host>[:port]/<path>. It must carry serving.image_tag's builds under the same tag "
+        "(serving.image_digest, when set, is pulled from it by digest).",
+    )
+    pull_through_cache: bool = Field(
+        False,
+        description="ECR only: the repository is made by a pull-through cache rule of yours. "
+        "The node role then gets ecr:BatchImportUpstreamImage on exactly this repository (a "
+        "pull of a tag the cache lacks imports it); a pinned digest must already be in it.",
+    )
+    require_clean_scan: bool = Field(
+        False,
+        description="ECR only: `pdctl preflight` fails while ECR or Amazon Inspector reports "
+        "critical or high findings for the image (the pinned digest, else the tag), and "
+        "cannot decide without a finished scan. Scanning itself is the mirror's registry "
+        "configuration, which this app leaves alone.",
+    )
+
+
 class RayAutoscaler(Section):
     """KubeRay's in-tree Ray autoscaler (a sidecar of the Ray head): a worker pod per pending
     placement group of Serve replicas, up to the node group's max_size."""
@@ -641,6 +669,11 @@ class Serving(Section):
     )
     image_cache: ImageCache = Field(
         ImageCache(), description="A scanned copy of the image in your account's registry."
+    )
+    image_mirror: ImageMirror | None = Field(
+        None,
+        description="Pull the image from your own mirror instead of AWS's DLC registry (unset: "
+        "the DLC registry, or serving.image_cache).",
     )
     model: Model = Field(Model(), description="The model to serve.")
     max_model_len: int = Field(32768, ge=512, le=1048576, description="Context length in tokens.")

@@ -120,6 +120,11 @@ def image_uri(
         repository = f"{account}.dkr.ecr.{region}.amazonaws.com/{cached_repository(prefix)}"
     else:
         repository = f"{REGISTRY_ACCOUNTS[region]}.dkr.ecr.{region}.amazonaws.com/{REPOSITORY}"
+    return pinned(repository, tag, digest)
+
+
+def pinned(repository: str, tag: str, digest: str | None) -> str:
+    """The image reference: by digest when one is pinned, else by tag."""
     return f"{repository}@{digest}" if digest else f"{repository}:{tag}"
 
 

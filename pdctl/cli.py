@@ -186,6 +186,11 @@ def preflight_command(
     settings = _settings(config, context)
     session = boto3.Session(region_name=settings.region)
     clients = {name: session.client(name, config=_aws_config()) for name in preflight.CLIENTS}
+    mirror_region = _image_registry_region(settings)
+    if mirror_region != settings.region:
+        clients[preflight.MIRROR_CLIENT] = session.client(
+            "ecr", region_name=mirror_region, config=_aws_config()
+        )
     with output.stderr.status("Checking the account...", spinner="dots"):
         checks = preflight.run_preflight(clients, settings, window=timedelta(hours=window_hours))
     _report(checks, as_json, f"Preflight for {settings.region}")
@@ -781,7 +786,10 @@ def image_command(
     ] = False,
     scan_report: Annotated[
         bool,
-        typer.Option(help="ECR's or Amazon Inspector's findings (needs serving.image_cache)"),
+        typer.Option(
+            help="ECR's or Amazon Inspector's findings (needs serving.image_cache or an ECR "
+            "serving.image_mirror)"
+        ),
     ] = False,
     config: ConfigOption = None,
     context: ContextOption = [],  # noqa: B006
@@ -798,7 +806,7 @@ def image_command(
     ecr = (
         boto3.client(
             "ecr",
-            region_name=settings.region,
+            region_name=_image_registry_region(settings),
             config=Config(connect_timeout=5, read_timeout=15, retries={"max_attempts": 2}),
         )
         if registry
@@ -845,14 +853,27 @@ def image_command(
 
 def _scan_report(settings: Settings, ecr: Any, account: str | None) -> Any:
     from pdctl import scan_report
+    from serving_manifests.image import mirror_repository
 
-    if not settings.serving.image_cache.enabled or ecr is None or not account:
+    mirror = mirror_repository(settings)
+    if mirror and mirror.ecr and ecr is not None:
+        return scan_report.scan_summary(ecr, settings, mirror.ecr.account, mirror.ecr.name)
+    if mirror or not settings.serving.image_cache.enabled or ecr is None or not account:
         fail(
-            "--scan-report reads the scan of the account's cached copy: it needs "
-            "serving.image_cache.enabled (AWS's DLC registry is another account's) and the "
-            "registry (not --no-registry)"
+            "--scan-report reads the scan of a copy you own: it needs serving.image_cache."
+            "enabled or an ECR serving.image_mirror (AWS's DLC registry is another account's, "
+            "and no AWS API reads another registry) and the registry (not --no-registry)"
         )
     return scan_report.scan_summary(ecr, settings, account)
+
+
+def _image_registry_region(settings: Settings) -> str:
+    """The region of the ECR registry the pods pull from: an ECR mirror's, else the
+    deployment's."""
+    from serving_manifests.image import mirror_repository
+
+    mirror = mirror_repository(settings)
+    return mirror.ecr.region if mirror and mirror.ecr else settings.region
 
 
 def _pod_image_ids(settings: Settings) -> list[str]:

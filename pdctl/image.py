@@ -6,7 +6,8 @@ IfNotPresent (each node keeps what it pulled first). This compares the digest in
 now with the pinned one and with what the running pods report. With serving.image_cache, the
 registry is the account's pull-through cache, which imports a build only on a pull by tag
 (aws/containers-roadmap#2837): a pinned digest it does not hold cannot be pulled, so that is
-asked too.
+asked too; with an ECR mirror (serving.image_mirror), the mirror, asked the same. A mirror that
+is not ECR is not asked.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from app_config import Settings
+from app_config.image_repository import EcrRepository
 from catalog.ray_llm_image import (
     IMAGES,
     NEWER_RAY_MOVE,
@@ -27,7 +29,7 @@ from catalog.ray_llm_image import (
     REPOSITORY,
     image_uri,
 )
-from serving_manifests.image import cache_repository
+from serving_manifests.image import pod_image, pulled_ecr_repository
 
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 # The manifest types ECR may hold the image as; without them BatchGetImage may not find it.
@@ -40,6 +42,11 @@ MANIFEST_TYPES = [
 
 
 NOT_ASKED = "not asked (--no-registry)"
+# A mirror that is not ECR (serving.image_mirror): no AWS API reads it.
+NOT_ECR = (
+    "not asked: the mirror is not an ECR registry (`docker buildx imagetools inspect` on the "
+    "image shows its digest)"
+)
 
 
 @dataclass(frozen=True)
@@ -51,9 +58,10 @@ class ImageReport:
     registry_digest: str | None
     registry_error: str | None = None
     running_digests: list[str] = field(default_factory=list)
-    # With the image cache and a pinned digest: whether the cache holds that build (None: not
-    # asked, or the answer was unreadable).
+    # With the image cache or a mirror and a pinned digest: whether that repository holds the
+    # build (None: not asked, or the answer was unreadable).
     pinned_in_cache: bool | None = None
+    mirrored: bool = False  # serving.image_mirror: the pods pull from the user's mirror
     newest_published_tag: str = NEWEST_PUBLISHED_TAG  # as of NEWEST_PUBLISHED_CHECKED
     newer_ray_move: tuple[str, ...] = NEWER_RAY_MOVE
 
@@ -67,12 +75,19 @@ class ImageReport:
 
     @property
     def verdict(self) -> str:
+        if self.pinned_in_cache is False and self.mirrored:
+            return (
+                "the pinned build is not in the mirror: pods cannot pull it. Copy it there, or "
+                "pin the mirror's digest shown here (pdctl preflight says the same)"
+            )
         if self.pinned_in_cache is False:
             return (
                 "the pinned build is not in the account's image cache, and the cache imports "
                 "only on a pull by tag: pods cannot pull it. Pin the cache's digest shown here, "
                 "or deploy once by tag first (pdctl preflight says the same)"
             )
+        if self.registry_digest is None and self.registry_error == NOT_ECR:
+            return f"not compared with the registry ({NOT_ECR}): the pinned and running builds only"
         if self.registry_digest is None and self.registry_error == NOT_ASKED:
             return (
                 "not compared with the registry (--no-registry): the pinned and running builds only"
@@ -102,7 +117,7 @@ class ImageReport:
         like every check that could not decide (docs/pdctl.md, conventions)."""
         return (
             self.registry_digest is None
-            and self.registry_error != NOT_ASKED
+            and self.registry_error not in (NOT_ASKED, NOT_ECR)
             and self.pinned_in_cache is not False
         )
 
@@ -119,15 +134,19 @@ def _registry_lookup(
     ecr: Any, settings: Settings, account: str | None
 ) -> tuple[str | None, str | None, bool | None]:
     """(digest, error, pinned_in_cache): what the tag points to now where the pods pull it (the
-    region's DLC registry, or with serving.image_cache the account's cache repository), and,
-    with the cache and a pinned digest, whether the cache holds that build: one BatchGetImage."""
-    registry, repository = REGISTRY_ACCOUNTS[settings.region], REPOSITORY
+    region's DLC registry, with serving.image_cache the account's cache repository, with
+    serving.image_mirror the mirror), and, with the cache or a mirror and a pinned digest,
+    whether that repository holds that build: one BatchGetImage."""
     serving = settings.serving
-    cached = serving.image_cache.enabled and bool(account)
-    if cached:
-        registry, repository = account, cache_repository(settings)
+    pulled = pulled_ecr_repository(settings, account)
+    if serving.image_mirror and pulled is None:
+        return None, NOT_ECR, None
+    if pulled is None:  # the cache, with no account to find it in: AWS's registry instead
+        pulled = EcrRepository(REGISTRY_ACCOUNTS[settings.region], settings.region, REPOSITORY)
+    registry, repository = pulled.account, pulled.name
+    own = serving.image_mirror is not None or (serving.image_cache.enabled and bool(account))
     wanted: list[dict[str, str]] = [{"imageTag": serving.image_tag}]
-    pinned = serving.image_digest if cached else None
+    pinned = serving.image_digest if own else None
     if pinned:
         wanted.append({"imageDigest": pinned})
     try:
@@ -200,7 +219,12 @@ def report(
     )
     return ImageReport(
         tag=serving.image_tag,
-        uri=uri or image_uri(settings.region, serving.image_tag, serving.image_digest),
+        uri=uri
+        or (
+            pod_image(settings, account)
+            if serving.image_mirror
+            else image_uri(settings.region, serving.image_tag, serving.image_digest)
+        ),
         versions={
             "ray": image.ray_version,
             "vllm": image.vllm_version,
@@ -214,4 +238,5 @@ def report(
         registry_error=error,
         running_digests=running_digests(pod_image_ids),
         pinned_in_cache=pinned_in_cache,
+        mirrored=serving.image_mirror is not None,
     )

@@ -80,9 +80,9 @@ def cache_repository_checks(ecr: Any, settings: Settings) -> list[Check]:
         if not ecr.describe_repositories(repositoryNames=[repository])["repositories"]:
             raise KeyError("repositories")
     except ClientError as error:
-        code = _code(error)
+        code = error_code(error)
         if code != "RepositoryNotFoundException":
-            return [_refused(name, error)]
+            return [refused(name, error)]
         if not cache_on:
             return [passed(name, "none left from an earlier deployment")]
         if digest:
@@ -100,49 +100,66 @@ def cache_repository_checks(ecr: Any, settings: Settings) -> list[Check]:
         ]
     checks = [passed(name, f"exists, reused by the cache; {leftover}")]
     if digest:
-        checks.append(_pinned_build(ecr, repository, digest, settings))
-        checks.append(_lifecycle(ecr, repository, settings.serving.image_tag))
+        checks.append(pinned_build(ecr, repository, digest, settings))
+        checks.append(lifecycle_keeps_pinned(ecr, repository, settings.serving.image_tag))
     return checks
 
 
-def _pinned_build(ecr: Any, repository: str, digest: str, settings: Settings) -> Check:
-    name = f"pinned build {digest[:19]}… in the cache"
+def pinned_build(
+    ecr: Any,
+    repository: str,
+    digest: str,
+    settings: Settings,
+    *,
+    registry_id: str | None = None,
+    where: str = "the cache",
+    missing_fix: str | None = None,
+) -> Check:
+    """The pinned build in the repository, pullable (not archived). ``registry_id``: another
+    account's registry (a mirror); ``missing_fix``: what to do when it is absent."""
+    name = f"pinned build {digest[:19]}… in {where}"
+    fix = missing_fix or _import_first(repository, settings)
+    registry = {"registryId": registry_id} if registry_id else {}
     try:
         response = ecr.describe_images(
-            repositoryName=repository, imageIds=[{"imageDigest": digest}]
+            **registry, repositoryName=repository, imageIds=[{"imageDigest": digest}]
         )
     except ClientError as error:
-        if _code(error) == "ImageNotFoundException":
-            return failed(name, "not in the cache", _import_first(repository, settings))
-        return _refused(name, error)
+        if error_code(error) == "ImageNotFoundException":
+            return failed(name, f"not in {where}", fix)
+        return refused(name, error)
     except BotoCoreError as error:
         return undecided(name, f"AWS out of reach: {error}", "check the network and the region")
     details = response.get("imageDetails") if isinstance(response, dict) else None
     found = [d for d in details or [] if isinstance(d, dict) and d.get("imageDigest") == digest]
     if not found:
-        return failed(name, "not in the cache", _import_first(repository, settings))
+        return failed(name, f"not in {where}", fix)
     status = found[0].get("imageStatus", "ACTIVE")
     if status != "ACTIVE":
         # ECR's ImageDetail.imageStatus: an ARCHIVED (or ACTIVATING) image cannot be pulled.
+        owner = f" --registry-id {registry_id}" if registry_id else ""
         return failed(
             name,
-            f"in the cache but {str(status)[:40]!r}: nodes cannot pull it",
-            f"restore it: aws ecr update-image-storage-class --repository-name {repository} "
-            f"--image-id imageDigest={digest} --target-storage-class STANDARD",
+            f"in {where} but {str(status)[:40]!r}: nodes cannot pull it",
+            f"restore it: aws ecr update-image-storage-class{owner} --repository-name "
+            f"{repository} --image-id imageDigest={digest} --target-storage-class STANDARD",
         )
     tags = found[0].get("imageTags")
     tags_text = ", ".join(t for t in tags if isinstance(t, str)) if isinstance(tags, list) else ""
     return passed(name, f"present ({'tags: ' + tags_text if tags_text else 'untagged'})")
 
 
-def _lifecycle(ecr: Any, repository: str, tag: str) -> Check:
-    name = "cache lifecycle keeps the pinned build"
+def lifecycle_keeps_pinned(
+    ecr: Any, repository: str, tag: str, *, registry_id: str | None = None, where: str = "cache"
+) -> Check:
+    name = f"{where} lifecycle keeps the pinned build"
+    registry = {"registryId": registry_id} if registry_id else {}
     try:
-        response = ecr.get_lifecycle_policy(repositoryName=repository)
+        response = ecr.get_lifecycle_policy(**registry, repositoryName=repository)
     except ClientError as error:
-        if _code(error) == "LifecyclePolicyNotFoundException":
+        if error_code(error) == "LifecyclePolicyNotFoundException":
             return passed(name, "no lifecycle policy: no build is ever expired")
-        return _refused(name, error)
+        return refused(name, error)
     except BotoCoreError as error:
         return undecided(name, f"AWS out of reach: {error}", "check the network and the region")
     text = response.get("lifecyclePolicyText") if isinstance(response, dict) else None
@@ -153,7 +170,9 @@ def _lifecycle(ecr: Any, repository: str, tag: str) -> Check:
         name,
         f"{rule} can remove the pinned build (untagged once AWS moves the tag); the "
         "repository keeps the policy it was created with",
-        f"aws ecr delete-lifecycle-policy --repository-name {repository}",
+        "aws ecr delete-lifecycle-policy"
+        + (f" --registry-id {registry_id}" if registry_id else "")
+        + f" --repository-name {repository}",
     )
 
 
@@ -167,21 +186,21 @@ def _import_first(repository: str, settings: Settings) -> str:
     )
 
 
-def _refused(name: str, error: ClientError) -> Check:
+def refused(name: str, error: ClientError, read_actions: str = READ_ACTIONS) -> Check:
     """An answer about the repository fails the check; a refusal of the caller, throttling or a
     server error leaves it undecided (pdctl/aws_errors.py)."""
     if aws_errors.cannot_decide(error):
-        return undecided(name, f"AWS did not answer: {_said(error)}", _fix_for(error))
-    return failed(name, _said(error), _fix_for(error))
+        return undecided(name, f"AWS did not answer: {_said(error)}", _fix_for(error, read_actions))
+    return failed(name, _said(error), _fix_for(error, read_actions))
 
 
-def _fix_for(error: ClientError) -> str:
-    if _code(error) in ("AccessDeniedException", "AccessDenied", "UnauthorizedOperation"):
-        return f"allow {READ_ACTIONS} on the cache repository"
+def _fix_for(error: ClientError, read_actions: str = READ_ACTIONS) -> str:
+    if error_code(error) in ("AccessDeniedException", "AccessDenied", "UnauthorizedOperation"):
+        return f"allow {read_actions} on the repository"
     return "retry; if it persists, check the region and the ECR service health"
 
 
-def _code(error: ClientError) -> str:
+def error_code(error: ClientError) -> str:
     return str(error.response.get("Error", {}).get("Code", ""))
 
 

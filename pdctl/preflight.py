@@ -22,6 +22,7 @@ from catalog.service_quotas import VcpuQuota, quota_for
 from pdctl import aws_errors
 from pdctl.checks import Check, failed, passed, undecided
 from pdctl.image_cache import cache_repository_checks
+from pdctl.image_mirror import mirror_checks
 
 T = TypeVar("T")
 
@@ -31,6 +32,8 @@ MIN_BOOTSTRAP_VERSION = 6
 USABLE_RESERVATION_STATES = ("active", "scheduled")
 # The boto3 clients run_preflight reads, by service name.
 CLIENTS = ("ec2", "ssm", "service-quotas", "ecr", "iam", "cloudformation", "logs")
+# An ECR client of the mirror's region (serving.image_mirror), where it is not the deployment's.
+MIRROR_CLIENT = "ecr-mirror"
 
 
 # DescribeAvailabilityZones' State values a subnet and its nodes can use (EC2 API reference,
@@ -384,8 +387,16 @@ def run_preflight(
         ]
     planned += [
         ("vCPU quotas", lambda: vcpu_quotas(clients["service-quotas"], settings)),
-        ("Ray LLM image", lambda: dlc_image(clients["ecr"], settings)),
+        (
+            "Ray LLM image",
+            # With a mirror, AWS's registry is not where the pods pull: the mirror is checked.
+            lambda: None if settings.serving.image_mirror else dlc_image(clients["ecr"], settings),
+        ),
         ("image cache repository", lambda: cache_repository_checks(clients["ecr"], settings)),
+        (
+            "image mirror",
+            lambda: mirror_checks(clients.get(MIRROR_CLIENT, clients["ecr"]), settings),
+        ),
         ("admin principals", lambda: admin_principals(clients["iam"], settings)),
         (
             "Container Insights log groups free",

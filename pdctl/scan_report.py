@@ -1,6 +1,6 @@
 """What ECR or Amazon Inspector found in the image the pods pull, read from the account's image
-cache (serving.image_cache). AWS's DLC registry is another account's: its scan results are not
-readable from yours, which is why the cache exists.
+cache (serving.image_cache) or from an ECR mirror (serving.image_mirror). AWS's DLC registry is
+another account's: its scan results are not readable from yours, which is why the cache exists.
 
 The answer is AWS's and is read defensively: a verdict of "no critical or high findings" needs a
 scan that is done and readable and a severity count that is present and well-formed; anything
@@ -47,11 +47,11 @@ STATUS_HINTS = {
     "FAILED": "the scan failed (see its description)",
 }
 ERROR_HINTS = {
-    "RepositoryNotFoundException": "the cache has not pulled the image yet (the first pull by "
-    "tag creates the repository)",
-    "ImageNotFoundException": "this tag or digest is not in the cache yet",
+    "RepositoryNotFoundException": "no such repository: the cache has not pulled the image yet "
+    "(the first pull by tag creates the repository), or the mirror's name is wrong",
+    "ImageNotFoundException": "this tag or digest is not in the repository yet",
     "ScanNotFoundException": "no scan yet: check the registry's scanning configuration "
-    "(serving.image_cache.scanning)",
+    "(serving.image_cache.scanning, or the mirror's registry)",
     "AccessDeniedException": f"not allowed: reading the scan needs {PERMISSIONS}",
 }
 
@@ -93,9 +93,12 @@ class ScanSummary:
         return {**asdict(self), "verdict": self.verdict, "inconclusive": self.inconclusive}
 
 
-def scan_summary(ecr: Any, settings: Settings, account: str) -> ScanSummary:
-    """The scan of the configured tag (or pinned digest) in the account's cache repository."""
-    repository = cache_repository(settings)
+def scan_summary(
+    ecr: Any, settings: Settings, account: str, repository: str | None = None
+) -> ScanSummary:
+    """The scan of the configured tag (or pinned digest) in the account's cache repository, or
+    in ``repository`` of the registry ``account`` (an ECR mirror)."""
+    repository = repository or cache_repository(settings)
     serving = settings.serving
     image_id = (
         {"imageDigest": serving.image_digest}

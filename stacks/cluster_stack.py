@@ -14,11 +14,13 @@ from constructs.cluster.cluster_autoscaler import ClusterAutoscaler
 from constructs.cluster.core_addons import CoreAddons
 from constructs.cluster.eks_control_plane import EksControlPlane, EksControlPlaneProps
 from constructs.cluster.image_cache import ImageCache
+from constructs.cluster.image_mirror import ImageMirrorImport
 from constructs.cluster.node_role import NodeRole
 from constructs.cluster.observability_addons import ObservabilityAddons, ObservabilityAddonsProps
 from constructs.cluster.system_node_group import SystemNodeGroup
 from constructs.common.log_encryption_key import LogEncryptionKey
 from constructs.common.session_tunnel import TunnelDestination, TunnelDocument, TunnelPolicy
+from serving_manifests.image import mirror_repository
 from serving_manifests.operator_access import OPERATORS_GROUP
 from stacks.common import removal_policy
 from stacks.tunnel import API_LOCAL_PORT, api_tunnel_document, host_of, port_forward_command
@@ -57,6 +59,15 @@ class ClusterStack(Stack):
                 "ImageCache",
                 settings=settings.serving.image_cache,
                 prefix=settings.prefix,
+                node_role=self.node_role.role,
+            )
+        mirror = settings.serving.image_mirror
+        mirrored = mirror_repository(settings)
+        if mirror and mirror.pull_through_cache and mirrored and mirrored.ecr:
+            ImageMirrorImport(
+                self,
+                "ImageMirrorImport",
+                repository=mirrored.ecr,
                 node_role=self.node_role.role,
             )
         self.system_nodes = SystemNodeGroup(

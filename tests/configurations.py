@@ -26,7 +26,8 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
     # Exactly what `make synth` builds.
     "default": {},
     # Every optional feature on: account-bound, AZ names, public endpoint, extra admins, tags,
-    # throw-away data, the older Kubernetes minor.
+    # throw-away data, the older Kubernetes minor, the image from the account's own ECR mirror
+    # (a pull-through cache of its own, its scan required clean).
     "public-endpoint": {
         "account": "123456789012",
         "cluster.kubernetes_version": "1.35",  # the older minor still offered
@@ -55,6 +56,9 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
         '"ttft_p95_objective_seconds": 1.5, "itl_p95_objective_seconds": 0.05, '
         '"decode_queue_growth_minutes": 15, "node_shortfall_minutes": 30}',
         "observability.container_logs": "false",
+        "serving.image_mirror": '{"repository": "arn:aws:ecr:us-west-2:123456789012:repository/'
+        'ecr-public/deep-learning-containers/ray", "pull_through_cache": true, '
+        '"require_clean_scan": true}',
     },
     # Reserved P5-class capacity, the usual way to get it: a Capacity Block for prefill, an
     # On-Demand Capacity Reservation for decode, extra labels and taints; weights from S3;

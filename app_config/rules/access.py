@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from app_config.errors import Finding, Problem
 from app_config.rules import WARNING, Rule
+from app_config.rules.image import mirror_of
 from catalog.documentation_examples import is_example_account, is_example_resource_id
 from catalog.models import canonical_spelling
 from catalog.regions import partition
@@ -71,6 +72,13 @@ def documentation_placeholders(settings: Settings) -> Iterator[Finding]:
                     f"names a principal of an AWS documentation example account{fix}",
                     arn,
                 )
+    mirror = mirror_of(settings)
+    if mirror and mirror.ecr and is_example_account(mirror.ecr.account):
+        yield Finding(
+            "serving.image_mirror.repository",
+            f"is in an AWS documentation example account{fix}",
+            settings.serving.image_mirror.repository,
+        )
     for role, group in settings.gpu_nodes.groups().items():
         reservation = group.capacity.reservation_id
         if reservation and is_example_resource_id(reservation):
@@ -104,7 +112,7 @@ RULES = (
     Rule("no-cluster-admin", frozenset({"cluster"}), no_cluster_admin, WARNING),
     Rule(
         "documentation-placeholder",
-        frozenset({"account", "cluster", "gpu_nodes"}),
+        frozenset({"account", "cluster", "gpu_nodes", "serving"}),
         documentation_placeholders,
         WARNING,
     ),

@@ -71,6 +71,14 @@ CHANGES = [
     ({"serving.kv_transfer.backend": "UCX"}, True),
     ({"serving.prefill.gpu_memory_utilization": "0.85"}, True),
     ({"serving.image_digest": "sha256:" + "ab" * 32}, True),
+    # Another registry is another image address: the pods must be new to pull from it.
+    (
+        {
+            "serving.image_mirror": '{"repository": '
+            '"210987654321.dkr.ecr.us-west-2.amazonaws.com/dlc/ray"}'
+        },
+        True,
+    ),
     # Replica bounds are builder args too: Serve would replace every engine (make e2e measures it)
     ({"serving.decode.max_replicas": "2"}, True),
     ({"serving.prefill.min_replicas": "0"}, True),

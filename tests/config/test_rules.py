@@ -17,6 +17,16 @@ CACHE_WITH_DIGEST = {
     "serving.image_cache.enabled": "true",
     "serving.image_digest": "sha256:" + "a" * 64,
 }
+MIRROR = "serving.image_mirror.repository"
+
+
+def _mirror(repository: str, **settings: bool) -> str:
+    return json.dumps({"repository": repository, **settings})
+
+
+# A mirror in another account (and region) than the deployment's, and one that is not ECR.
+OTHER_ACCOUNT_MIRROR = _mirror("arn:aws:ecr:us-east-1:210987654321:repository/dlc/ray")
+OTHER_REGISTRY_MIRROR = _mirror("registry.example.com:5000/mirror/deep-learning-containers/ray")
 
 # (configuration, overrides, code, the setting the finding names)
 WARNINGS = [
@@ -43,6 +53,37 @@ WARNINGS = [
         "serving.kv_transfer.backend",
     ),
     ("default", CACHE_WITH_DIGEST, "pinned-digest-through-cache", "serving.image_digest"),
+    (
+        "default",
+        {
+            "serving.image_mirror": _mirror(
+                "111122223333.dkr.ecr.us-west-2.amazonaws.com/ecr-public/deep-learning-containers/ray",
+                pull_through_cache=True,
+            ),
+            "serving.image_digest": "sha256:" + "a" * 64,
+        },
+        "pinned-digest-through-cache",
+        "serving.image_digest",
+    ),
+    (
+        "default",
+        {"serving.image_mirror": OTHER_ACCOUNT_MIRROR},
+        "image-mirror-other-region",
+        MIRROR,
+    ),
+    (
+        "default",
+        {"account": "111122223333", "serving.image_mirror": OTHER_ACCOUNT_MIRROR},
+        "image-mirror-other-account",
+        MIRROR,
+    ),
+    ("default", {"serving.image_mirror": OTHER_REGISTRY_MIRROR}, "image-mirror-not-ecr", MIRROR),
+    (
+        "default",
+        {"serving.image_mirror": _mirror("123456789012.dkr.ecr.us-west-2.amazonaws.com/ray")},
+        "documentation-placeholder",
+        MIRROR,
+    ),
     ("default", {"network.vpc_cidr": "172.17.0.0/16"}, "vpc-cidr-range", "network.vpc_cidr"),
     ("default", {"network.vpc_cidr": "8.8.0.0/16"}, "vpc-cidr-range", "network.vpc_cidr"),
     (

@@ -19,6 +19,7 @@ from catalog.ray_llm_image import (
     STREAM_BATCHING_INTERVAL_KEY,
 )
 from serving_manifests import ServingManifests, render
+from serving_manifests.image import mirror_repository
 from serving_manifests.names import (
     AUTOSCALER_METRICS_PORT,
     BENCH_LABELS,
@@ -176,7 +177,10 @@ def test_image_and_ray_version_come_from_the_pinned_tag(rendered) -> None:
     image = IMAGES[settings.serving.image_tag]
     cluster = manifests.rayservice["spec"]["rayClusterConfig"]
     assert cluster["rayVersion"] == image.ray_version
-    if settings.serving.image_cache.enabled:  # the account's pull-through cache of ECR Public
+    mirror = mirror_repository(settings)
+    if mirror:  # the user's own registry (serving.image_mirror)
+        expected = f"{mirror.uri}:{image.tag}"
+    elif settings.serving.image_cache.enabled:  # the account's pull-through cache of ECR Public
         prefix = settings.serving.image_cache.repository_prefix(settings.prefix)
         expected = (
             f"{ACCOUNT}.dkr.ecr.{settings.region}.amazonaws.com/{prefix}/"

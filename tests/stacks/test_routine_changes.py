@@ -47,6 +47,14 @@ ROUTINE: dict[str, tuple[dict[str, str], frozenset[str]]] = {
         frozenset(),
     ),
     "image cache": ({"serving.image_cache.enabled": "true"}, frozenset()),
+    # The variant tests/stacks/test_image_mirror.py synthesizes too (one synth for both).
+    "image mirror": (
+        {
+            "serving.image_mirror": '{"repository": '
+            '"210987654321.dkr.ecr.us-west-2.amazonaws.com/dlc/ray"}'
+        },
+        frozenset(),
+    ),
     "alarm thresholds": (
         {"observability.alarms": '{"ttft_p95_objective_seconds": 0.8}'},
         frozenset(),
