@@ -593,12 +593,15 @@ def latency_bend(runs: dict[str, Any], app: str) -> dict[str, Any]:
 
 def cpu_cells(figures: dict[str, Any]) -> str:
     """The ingress sweep's CPU columns: the ingress's cores and CPU per request, the proxies'
-    and decode's cores, the highest foreign load of the kept measurements."""
+    and decode's cores, the highest foreign load of the kept measurements, the measurements
+    repeated for foreign load, and the 1-minute load average (``uptime``) before the point's
+    first and after its last measurement."""
     cpu = figures["cpu"]
     return (
         f" {cpu['ingress_cores']:.2f} | {cpu['ingress_cpu_ms_per_request']:.2f}"
         f" | {cpu['proxy_cores']:.2f} | {cpu['decode_cores']:.2f}"
-        f" | {max(cpu['foreign_cores']):.2f} |"
+        f" | {max(cpu['foreign_cores']):.2f} | {cpu['repeated']}"
+        f" | {cpu['load_average_before'][0]:.0f} / {cpu['load_average_after'][0]:.0f} |"
     )
 
 
@@ -632,11 +635,11 @@ def table(result: dict[str, Any]) -> str:
         "| per token p99 | gap p50 | gap p99 | requests/s | tok/s vs baseline |"
         + (
             " ingress cores | ingress CPU ms/request above idle | proxy cores | decode cores "
-            "| foreign cores |"
+            "| foreign cores | repeated | load before / after |"
             if with_cpu
             else ""
         ),
-        "|---|---|---|---|---|---|---|---|---|---|" + ("---|" * 5 if with_cpu else ""),
+        "|---|---|---|---|---|---|---|---|---|---|" + ("---|" * 7 if with_cpu else ""),
     ]
     for concurrency, runs in result["runs"].items():
         for app in [a for a in runs if a != "ratios"]:
