@@ -80,6 +80,8 @@ TPOT_FLOOR_MS = 0.5
 MAX_FOREIGN_CORES = 0.25
 # How long the Serve processes' CPU is read with no traffic, before the sweep.
 IDLE_S = 10.0
+# How long the breakdown waits for the last request's access lines before it reads the logs.
+LOG_SETTLE_S = 2.0
 OUTPUT_TOKENS = 32
 AGGREGATED = "aggregated"
 PD = "pd"
@@ -495,6 +497,9 @@ def main() -> None:
                 if app != result["baseline"]
             }
             if args.breakdown:
+                # The proxy writes a request's access line once its last message has gone: the
+                # client can have read [DONE] first.
+                time.sleep(LOG_SETTLE_S)
                 log_dir = cluster.session_dir / "logs" / "serve"
                 records = cluster.records()
                 result.setdefault("breakdown", {})[str(concurrency)] = {
