@@ -10,8 +10,17 @@ deep-merged over those defaults by the builder (prefill_decode/builder.py
 ``maybe_apply_llm_deployment_config_defaults``, common/dict_utils.py ``deep_merge_dicts``).
 
 The ingress's upper bound follows decode's (one source of truth): the ingress scales with the
-streams decode serves, so ``max_replicas`` is decode's ``max_replicas`` unless this section
-names its own.
+streams decode serves, so ``max_replicas`` is decode's ``max_replicas`` and
+``target_ongoing_requests`` decode's target unless this section names its own: one ingress
+replica per decode replica's worth of streams.
+
+Rendered by default (``serving.ingress`` unset means this section's defaults), because of what
+`make e2e-bench --ingress` measured (docs/verification.md, "The ingress's ceiling"): one ingress
+replica spends about 15 to 25 ms of CPU per 32-token stream relayed at Ray's 50 ms stream
+batching, so at the one core a Python process can use it relays on the order of 50 streams a
+second, the rate one engine saturates at (60 requests/s on one H200, Qwen3-8B, make gpu-bench).
+One ingress for several decode replicas would be their bottleneck; with decode at one replica
+(the default configuration) the rendered bounds are Ray's own: one replica.
 """
 
 from __future__ import annotations
@@ -38,11 +47,13 @@ class Ingress(Section):
         description="Ingress replicas at most; unset: decode's max_replicas (the ingress "
         "follows the streams decode serves).",
     )
-    target_ongoing_requests: float = Field(
-        256,
+    target_ongoing_requests: float | None = Field(
+        None,
         gt=0,
         le=100000,
-        description="Streams in flight per ingress replica Serve aims for before it adds one.",
+        description="Streams in flight per ingress replica Serve aims for before it adds one; "
+        "unset: decode's target_ongoing_requests (one ingress replica per decode replica's "
+        "worth of streams).",
     )
 
     @model_validator(mode="after")
@@ -55,7 +66,9 @@ class Ingress(Section):
             )
         return self
 
-    def deployment_config(self, decode_max_replicas: int) -> dict[str, Any]:
+    def deployment_config(
+        self, decode_max_replicas: int, decode_target_ongoing_requests: float
+    ) -> dict[str, Any]:
         """``ingress_deployment_config``: Serve's autoscaling options for the ingress. Following
         decode, the bound is never below min_replicas."""
         upper = self.max_replicas or max(decode_max_replicas, self.min_replicas)
@@ -63,6 +76,7 @@ class Ingress(Section):
             "autoscaling_config": {
                 "min_replicas": self.min_replicas,
                 "max_replicas": upper,
-                "target_ongoing_requests": self.target_ongoing_requests,
+                "target_ongoing_requests": self.target_ongoing_requests
+                or decode_target_ongoing_requests,
             }
         }

@@ -691,10 +691,12 @@ class Serving(Section):
     prefill: Engine = Field(_prefill_engine(), description="Prefill engines.")
     decode: Engine = Field(_decode_engine(), description="Decode engines.")
     endpoint: Endpoint = Field(Endpoint(), description="The OpenAI-compatible endpoint.")
-    ingress: Ingress | None = Field(
-        None,
-        description="The OpenAI ingress's replicas (app_config/ingress.py); unset: Ray Serve "
-        "LLM's default of one replica.",
+    ingress: Ingress = Field(
+        Ingress(),
+        description="The OpenAI ingress's replicas (app_config/ingress.py); by default they "
+        "follow decode's: at least 1, at most decode's max_replicas, decode's "
+        "target_ongoing_requests per replica (one ingress replica relays about one engine's "
+        "saturation rate: docs/operating.md, 'How each side scales').",
     )
     stream_batching_interval_ms: float | None = Field(
         None,

@@ -55,11 +55,10 @@ def render_serve_config(settings: Settings) -> dict[str, Any]:
     application["name"] = settings.serving.name
     for role in GPU_ROLES:
         _fill_llm_config(application["args"][f"{role}_config"], settings, role)
-    ingress = settings.serving.ingress
-    if ingress is not None:
-        application["args"]["ingress_deployment_config"] = ingress.deployment_config(
-            settings.serving.decode.max_replicas
-        )
+    decode = settings.serving.decode
+    application["args"]["ingress_deployment_config"] = settings.serving.ingress.deployment_config(
+        decode.max_replicas, decode.autoscaling.target_ongoing_requests
+    )
     return config
 
 

@@ -58,3 +58,53 @@ def test_each_recorded_run_names_its_load_and_every_application_its_interval(
         assert applications == set(result["stream_batching_interval_ms"])
         assert set(runs["ratios"]) == applications - {result["baseline"]}
         assert all(runs[app]["failed"] == 0 for app in applications)
+
+
+INGRESS_SWEEPS = [path for path in RESULTS if "ingress" in path.name]
+BREAKDOWNS = [path for path in RESULTS if "breakdown" in path.name]
+
+
+def test_there_is_a_recorded_ingress_sweep_and_ttft_breakdown() -> None:
+    assert INGRESS_SWEEPS
+    assert BREAKDOWNS
+
+
+@pytest.mark.parametrize("path", INGRESS_SWEEPS, ids=[path.name for path in INGRESS_SWEEPS])
+def test_each_ingress_variant_ran_its_replica_count_and_every_point_its_cpu(path: Path) -> None:
+    """The variant's ingress replicas were found in Ray's actor table (so their CPU is the
+    ingress's), and every point names the foreign load it ran under."""
+    result = json.loads(path.read_text())
+    for app, replicas in result["ingress_replicas"].items():
+        assert result["processes"][f"{app}:ingress"] == replicas
+        assert result["processes"][f"{app}:decode"] >= 1
+    assert result["processes"]["proxy"] >= 1
+    for runs in result["runs"].values():
+        for app in result["ingress_replicas"]:
+            cpu = runs[app]["cpu"]
+            assert len(cpu["foreign_cores"]) == result["rounds"]
+            assert len(cpu["load_average_before"]) == len(cpu["load_average_after"]) == 3
+
+
+@pytest.mark.parametrize("path", INGRESS_SWEEPS, ids=[path.name for path in INGRESS_SWEEPS])
+def test_operating_md_quotes_the_recorded_ingress_ceiling(path: Path) -> None:
+    """docs/operating.md sizes the ingress by the sweep: its figures are the JSON's."""
+    page = (ROOT / "docs" / "operating.md").read_text()
+    result = json.loads(path.read_text())
+    assert f"e2e-bench/{path.name}" in page
+    for app, found in result["bend"].items():
+        replicas = result["ingress_replicas"][app]
+        assert (
+            f"{replicas} ingress replica{'s' if replicas > 1 else ''}: "
+            f"{found['streams']} streams, {found['output_tokens_per_s']:.0f} output tokens/s, "
+            f"{found['ingress_cpu_ms_per_request']:.2f} ms of ingress CPU per request"
+        ) in page
+
+
+@pytest.mark.parametrize("path", BREAKDOWNS, ids=[path.name for path in BREAKDOWNS])
+def test_every_breakdown_accounts_for_each_timed_request(path: Path) -> None:
+    """Every request of a point found its Serve and engine timestamps (a request missing from
+    the breakdown would leave its hops out of the figures)."""
+    result = json.loads(path.read_text())
+    for concurrency, parts in result["breakdown"].items():
+        for app, found in parts.items():
+            assert found["requests"] == result["runs"][concurrency][app]["requests"]

@@ -26,7 +26,10 @@ P/D as vLLM's NixlConnector does it (pull mode, vllm .../kv_connector/v1/nixl/):
     are told to fail) and generates ``max_tokens`` tokens.
 
 Environment (set by the harness for the whole local Ray cluster):
-  STANDIN_RECORDS         a JSON line per engine start and per request is appended here
+  STANDIN_RECORDS         a JSON line per engine start and per request is appended here, and
+                          one per request when its first output leaves the engine (prefill's
+                          one token, decode's first chunk): the engine's own timestamps, which
+                          the orchestration bench's TTFT breakdown reads
   STANDIN_NIXL_FAIL_FILE  transfers fail while this file exists
   STANDIN_TOKEN_DELAY_S   time per output token (default 0.005); 0 makes the engine cost nothing
                           (no token time, no transfer time), for the orchestration bench
@@ -380,13 +383,19 @@ class StandinEngine(LLMEngine):
             self._metrics.in_flight(self._in_flight)
         try:
             request_id = event["request_id"] or uuid.uuid4().hex
+            output = {"event": "output", "phase": phase, "request_id": event["request_id"]}
             if event["stream"]:
+                first = True
                 async for chunk in self._stream(kind, request, request_id, tokens, usage, started):
+                    if first:
+                        first = False
+                        record({**output, "time_first_output": time.time()})
                     yield chunk
             else:
                 await asyncio.sleep(TOKEN_DELAY_S * len(tokens))
                 if self._metrics:
                     self._metrics.ttft.observe(time.perf_counter() - started)
+                record({**output, "time_first_output": time.time()})
                 yield self._response(kind, request, request_id, text, usage, kv_out)
         finally:
             self._in_flight -= 1

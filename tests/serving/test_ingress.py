@@ -1,5 +1,6 @@
-"""The OpenAI ingress in front of both sides runs as Ray Serve LLM 2.58 configures it by default;
-docs/operating.md ("The ingress does not scale") states what that means, and this pins why."""
+"""The OpenAI ingress in front of both sides follows decode's replicas by default, because one
+ingress replica relays about one engine's saturation rate (`make e2e-bench --ingress`,
+docs/verification.md); docs/operating.md ("How each side scales") states what that means."""
 
 from __future__ import annotations
 
@@ -11,11 +12,19 @@ from tests.configurations import CONFIGURATIONS, settings_for
 
 
 @pytest.mark.parametrize("name", sorted(CONFIGURATIONS))
-def test_the_ingress_runs_ray_serve_llms_single_replica_default(name: str) -> None:
-    (application,) = render_serve_config(settings_for(name))["applications"]
-    # No ingress_deployment_config: Ray 2.58's DEFAULT_INGRESS_OPTIONS apply (ingress.py), an
-    # autoscaling_config without max_replicas, so Serve's own default bounds the ingress.
-    assert "ingress_deployment_config" not in application["args"]
+def test_the_ingress_follows_decodes_replicas_by_default(name: str) -> None:
+    settings = settings_for(name)
+    autoscaling = AutoscalingConfig(**_ingress_options(settings)["autoscaling_config"])
+    decode = settings.serving.decode
+    assert autoscaling.min_replicas == 1
+    assert autoscaling.max_replicas == max(decode.max_replicas, 1)
+    assert autoscaling.target_ongoing_requests == decode.autoscaling.target_ongoing_requests
+
+
+def test_unset_rays_default_would_be_one_ingress_replica_whatever_decode_runs() -> None:
+    # Without ingress_deployment_config, Ray 2.58's DEFAULT_INGRESS_OPTIONS (ingress.py) give
+    # an autoscaling_config without max_replicas, which Serve's own default bounds to 1: what
+    # the rendered default replaces.
     assert AutoscalingConfig().max_replicas == 1
 
 
@@ -34,6 +43,13 @@ INGRESS_CASES = [
         {"min_replicas": 1},
     ),
     ({"serving.ingress.target_ongoing_requests": "64"}, {"target_ongoing_requests": 64}),
+    # target unset: decode's target (one ingress replica per decode replica's worth of streams)
+    (
+        {"serving.decode.autoscaling.target_ongoing_requests": "16"},
+        {"target_ongoing_requests": 16},
+    ),
+    # the section untouched: its defaults, rendered (no longer Ray's single replica)
+    ({}, {"min_replicas": 1}),
 ]
 
 
@@ -56,7 +72,8 @@ def test_the_ingress_section_becomes_the_ingress_deployments_autoscaling(overrid
         "min_replicas": section.min_replicas,
         "max_replicas": section.max_replicas
         or max(settings.serving.decode.max_replicas, section.min_replicas),
-        "target_ongoing_requests": section.target_ongoing_requests,
+        "target_ongoing_requests": section.target_ongoing_requests
+        or settings.serving.decode.autoscaling.target_ongoing_requests,
         **expected,
     }
     got = {key: getattr(autoscaling, key) for key in want}

@@ -205,7 +205,12 @@ def test_pd_builder_with_the_same_model_on_both_sides(rendered) -> None:
     settings, manifests = rendered
     (application,) = manifests.serve_config["applications"]
     assert application["import_path"] == PD_BUILDER
-    assert set(application["args"]) == {"prefill_config", "decode_config"}  # no proxy_* fields
+    # The two sides and the ingress that follows decode; no proxy_* fields (ignored since 2.55).
+    assert set(application["args"]) == {
+        "prefill_config",
+        "decode_config",
+        "ingress_deployment_config",
+    }
     configs = _llm_configs(manifests)
     model_ids = {c["model_loading_config"]["model_id"] for c in configs.values()}
     assert model_ids == {settings.serving.model.id}
