@@ -17,8 +17,8 @@ class NetworkStack(Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self._zones = list(settings.network.availability_zones)
-        # With an existing VPC the stack holds only what the app adds to it (the interface
-        # endpoints unless they exist; with them, nothing, and `cdk deploy` skips the stack).
+        # With an existing VPC the stack holds only what the app adds to it: the interface
+        # endpoints, unless they exist (constructs/network/existing_vpc.py).
         self.network: GpuVpc | ExistingGpuVpc = (
             GpuVpc(
                 self,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
+from aws_cdk import CfnWaitConditionHandle
 from aws_cdk import aws_ec2 as ec2
 
 from app_config.model import ExistingSubnet, Network
@@ -74,6 +75,12 @@ class ExistingGpuVpc(Construct):
         )
         if not existing.interface_endpoints_exist:
             add_interface_endpoints(self, self.vpc, network.cidr_blocks())
+        else:
+            # Nothing else to add, and CloudFormation takes no template without resources (the
+            # CDK's synth-time validation refuses one). The stack stays, holding a no-op
+            # handle, so that turning interface_endpoints_exist on later deletes the app's
+            # endpoints in an update of this stack instead of leaving an orphaned stack behind.
+            CfnWaitConditionHandle(self, "NothingToAdd")
         gpu = existing.gpu_node_subnet(network.gpu_availability_zone)
         if existing.gpu_subnet is None or gpu.subnet_id in {s.subnet_id for s in private}:
             self.gpu_subnets = ec2.SubnetSelection(

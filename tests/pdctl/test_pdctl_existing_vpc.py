@@ -421,3 +421,48 @@ def test_preflight_runs_the_existing_vpc_checks_only_for_an_existing_vpc() -> No
     assert not any(c.ok for c in checks if c.name in EXISTING_VPC_CHECKS)  # never a pass
     default = run_preflight(clients, settings_for("default"))
     assert not EXISTING_VPC_CHECKS & {check.name for check in default}
+
+
+INTERNET_FACING = {
+    "serving.endpoint.authentication": "none",
+    "serving.endpoint.scheme": "internet-facing",
+    "serving.endpoint.source_cidrs": '["198.51.100.0/24"]',
+    "serving.endpoint.certificate_arn": (
+        "arn:aws:acm:us-west-2:240318571604:certificate/0f1e2d3c-4b5a-6978-8695-a4b3c2d1e0f9"
+    ),
+}
+
+
+def test_an_internet_facing_endpoint_needs_public_load_balancer_subnets() -> None:
+    settings = _settings(**INTERNET_FACING)
+    (check,) = _checked(route_checks, settings, _route_calls(_route_tables(settings)))
+    assert not check.ok
+    assert "is private; the endpoint's scheme needs public" in check.detail
+    tables = _route_tables(settings)
+    lb_tables = {s["route_table_id"] for s in (LOAD_BALANCER_A, LOAD_BALANCER_B)}
+    public = {
+        "RouteTableId": "rtb-0f2b2c3d4e5f60718",
+        "VpcId": VPC,
+        "Associations": [],
+        "Routes": [LOCAL_ROUTE, IGW],
+    }
+    for table in tables:
+        if table["RouteTableId"] in lb_tables:
+            table["Associations"] = [
+                a for a in table["Associations"] if a["SubnetId"] not in (LB_A_ID, LB_B_ID)
+            ]
+    public["Associations"] = [
+        {"SubnetId": lb, "RouteTableId": public["RouteTableId"]} for lb in (LB_A_ID, LB_B_ID)
+    ]
+    settings = _settings(
+        **{
+            **INTERNET_FACING,
+            **_given(
+                "load_balancer_subnets",
+                {**LOAD_BALANCER_A, "route_table_id": public["RouteTableId"]},
+                {**LOAD_BALANCER_B, "route_table_id": public["RouteTableId"]},
+            ),
+        }
+    )
+    (check,) = _checked(route_checks, settings, _route_calls([*tables, public]))
+    assert check.ok, check
