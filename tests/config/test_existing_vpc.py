@@ -233,3 +233,29 @@ def test_the_examples_ids_are_placeholders_to_replace(tmp_path: Path) -> None:
     }
     paths = {f.path for f in warnings(evaluate(settings_for(CONFIGURATION, **real)))}
     assert "network.existing_vpc" not in paths
+
+
+def test_subnets_given_by_zone_name_give_zone_names() -> None:
+    names = {"usw2-az1": "us-west-2a", "usw2-az2": "us-west-2b"}
+
+    def named(subnet: dict[str, str]) -> dict[str, str]:
+        return {**subnet, "availability_zone": names[subnet["availability_zone"]]}
+
+    settings = settings_for(
+        CONFIGURATION,
+        **_given("private_subnets", named(PRIVATE_A), named(PRIVATE_B)),
+        **_given("gpu_subnet", named(PRIVATE_A)),
+        **_given("load_balancer_subnets", named(LOAD_BALANCER_A), named(LOAD_BALANCER_B)),
+    )
+    assert settings.network.availability_zones == ["us-west-2a", "us-west-2b"]
+    assert settings.network.gpu_availability_zone == "us-west-2a"
+    with pytest.raises(ConfigError) as raised:  # a zone of another region, named as such
+        settings_for(
+            CONFIGURATION,
+            **_given(
+                "private_subnets",
+                named(PRIVATE_A),
+                {**PRIVATE_B, "availability_zone": "us-east-1a"},
+            ),
+        )
+    assert "network.availability_zones[1]" in {problem.path for problem in raised.value.problems}

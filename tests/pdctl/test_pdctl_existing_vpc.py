@@ -466,3 +466,23 @@ def test_an_internet_facing_endpoint_needs_public_load_balancer_subnets() -> Non
     )
     (check,) = _checked(route_checks, settings, _route_calls([*tables, public]))
     assert check.ok, check
+
+
+@pytest.mark.parametrize(
+    ("check", "operation", "code", "inconclusive"),
+    [
+        (vpc_settings, "describe_vpcs", "InvalidVpcID.NotFound", False),
+        (subnet_checks, "describe_subnets", "InvalidSubnetID.NotFound", False),
+        (subnet_checks, "describe_subnets", "UnauthorizedOperation", True),
+    ],
+)
+def test_an_id_ec2_does_not_know_fails_and_a_refusal_cannot_decide(
+    check: Callable[..., Any], operation: str, code: str, inconclusive: bool
+) -> None:
+    ec2 = aws_stubs.client("ec2")
+    with Stubber(ec2) as stubber:
+        stubber.add_client_error(operation, service_error_code=code, service_message=code)
+        outcome = check(ec2, _settings())
+    (result,) = outcome if isinstance(outcome, list) else [outcome]
+    assert not result.ok
+    assert result.inconclusive is inconclusive
