@@ -127,19 +127,24 @@ def _merged_sources(context: Mapping[str, Any], problems: list[Problem]) -> dict
 
 
 def _derive_zones(raw: dict[str, Any]) -> list[Problem]:
-    """Zones follow the region unless given: the region's first two AZ IDs, the GPU zone the
-    first of the zones. A reservation lives in one zone that only its owner knows, so with one
-    the GPU zone must be given."""
+    """Zones follow the region unless given: the region's first two AZ IDs (an existing VPC's
+    private subnets' zones), the GPU zone the first of the zones (an existing GPU subnet's). A
+    reservation lives in one zone that only its owner knows, so with one the GPU zone must be
+    given."""
     region = raw.get("region")
     network = raw.get("network")
     if network is None:
         network = raw["network"] = {}
     if not isinstance(network, dict) or not isinstance(region, str) or region not in REGIONS:
         return []
+    subnet_zones = _existing_subnet_zones(network)
     if "availability_zones" not in network:
-        network["availability_zones"] = default_zone_ids(region)
+        network["availability_zones"] = subnet_zones.get("private") or default_zone_ids(region)
     zones = network["availability_zones"]
     if "gpu_availability_zone" in network:
+        return []
+    if "gpu" in subnet_zones:
+        network["gpu_availability_zone"] = subnet_zones["gpu"][0]
         return []
     groups = raw.get("gpu_nodes")
     reserved = [
@@ -160,6 +165,26 @@ def _derive_zones(raw: dict[str, Any]) -> list[Problem]:
     if isinstance(zones, list) and zones and isinstance(zones[0], str):
         network["gpu_availability_zone"] = zones[0]
     return []
+
+
+def _existing_subnet_zones(network: dict[str, Any]) -> dict[str, list[str]]:
+    """With an existing VPC the zones are its subnets': the private subnets' zones, and the GPU
+    subnet's, when given in a shape that can be read (what is not is the model's to report)."""
+    existing = network.get("existing_vpc")
+    if not isinstance(existing, dict):
+        return {}
+    found: dict[str, list[str]] = {}
+    for key, group in (
+        ("private", existing.get("private_subnets")),
+        ("gpu", existing.get("gpu_subnet")),
+    ):
+        subnets = [group] if isinstance(group, dict) else group
+        if not isinstance(subnets, list) or not subnets:
+            continue
+        zones = [s.get("availability_zone") for s in subnets if isinstance(s, dict)]
+        if len(zones) == len(subnets) and all(isinstance(zone, str) for zone in zones):
+            found[key] = zones
+    return found
 
 
 def _validate(raw: dict[str, Any]) -> list[Problem]:

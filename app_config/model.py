@@ -467,6 +467,103 @@ class GpuNodes(Section):
         return [group.placement(role) for role, group in self.groups().items()]
 
 
+class ExistingSubnet(Section):
+    """A subnet of an existing VPC, with what synth cannot look up without an account: its zone
+    and its route table. `pdctl preflight` checks both against AWS."""
+
+    subnet_id: str = Field(description="The subnet's id (subnet-0123456789abcdef0).")
+    availability_zone: str = Field(
+        description="Its zone, as an AZ name (us-west-2a) or an AZ ID (usw2-az1), the kind "
+        "network.availability_zones uses."
+    )
+    route_table_id: str = Field(
+        description="The route table associated with it (rtb-...; the VPC's main route table "
+        "when none is associated explicitly). aws-cdk-lib warns on an imported subnet without "
+        "one; preflight reads its routes (no internet gateway; a NAT or the endpoints)."
+    )
+
+
+class LoadBalancerSubnet(ExistingSubnet):
+    """A subnet of the model endpoint's load balancer in an existing VPC. Its CIDR is a setting
+    because the pods' network policy admits exactly these ranges on the Serve port."""
+
+    cidr_block: CidrBlock = Field(description="Its IPv4 CIDR (preflight compares it with AWS's).")
+
+
+class ExistingVpc(Section):
+    """A VPC the app does not own, used instead of the one the network stack would create. The
+    app adds only its security groups and (unless interface_endpoints_exist) the interface
+    endpoints; it changes nothing else there and `cdk destroy` deletes nothing it did not
+    create. Imported from these attributes, not looked up, so that synth needs no AWS account
+    (docs/operating.md, 'Deploying into an existing VPC')."""
+
+    vpc_id: str = Field(description="The VPC's id (vpc-0123456789abcdef0).")
+    cidr_blocks: list[CidrBlock] = Field(
+        min_length=1,
+        max_length=5,
+        description="The VPC's IPv4 CIDR blocks that hold the subnets given (its primary "
+        "block, and each secondary block a subnet here is in): security groups and network "
+        "policies admit them where they admit 'the VPC'. At most 5 (the VPC quota's default).",
+    )
+    private_subnets: list[ExistingSubnet] = Field(
+        min_length=2,
+        max_length=6,
+        description="One private subnet per zone (no route to an internet gateway): the EKS "
+        "control plane's interfaces, the system nodes, the interface endpoints, the scraper "
+        "and the GCS store. Their zones are network.availability_zones (derived from them "
+        "when not given).",
+    )
+    gpu_subnet: ExistingSubnet | None = Field(
+        None,
+        description="The subnet of the GPU nodes, in network.gpu_availability_zone (derived "
+        "from it when not given). Not given: the private subnet of that zone. A subnet of its "
+        "own keeps the GPU nodes' and pods' addresses apart from the rest.",
+    )
+    load_balancer_subnets: list[LoadBalancerSubnet] = Field(
+        min_length=2,
+        max_length=6,
+        description="The model endpoint's load balancer subnets, one per zone of "
+        "network.availability_zones: private ones for an internal endpoint, public ones for "
+        "serving.endpoint.scheme internet-facing. Nothing else should live there: the pods "
+        "admit these ranges on the Serve port. An NLB needs 8 free addresses in each.",
+    )
+    interface_endpoints_exist: bool = Field(
+        False,
+        description="The VPC already has the interface endpoints the nodes need "
+        "(catalog/vpc_endpoints.py), with private DNS: the app then creates none. false: the "
+        "app creates them in private_subnets (preflight fails if one of them exists already, "
+        "whose private DNS name would clash).",
+    )
+
+    def subnets(self) -> dict[str, ExistingSubnet]:
+        """Every subnet given, by the setting that names it."""
+        given: dict[str, ExistingSubnet] = {
+            f"private_subnets[{index}]": subnet for index, subnet in enumerate(self.private_subnets)
+        }
+        if self.gpu_subnet is not None:
+            given["gpu_subnet"] = self.gpu_subnet
+        for index, subnet in enumerate(self.load_balancer_subnets):
+            given[f"load_balancer_subnets[{index}]"] = subnet
+        return given
+
+    def gpu_node_subnet(self, zone: str) -> ExistingSubnet:
+        """The GPU nodes' subnet: gpu_subnet, else the private subnet of the GPU zone."""
+        if self.gpu_subnet is not None:
+            return self.gpu_subnet
+        return next(s for s in self.private_subnets if s.availability_zone == zone)
+
+
+# The Network settings that shape a VPC the app creates; with network.existing_vpc they mean
+# nothing, so giving one is refused (rule existing-vpc-created-only).
+CREATED_VPC_SETTINGS = (
+    "vpc_cidr",
+    "nat_gateways",
+    "private_subnet_mask",
+    "public_subnet_mask",
+    "flow_log_retention_days",
+)
+
+
 class Network(Section):
     vpc_cidr: CidrBlock = Field(
         IPv4Network("10.0.0.0/16"), description="IPv4 CIDR of the VPC (/16 to /24)."
@@ -507,6 +604,12 @@ class Network(Section):
     flow_log_retention_days: LogRetentionDays = Field(
         365, description="Retention of the VPC flow log group, in days."
     )
+    existing_vpc: ExistingVpc | None = Field(
+        None,
+        description="A VPC the app does not own, used instead of creating one (its subnets, "
+        "zones and route tables; docs/operating.md, 'Deploying into an existing VPC'). Not "
+        "given: the network stack creates the VPC from the settings above.",
+    )
 
     @field_validator("vpc_cidr")
     @classmethod
@@ -521,6 +624,12 @@ class Network(Section):
         if value.overlaps(IPv4Network("0.0.0.0/8")):
             raise ValueError("0.0.0.0/8 is 'this network', not usable; use e.g. 10.0.0.0/16")
         return value
+
+    def cidr_blocks(self) -> list[str]:
+        """The VPC's ranges, where a security group or network policy admits 'the VPC'."""
+        if self.existing_vpc is not None:
+            return [str(block) for block in self.existing_vpc.cidr_blocks]
+        return [str(self.vpc_cidr)]
 
     def required_addresses(self) -> int:
         """Addresses the subnets take: a public, a private and a load balancer subnet per

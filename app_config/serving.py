@@ -456,6 +456,12 @@ class Endpoint(Section):
     )
 
     @property
+    def load_balancer_internet_facing(self) -> bool:
+        """Behind the signed API the load balancer stays internal; the scheme decides the
+        API's type."""
+        return self.scheme == "internet-facing" and self.authentication != "iam"
+
+    @property
     def port(self) -> int:
         """The load balancer's listener (behind the API with iam)."""
         return 443 if self.certificate_arn else 80

@@ -207,12 +207,18 @@ def cost_lines(prices: PriceSource, settings: Settings) -> list[CostLine]:
             missing if price is None else "",
         )
     )
+    # In an existing VPC the NAT is the VPC owner's, and so are the endpoints when they exist.
+    existing = settings.network.existing_vpc
+    nat_gateways = settings.network.nat_gateways if existing is None else 0
+    endpoints = len(INTERFACE_ENDPOINT_SERVICES)
+    if existing is not None and existing.interface_endpoints_exist:
+        endpoints = 0
     for item, quantity, kind in (
         ("EKS control plane", 1, "eks"),
-        ("NAT gateways", settings.network.nat_gateways, "nat"),
+        ("NAT gateways", nat_gateways, "nat"),
         (
             "interface endpoint ENIs",
-            len(INTERFACE_ENDPOINT_SERVICES) * len(settings.network.availability_zones),
+            endpoints * len(settings.network.availability_zones),
             "endpoint",
         ),
     ):

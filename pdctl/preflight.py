@@ -21,6 +21,7 @@ from catalog.regions import is_zone_id
 from catalog.service_quotas import VcpuQuota, quota_for
 from pdctl import aws_errors
 from pdctl.checks import Check, failed, passed, undecided
+from pdctl.existing_vpc import existing_vpc_checks
 from pdctl.image_cache import cache_repository_checks
 from pdctl.image_mirror import mirror_checks
 
@@ -370,6 +371,8 @@ def run_preflight(
         ("CDK bootstrap", lambda: cdk_bootstrap(clients["ssm"], settings)),
         ("availability zones", lambda: zones_exist(ec2, settings)),
     ]
+    if settings.network.existing_vpc is not None:
+        planned += existing_vpc_checks(ec2, settings)
     for role, group in settings.gpu_nodes.groups().items():
         planned += [
             (

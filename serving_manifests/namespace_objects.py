@@ -76,7 +76,7 @@ def render_network_policies(
     policies = load_all("network-policies.yaml")
     if store:
         policies.append(_gcs_store_policy(settings, store))
-    vpc = [{"ipBlock": {"cidr": str(settings.network.vpc_cidr)}}]
+    vpc = [{"ipBlock": {"cidr": cidr}} for cidr in settings.network.cidr_blocks()]
     for policy in policies:
         policy["metadata"]["namespace"] = settings.serving.namespace
         spec = policy["spec"]
@@ -132,7 +132,7 @@ def _gcs_store_policy(settings: Settings, store: GcsStoreBinding) -> dict[str, A
     policy = load("gcs-store-network-policy.yaml")  # namespaced with the others by the caller
     (rule,) = policy["spec"]["egress"]
     # The store's address resolves inside the VPC; its subnets are the VPC's private ones.
-    rule["to"] = [{"ipBlock": {"cidr": str(settings.network.vpc_cidr)}}]
+    rule["to"] = [{"ipBlock": {"cidr": cidr}} for cidr in settings.network.cidr_blocks()]
     rule["ports"] = [{"protocol": "TCP", "port": store.port}]
     return policy
 

@@ -88,6 +88,9 @@ def build_stacks(app: App, settings: Settings) -> Stacks:
         description="Prometheus metrics, alert rules, dashboard and health alarms for "
         "disaggregated LLM serving",
     )
+    # After the network: a created VPC is referenced anyway, but an existing one is imported
+    # by literal ids, and the nodes may need the endpoints the network stack adds to it.
+    cluster.add_stack_dependency(network)
     # Deleted before the GPU nodes: the Ray pods drain while their nodes still exist.
     serving.add_stack_dependency(gpu_nodes)
     # The scraper reads the RayService's pods; its alert rules are about them.

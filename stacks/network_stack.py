@@ -6,6 +6,7 @@ from aws_cdk import Stack
 
 from app_config import Settings
 from constructs import Construct
+from constructs.network.existing_vpc import ExistingGpuVpc
 from constructs.network.gpu_vpc import GpuVpc, GpuVpcProps
 from stacks.common import removal_policy
 
@@ -16,10 +17,21 @@ class NetworkStack(Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self._zones = list(settings.network.availability_zones)
-        self.network = GpuVpc(
-            self,
-            "Network",
-            GpuVpcProps(network=settings.network, removal_policy=removal_policy(settings)),
+        # With an existing VPC the stack holds only what the app adds to it: the interface
+        # endpoints, unless they exist (constructs/network/existing_vpc.py).
+        self.network: GpuVpc | ExistingGpuVpc = (
+            GpuVpc(
+                self,
+                "Network",
+                GpuVpcProps(network=settings.network, removal_policy=removal_policy(settings)),
+            )
+            if settings.network.existing_vpc is None
+            else ExistingGpuVpc(
+                self,
+                "Network",
+                network=settings.network,
+                internet_facing=settings.serving.endpoint.load_balancer_internet_facing,
+            )
         )
 
     @property

@@ -39,6 +39,22 @@ def _rows(
         extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
         shown = extra["default_text"] if "default_text" in extra else _default(default)
         yield path, _type_name(annotation), shown, field.description or ""
+        # The fields of a section that may be left out (X or null), or of each item of a list
+        # of sections (path[].field): what a user writes inside it.
+        nested = _inner_section(annotation)
+        if nested is not None:
+            inner, suffix = nested
+            yield from _rows(inner, f"{path}{suffix}.")
+
+
+def _inner_section(annotation: Any) -> tuple[type[BaseModel], str] | None:
+    origin, args = get_origin(annotation), get_args(annotation)
+    sections = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+    if origin in (Union, UnionType) and len(sections) == 1:
+        return sections[0], ""
+    if origin is list and len(sections) == 1:
+        return sections[0], "[]"
+    return None
 
 
 def _type_name(annotation: Any) -> str:

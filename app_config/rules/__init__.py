@@ -63,6 +63,7 @@ def _registry() -> tuple[Rule, ...]:
         capacity,
         derived_names,
         engine_options,
+        existing_vpc,
         image,
         kv_transfer,
         model_fit,
@@ -75,6 +76,7 @@ def _registry() -> tuple[Rule, ...]:
 
     return (
         *network.RULES,
+        *existing_vpc.RULES,
         *replica_fit.RULES,
         *engine_options.RULES,
         *image.RULES,

@@ -79,6 +79,19 @@ def documentation_placeholders(settings: Settings) -> Iterator[Finding]:
             f"is in an AWS documentation example account{fix}",
             settings.serving.image_mirror.repository,
         )
+    existing = settings.network.existing_vpc
+    if existing is not None:
+        named = {"vpc_id": existing.vpc_id}
+        for where, subnet in existing.subnets().items():
+            named[f"{where}.subnet_id"] = subnet.subnet_id
+            named[f"{where}.route_table_id"] = subnet.route_table_id
+        examples = [where for where, value in named.items() if is_example_resource_id(value)]
+        if examples:  # one finding: an example file has a dozen
+            yield Finding(
+                "network.existing_vpc",
+                f"{', '.join(examples)}: example ids, not resources of your VPC; replace "
+                "them with your own before deploying (`pdctl preflight` refuses them)",
+            )
     for role, group in settings.gpu_nodes.groups().items():
         reservation = group.capacity.reservation_id
         if reservation and is_example_resource_id(reservation):
@@ -112,7 +125,7 @@ RULES = (
     Rule("no-cluster-admin", frozenset({"cluster"}), no_cluster_admin, WARNING),
     Rule(
         "documentation-placeholder",
-        frozenset({"account", "cluster", "gpu_nodes", "serving"}),
+        frozenset({"account", "cluster", "gpu_nodes", "network", "serving"}),
         documentation_placeholders,
         WARNING,
     ),

@@ -87,6 +87,8 @@ def zone_problems(settings: Settings) -> list[Problem]:
 
 
 def address_space_problems(network: Network) -> list[Problem]:
+    if network.existing_vpc is not None:  # its subnets exist; preflight counts their room
+        return []
     available = network.vpc_cidr.num_addresses
     needed = network.required_addresses()
     if needed <= available:
@@ -116,6 +118,8 @@ def vpc_cidr_range(settings: Settings) -> Iterator[Finding]:
     """Ranges EC2 accepts but that cost something: public addresses inside the VPC shadow the
     same addresses on the internet, and 172.17.0.0/16 is Docker's bridge, which AWS asks VPCs
     to leave free."""
+    if settings.network.existing_vpc is not None:  # not the app's choice to weigh
+        return
     cidr = settings.network.vpc_cidr
     if not any(cidr.subnet_of(block) for block in PRIVATE_RANGES):
         yield Finding(
@@ -178,6 +182,11 @@ def gpu_subnet_addresses(settings: Settings) -> dict[str, int]:
 
 
 def subnet_addresses(settings: Settings) -> Iterator[Finding]:
+    """The GPU zone's subnet of a VPC the app creates; an existing VPC's subnets are counted by
+    `pdctl preflight` against their free addresses (pdctl/existing_vpc.py), with the same
+    gpu_subnet_addresses."""
+    if settings.network.existing_vpc is not None:
+        return
     mask = settings.network.private_subnet_mask
     usable = 2 ** (32 - mask) - SUBNET_RESERVED_ADDRESSES
     needed = gpu_subnet_addresses(settings)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from aws_cdk import RemovalPolicy, Stack, Token
+from aws_cdk import Annotations, RemovalPolicy, Stack, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 
@@ -94,6 +94,15 @@ class EksControlPlane(Construct):
             secrets_encryption_key=self.secrets_key,
             cluster_logging=ALL_CONTROL_PLANE_LOGS,
         )
+        if not all(ec2.Subnet.is_vpc_subnet(subnet) for subnet in props.vpc.private_subnets):
+            # aws_eks_v2 tags the subnets of a VPC in the app and warns for imported ones.
+            Annotations.of(self.cluster).acknowledge_warning(
+                "@aws-cdk/aws-eks:clusterMustManuallyTagSubnet",
+                "The subnets are an existing VPC's (network.existing_vpc), whose tags the app "
+                "does not change; the kubernetes.io/role tags serve only the load balancer "
+                "controller's subnet discovery for Services and Ingresses, and the app's "
+                "endpoint is its own NLB, bound by TargetGroupBinding.",
+            )
         cfn_cluster = self.cluster.node.default_child
         # Explicit, so nobody is moved to extended-support billing (or upgraded) by surprise.
         cfn_cluster.add_property_override("UpgradePolicy.SupportType", settings.support_type)

@@ -87,27 +87,7 @@ class GpuVpc(Construct):
         self._tag_subnets_for_load_balancers()
 
         self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)
-        private = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
-        endpoint_security_group = ec2.SecurityGroup(
-            self,
-            "EndpointSecurityGroup",
-            vpc=self.vpc,
-            description="HTTPS from inside the VPC to the interface endpoints",
-            allow_all_outbound=False,
-        )
-        # The CIDR as a literal, not the VPC's CidrBlock attribute: cdk-nag's EC23 cannot resolve
-        # an attribute and would report an error instead of a result.
-        endpoint_security_group.add_ingress_rule(
-            ec2.Peer.ipv4(str(network.vpc_cidr)), ec2.Port.HTTPS, "HTTPS from the VPC"
-        )
-        for service in INTERFACE_ENDPOINT_SERVICES:  # why each: catalog/vpc_endpoints.py
-            self.vpc.add_interface_endpoint(
-                _endpoint_id(service),
-                service=ec2.InterfaceVpcEndpointAwsService(service),
-                subnets=private,
-                security_groups=[endpoint_security_group],
-                open=False,
-            )
+        add_interface_endpoints(self, self.vpc, network.cidr_blocks())
 
         self.flow_log_key = LogEncryptionKey(
             self,
@@ -164,6 +144,33 @@ class GpuVpc(Construct):
             subnet.node.default_child.tags.set_tag("kubernetes.io/role/elb", "1")
         for subnet in self.vpc.private_subnets:
             subnet.node.default_child.tags.set_tag("kubernetes.io/role/internal-elb", "1")
+
+
+def add_interface_endpoints(scope: Construct, vpc: ec2.IVpc, cidr_blocks: list[str]) -> None:
+    """The interface endpoints the nodes and pods call (catalog/vpc_endpoints.py) in the private
+    subnets, behind a security group of their own that admits HTTPS from the VPC's ranges."""
+    endpoint_security_group = ec2.SecurityGroup(
+        scope,
+        "EndpointSecurityGroup",
+        vpc=vpc,
+        description="HTTPS from inside the VPC to the interface endpoints",
+        allow_all_outbound=False,
+    )
+    # The CIDRs as literals, not the VPC's CidrBlock attribute: cdk-nag's EC23 cannot resolve
+    # an attribute and would report an error instead of a result.
+    for cidr in cidr_blocks:
+        endpoint_security_group.add_ingress_rule(
+            ec2.Peer.ipv4(cidr), ec2.Port.HTTPS, "HTTPS from the VPC"
+        )
+    private = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
+    for service in INTERFACE_ENDPOINT_SERVICES:  # why each: catalog/vpc_endpoints.py
+        vpc.add_interface_endpoint(
+            _endpoint_id(service),
+            service=ec2.InterfaceVpcEndpointAwsService(service),
+            subnets=private,
+            security_groups=[endpoint_security_group],
+            open=False,
+        )
 
 
 def _skip_default_sg_provider_checks(scope: Construct) -> None:

@@ -42,8 +42,7 @@ class ServingEndpoint(Construct):
         super().__init__(scope, construct_id)
         endpoint = settings.serving.endpoint
         signed = endpoint.authentication == "iam"
-        # Behind the API the load balancer stays internal; the scheme decides the API's type.
-        internet_facing = endpoint.scheme == "internet-facing" and not signed
+        internet_facing = endpoint.load_balancer_internet_facing
         subnets = endpoint_subnets(vpc, internet_facing)
         self.security_group = ec2.SecurityGroup(
             self,
@@ -59,11 +58,10 @@ class ServingEndpoint(Construct):
                 self.security_group.add_ingress_rule(
                     peer, ec2.Port.tcp(endpoint.port), "Clients of the endpoint"
                 )
-        self.security_group.add_egress_rule(
-            ec2.Peer.ipv4(str(settings.network.vpc_cidr)),
-            ec2.Port.tcp(SERVE_PORT),
-            "Ray Serve proxies (pod IPs)",
-        )
+        for cidr in settings.network.cidr_blocks():
+            self.security_group.add_egress_rule(
+                ec2.Peer.ipv4(cidr), ec2.Port.tcp(SERVE_PORT), "Ray Serve proxies (pod IPs)"
+            )
         self.load_balancer = elbv2.NetworkLoadBalancer(
             self,
             "LoadBalancer",

@@ -166,7 +166,7 @@ class SignedModelApi(Construct):
         peers = [ec2.Peer.security_group_id(group) for group in endpoint.client_security_group_ids]
         peers += [ec2.Peer.ipv4(str(cidr)) for cidr in endpoint.source_cidrs]
         if not peers:  # IAM decides who; the network admits the VPC
-            peers = [ec2.Peer.ipv4(str(props.settings.network.vpc_cidr))]
+            peers = [ec2.Peer.ipv4(cidr) for cidr in props.settings.network.cidr_blocks()]
         for peer in peers:
             security_group.add_ingress_rule(peer, ec2.Port.tcp(HTTPS), "Model API clients")
         return ec2.InterfaceVpcEndpoint(

@@ -74,6 +74,29 @@ def test_cost_adds_nodes_control_plane_nat_and_endpoints(pricing) -> None:
     assert total > 110
 
 
+@pytest.mark.parametrize("endpoints_exist", [False, True])
+def test_in_an_existing_vpc_the_owners_nat_and_endpoints_are_not_the_apps_cost(
+    pricing, endpoints_exist: bool
+) -> None:
+    client, stubber = pricing
+    exist = "true" if endpoints_exist else "false"
+    settings = load_settings(
+        context_for("existing-vpc", **{"network.existing_vpc.interface_endpoints_exist": exist})
+    )
+    for _ in range(6):  # prefill, decode, system nodes, EKS, NAT, endpoint: one price each
+        stubber.add_response(
+            "get_products",
+            {"PriceList": [_product("0.5")]},
+            {"ServiceCode": ANY, "Filters": ANY, "MaxResults": 10},
+        )
+    with stubber:
+        lines = {line.item.split(" (")[0]: line for line in cost_lines(ApiPrices(client), settings)}
+    assert lines["NAT gateways"].quantity == 0
+    zones = len(settings.network.availability_zones)
+    expected = 0 if endpoints_exist else len(INTERFACE_ENDPOINT_SERVICES) * zones
+    assert lines["interface endpoint ENIs"].quantity == expected
+
+
 def test_reserved_capacity_is_marked_as_billed_elsewhere(pricing) -> None:
     client, stubber = pricing
     settings = load_settings(context_for("reserved-capacity"))

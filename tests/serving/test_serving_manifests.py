@@ -583,7 +583,7 @@ def test_only_the_head_may_reach_the_gcs_store(rendered) -> None:
         {"key": "ray.io/node-type", "operator": "NotIn", "values": ["worker"]}
     ]
     (rule,) = spec["egress"]
-    assert rule["to"] == [{"ipBlock": {"cidr": str(settings.network.vpc_cidr)}}]
+    assert rule["to"] == [{"ipBlock": {"cidr": cidr}} for cidr in settings.network.cidr_blocks()]
     assert rule["ports"] == [{"protocol": "TCP", "port": GCS_STORE.port}]
 
 
@@ -698,7 +698,9 @@ def test_metrics_are_readable_from_the_vpc_and_bench_may_call_serve(rendered) ->
     assert metrics["ports"] == [
         {"protocol": "TCP", "port": port} for port in (METRICS_PORT, AUTOSCALER_METRICS_PORT)
     ]
-    assert metrics["from"] == [{"ipBlock": {"cidr": str(settings.network.vpc_cidr)}}]
+    assert metrics["from"] == [
+        {"ipBlock": {"cidr": cidr}} for cidr in settings.network.cidr_blocks()
+    ]
     bench = policies["allow-pdctl-bench"]
     assert bench["podSelector"] == {"matchLabels": BENCH_LABELS}
     assert bench["egress"][0]["ports"] == [{"protocol": "TCP", "port": SERVE_PORT}]

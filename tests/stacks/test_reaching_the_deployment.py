@@ -196,7 +196,11 @@ ENDPOINT_CASE_IDS = list(CONFIGURATIONS) + list(ENDPOINT_VARIANTS)
 
 
 def _node_ranges(synthesized: Synthesized) -> list[ipaddress.IPv4Network]:
-    """The private subnets, where every node (system and GPU) has its address."""
+    """The private subnets, where every node (system and GPU) has its address; in an existing
+    VPC, whose subnets' ranges synth does not know, the VPC's blocks that hold them."""
+    existing = synthesized.settings.network.existing_vpc
+    if existing is not None:
+        return list(existing.cidr_blocks)
     ranges = []
     for subnet in synthesized.resources("network", "AWS::EC2::Subnet").values():
         tags = {tag["Key"]: tag["Value"] for tag in subnet["Properties"]["Tags"]}
