@@ -69,6 +69,7 @@ def _registry() -> tuple[Rule, ...]:
         network,
         node_fit,
         replica_fit,
+        scaling,
         timeouts,
         updates,
     )
@@ -87,6 +88,7 @@ def _registry() -> tuple[Rule, ...]:
         *model_fit.RULES,
         *derived_names.RULES,
         *node_fit.RULES,
+        *scaling.RULES,
         *acknowledgments.RULES,
     )
 
