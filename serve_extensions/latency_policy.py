@@ -15,8 +15,9 @@ is the lowest latency the side has reported (its latency at the least load seen)
 is judged without it (all latency as load), the cautious side of the model.
 
 Stability, so that the two sides never chase each other:
-- a dead band: scale up only above the objective, down only when the model says one group fewer
-  still stays within `aim` of it (so the next decision after a scale-down does not scale up);
+- a dead band: scale up only above `scale_up_at` of the objective, down only when the model
+  says one group fewer still stays within `aim` of it, below that (so the next decision after
+  a scale-down does not scale up);
 - down one DP group at a time, up at most `max_step_up` times the groups per decision;
 - while a side's replicas are starting (Serve's target above its running replicas) hold it:
   the latency observed is that of fewer replicas than are coming;
@@ -92,10 +93,12 @@ class SideObservation:
 
 @dataclass(frozen=True)
 class Tuning:
-    """How close to the objective the policy aims, how far it moves at once, and how many
-    latency samples it needs to trust a percentile."""
+    """Where the policy aims (a share of the objective), from what share it adds replicas (before
+    the objective is missed: a new replica takes minutes to serve), how far it moves at once, and
+    how many latency samples it needs to trust a percentile."""
 
-    aim: float = 0.8
+    aim: float = 0.7
+    scale_up_at: float = 0.9
     max_step_up: float = 2.0
     min_samples: int = 8
 
@@ -158,7 +161,7 @@ def _side_decision(
     pressure = latency / objective.value_s
     if target > current:
         return _bounded(target, limits, STARTING, pressure)
-    if latency > objective.value_s:
+    if latency > tuning.scale_up_at * objective.value_s:
         needed = current * (latency - floor) / (goal - floor)
         wanted = max(current + 1, math.ceil(needed))
         wanted = min(wanted, max(current + 1, math.floor(current * tuning.max_step_up)))

@@ -3,6 +3,8 @@ observation of the two sides -> the replicas and the reason per side."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from serve_extensions.latency_policy import (
@@ -125,19 +127,22 @@ def test_a_scale_down_is_not_followed_by_a_scale_up_when_latency_follows_the_mod
 
 
 def test_the_floor_is_the_lowest_latency_seen_and_makes_growth_larger() -> None:
-    """With a 40 ms floor of a 50 ms ITL objective, 60 ms means the load part is 20 ms where
-    the aim leaves none...: the floor at or above 0.9 x the aim is ignored (all load)."""
+    """Only the latency above the floor grows with the load, so with a floor learned the policy
+    adds more replicas for the same latency; without one (or a floor too close to the aim) it
+    counts all of the latency as load."""
     memory = Memory()
     decide({"prefill": steady("prefill", 1), "decode": seen(2, 0.010)}, LIMITS, OBJECTIVES, memory)
     assert memory.floor_s["decode"] == 0.010
     with_floor = decide(
-        {"prefill": steady("prefill", 1), "decode": seen(2, 0.060)}, LIMITS, OBJECTIVES, memory
+        {"prefill": steady("prefill", 1), "decode": seen(2, 0.050)}, LIMITS, OBJECTIVES, memory
     )["decode"]
     without = decide(
-        {"prefill": steady("prefill", 1), "decode": seen(2, 0.060)}, LIMITS, OBJECTIVES, Memory()
+        {"prefill": steady("prefill", 1), "decode": seen(2, 0.050)}, LIMITS, OBJECTIVES, Memory()
     )["decode"]
-    # (60 - 10) / (40 - 10) x 2 = 3.33 -> 4 against 60 / 40 x 2 = 3 (floor = 60 ms, ignored)
-    assert (with_floor.replicas, without.replicas) == (4, 3)
+    aim = AIM * ITL.value_s
+    assert with_floor.replicas == math.ceil(2 * (0.050 - 0.010) / (aim - 0.010))  # 4
+    assert without.replicas == math.ceil(2 * 0.050 / aim)  # 3
+    assert with_floor.replicas > without.replicas
 
 
 @pytest.mark.parametrize(
