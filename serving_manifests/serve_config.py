@@ -84,7 +84,13 @@ def latency_policy(settings: Settings) -> dict[str, Any]:
     return {
         "policy_function": LATENCY_POLICY,
         "policy_kwargs": {
-            "objectives": {role: objective.model_dump() for role, objective in objectives.items()},
+            # Both are required (rule latency-objectives); the rules render this config while
+            # judging the others, so a missing one is left out here rather than failing them.
+            "objectives": {
+                role: objective.model_dump()
+                for role, objective in objectives.items()
+                if objective is not None
+            },
             "limits": limits,
             "gpu_budget": scaling.gpu_budget,
         },
