@@ -18,6 +18,7 @@ from app_config import engine_options
 from app_config.endpoint_health import seconds_until_new_targets_healthy
 from app_config.ingress import Ingress
 from app_config.node_labels import GPU_ROLES
+from app_config.scaling import Scaling
 from app_config.section import (
     CidrBlock,
     Section,
@@ -696,6 +697,11 @@ class Serving(Section):
     )
     prefill: Engine = Field(_prefill_engine(), description="Prefill engines.")
     decode: Engine = Field(_decode_engine(), description="Decode engines.")
+    scaling: Scaling = Field(
+        Scaling(),
+        description="How prefill and decode replicas follow the load: each side on its own "
+        "queue (the default), or both together to TTFT and ITL objectives.",
+    )
     endpoint: Endpoint = Field(Endpoint(), description="The OpenAI-compatible endpoint.")
     ingress: Ingress = Field(
         Ingress(),

@@ -232,6 +232,32 @@ SCRAPED_FOR_PREFIX_ROUTING: tuple[PrometheusMetric, ...] = (
     ROUTER_MATCHED_BLOCKS,
 )
 
+# Set by the app's latency policy (serve_extensions/latency_autoscaler.py) in the Serve
+# controller's process, on the head; `deployment` (Prefill:<model>, Decode:<model>) names the
+# side. Kept when serving.scaling.policy = latency.
+LATENCY_POLICY_SOURCE = (
+    "this project, serve_extensions/latency_autoscaler.py (LatencyObjectivePolicy)"
+)
+SCALING_WANTED_REPLICAS = PrometheusMetric(
+    "ray_pd_llm_scaling_wanted_replicas",
+    "gauge",
+    "Serve replicas the latency policy wants for the side at its last decision, before Serve's "
+    "upscale and downscale delays.",
+    LATENCY_POLICY_SOURCE,
+)
+SCALING_REASON = PrometheusMetric(
+    "ray_pd_llm_scaling_reason",
+    "gauge",
+    "1 for the reason of the latency policy's last decision for the side (over_objective, "
+    "under_objective, within_objective, replicas_starting, queue_fallback, at_max_replicas, "
+    "at_gpu_budget), 0 for the others.",
+    LATENCY_POLICY_SOURCE,
+)
+SCRAPED_FOR_LATENCY_POLICY: tuple[PrometheusMetric, ...] = (
+    SCALING_WANTED_REPLICAS,
+    SCALING_REASON,
+)
+
 # Kept only when a side runs data parallel groups (its DPGroupRestarting rule and dashboard rows
 # read them): a dense deployment does not pay for series per replica it never reads.
 SCRAPED_FOR_DATA_PARALLEL: tuple[PrometheusMetric, ...] = (

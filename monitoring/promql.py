@@ -72,6 +72,16 @@ def target_replicas(
     return _sum(f"max by (ray_cluster) ({selector})", by)
 
 
+def latest_decision(metric: PrometheusMetric, role: str, by: tuple[str, ...] = ()) -> str:
+    """A gauge the app's latency policy sets in the Serve controller, for the side: the highest
+    over Ray clusters (during an upgrade both controllers decide), per ``by`` value."""
+    return (
+        f"max by ({', '.join(by)}) ({_deployment_selector(metric, role)})"
+        if by
+        else (f"max({_deployment_selector(metric, role)})")
+    )
+
+
 def healthy_replicas(
     healthy: PrometheusMetric, role: str, by: tuple[str, ...] = (), offset: str = ""
 ) -> str:

@@ -14,6 +14,7 @@ from catalog.metrics import (
     ROLE_LABEL,
     SCRAPED,
     SCRAPED_FOR_DATA_PARALLEL,
+    SCRAPED_FOR_LATENCY_POLICY,
     SCRAPED_FOR_PREFIX_ROUTING,
     PrometheusMetric,
 )
@@ -40,6 +41,7 @@ def kept_metrics(settings: Settings) -> tuple[PrometheusMetric, ...]:
         SCRAPED
         + (SCRAPED_FOR_DATA_PARALLEL if data_parallel_sides(settings) else ())
         + (SCRAPED_FOR_PREFIX_ROUTING if prefix_routed_sides(settings) else ())
+        + (SCRAPED_FOR_LATENCY_POLICY if settings.serving.scaling.policy == "latency" else ())
     )
 
 

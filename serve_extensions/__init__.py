@@ -11,4 +11,6 @@ Standard library and Ray only (the image's Ray 2.58): nothing else is installed 
 Modules:
   prefix_index   the bounded prefix index and rendezvous hashing (no Ray import)
   prefix_router  PrefixAffinityRouter, the request router for either side
+  latency_policy      the latency policy's decisions per side (no Ray import)
+  latency_autoscaler  LatencyObjectivePolicy, the application-level autoscaling policy
 """

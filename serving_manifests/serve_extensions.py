@@ -44,6 +44,9 @@ CONFIGMAP_DATA_LIMIT_BYTES = 1024 * 1024
 DIGEST_CHARS = 10
 # The class serve_config.py names for serving.<side>.request_router = prefix_affinity.
 PREFIX_ROUTER = f"{PACKAGE}.prefix_router:PrefixAffinityRouter"
+# The application-level autoscaling policy serve_config.py names for serving.scaling.policy =
+# latency.
+LATENCY_POLICY = f"{PACKAGE}.latency_autoscaler:LatencyObjectivePolicy"
 
 
 def package_files() -> dict[str, str]:

@@ -70,6 +70,7 @@ def _registry() -> tuple[Rule, ...]:
         network,
         node_fit,
         replica_fit,
+        scaling,
         timeouts,
         updates,
     )
@@ -89,6 +90,7 @@ def _registry() -> tuple[Rule, ...]:
         *model_fit.RULES,
         *derived_names.RULES,
         *node_fit.RULES,
+        *scaling.RULES,
         *acknowledgments.RULES,
     )
 

@@ -34,6 +34,8 @@ from catalog.metrics import (
     REQUESTS_WAITING,
     ROUTER_MATCHED_BLOCKS,
     ROUTER_PROMPT_BLOCKS,
+    SCALING_REASON,
+    SCALING_WANTED_REPLICAS,
     SERVE_HEALTH_CHECK_FAILURES,
     SERVE_HEALTHY_REPLICAS,
     SERVE_PROCESSING_LATENCY,
@@ -104,6 +106,7 @@ class ServingDashboard(Construct):
         return (
             self._promql_rows()
             + self._prefix_routing_rows()
+            + self._latency_policy_rows()
             + self._data_parallel_rows()
             + self._pod_rows()
         )
@@ -138,6 +141,27 @@ class ServingDashboard(Construct):
                     )
                 )
         return [row]
+
+    def _latency_policy_rows(self) -> list[list[cloudwatch.IWidget]]:
+        """Under serving.scaling.policy = latency: what the policy wants for each side against
+        what Serve targets (Serve's delays stand between them) and the reason of its last
+        decision (1 for the reason that holds, one series per reason)."""
+        if self._settings.serving.scaling.policy != "latency":
+            return []
+        panel = Panel(
+            "Latency policy: replicas wanted, and why",
+            "replicas",
+            {
+                "policy wants": partial(promql.latest_decision, SCALING_WANTED_REPLICAS),
+                "Serve targets": partial(promql.target_replicas, SERVE_TARGET_REPLICAS),
+            },
+            right_unit="reason (1 = current)",
+            right_lines={
+                # One series per reason; ${LABEL} is the data source's "reason=..."
+                "${LABEL}": partial(promql.latest_decision, SCALING_REASON, by=("reason",))
+            },
+        )
+        return [[self._promql_graph(role, panel) for role in GPU_ROLES]]
 
     def _promql_rows(self) -> list[list[cloudwatch.IWidget]]:
         return [

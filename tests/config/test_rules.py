@@ -95,6 +95,45 @@ WARNINGS = [
     ("default", {"serving.model.id": "qwen/qwen3-32b"}, "model-id-case", "serving.model.id"),
     ("default", {"account": "123456789012"}, "documentation-placeholder", "account"),
     ("public-endpoint", {}, "model-unchecked", "serving.model.id"),
+    (
+        "default",
+        {"serving.scaling.gpu_budget": "16"},
+        "scaling-unused",
+        "serving.scaling.gpu_budget",
+    ),
+    (
+        "default",
+        {
+            "serving.scaling.policy": "latency",
+            "serving.scaling.ttft": '{"value_ms": 800}',
+            "serving.scaling.itl": '{"value_ms": 60}',
+        },
+        "latency-nothing-to-scale",
+        "serving.scaling.policy",
+    ),
+    (
+        "default",
+        {
+            "serving.decode.max_replicas": "2",
+            "serving.scaling.policy": "latency",
+            "serving.scaling.ttft": '{"value_ms": 800}',
+            "serving.scaling.itl": '{"value_ms": 20}',
+        },
+        "itl-stream-batching",
+        "serving.scaling.itl.value_ms",
+    ),
+    (
+        "default",
+        {
+            "serving.decode.max_replicas": "2",
+            "serving.scaling.policy": "latency",
+            "serving.scaling.ttft": '{"value_ms": 800}',
+            "serving.scaling.itl": '{"value_ms": 60}',
+            "serving.scaling.gpu_budget": "24",
+        },
+        "gpu-budget-unused",
+        "serving.scaling.gpu_budget",
+    ),
     # Qwen3-8B (~15 GiB) leaves ~4 GiB of 48 GiB x 0.4: fewer KV tokens than max_model_len
     (
         "quickstart",

@@ -30,6 +30,7 @@ from catalog.metrics import (
     ROLE_LABEL,
     SCRAPED,
     SCRAPED_FOR_DATA_PARALLEL,
+    SCRAPED_FOR_LATENCY_POLICY,
     SERVE_HEALTH_CHECK_FAILURES,
     SERVE_REPLICA_STARTS,
 )
@@ -52,6 +53,14 @@ DENSE_PREFILL = {
     "serving.prefill.tensor_parallel_size": "8",
     "serving.prefill.expert_parallel": "false",
 }
+LATENCY_POLICY = {
+    "serving.prefill.max_replicas": "2",
+    "serving.decode.max_replicas": "2",
+    "serving.scaling.policy": "latency",
+    "serving.scaling.ttft": json.dumps({"percentile": 95, "value_ms": 800}),
+    "serving.scaling.itl": json.dumps({"percentile": 95, "value_ms": 60}),
+}
+LATENCY_PANEL = "Latency policy: replicas wanted, and why"
 CAPTURED = Path(__file__).resolve().parents[1] / "data" / "gpu_check"
 LAMBDA_QUERY = re.compile(r"LAMBDA\('[^']*', '([^']*)'\)")
 SEARCH = re.compile(r"SEARCH\('\{([^}]*)\} ([^']*)'")
@@ -123,6 +132,7 @@ def test_every_catalog_entry_says_where_it_comes_from() -> None:
     for metric in (
         *SCRAPED,
         *SCRAPED_FOR_DATA_PARALLEL,
+        *SCRAPED_FOR_LATENCY_POLICY,
         *GENERATED_BY_SCRAPER,
         *CLOUDWATCH_METRICS,
     ):
@@ -228,6 +238,44 @@ def test_group_and_rank_rows_exist_only_for_sides_with_dp_groups(synthesized) ->
             if t.startswith(f"{role}: ") and any(word in t for word in DP_PANELS)
         ]
         assert len(found) == (len(DP_PANELS) if role in sides else 0), role
+
+
+@pytest.fixture(scope="module")
+def latency_policy(synthesize) -> Synthesized:
+    return synthesize("default", LATENCY_POLICY)
+
+
+def test_the_latency_policy_row_shows_each_sides_wish_and_reason(latency_policy) -> None:
+    """Under policy latency: one panel per side with the policy's wish, Serve's target and the
+    decision's reason; every query parses and reads a series the scraper keeps, of its side."""
+    graphs = _graphs(latency_policy)
+    assert {title for title in graphs if LATENCY_PANEL in title} == {
+        f"{role}: {LATENCY_PANEL}" for role in GPU_ROLES
+    }
+    kept = {
+        name
+        for metric in kept_metrics(_settings(latency_policy))
+        for name in metric.queried_names()
+    }
+    for metric in SCRAPED_FOR_LATENCY_POLICY:
+        assert metric.name in kept
+    queries = [
+        query
+        for query in _queries(latency_policy)
+        if any(metric.name in query for metric in SCRAPED_FOR_LATENCY_POLICY)
+    ]
+    assert len(queries) == 2 * len(GPU_ROLES)
+    for query in queries:
+        for selector in selectors(query):
+            assert selector.name in kept, query
+            assert _side(selector) in GPU_ROLES, query
+
+
+def test_the_queue_policy_has_no_latency_policy_row_nor_its_series(synthesized) -> None:
+    if _settings(synthesized).serving.scaling.policy == "latency":
+        pytest.skip("a latency-policy configuration")
+    assert not [title for title in _graphs(synthesized) if LATENCY_PANEL in title]
+    assert not set(SCRAPED_FOR_LATENCY_POLICY) & set(kept_metrics(_settings(synthesized)))
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,137 @@
+"""The latency policy behind Ray Serve 2.58's application-level autoscaling (the installed Ray):
+Serve's own wrapper around it applies each side's delays, the ingress keeps Serve's queue rule,
+and the replicas' custom metrics are the latency inputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import ray.serve.autoscaling_policy as serve_policy
+from ray.serve._private.common import DeploymentID, ReplicaID
+from ray.serve.autoscaling_policy import _apply_app_level_autoscaling_config
+from ray.serve.config import AutoscalingConfig, AutoscalingContext
+
+from serve_extensions.latency_autoscaler import (
+    LATENCY_METRIC,
+    SAMPLES_METRIC,
+    LatencyObjectivePolicy,
+    observe,
+)
+from serve_extensions.latency_policy import SIDES
+
+APP = "pd-llm"
+IDS = {
+    "prefill": DeploymentID(name="Prefill:qwen", app_name=APP),
+    "decode": DeploymentID(name="Decode:qwen", app_name=APP),
+    "ingress": DeploymentID(name="OpenAiIngress", app_name=APP),
+}
+KWARGS: dict[str, Any] = {
+    "objectives": {
+        "prefill": {"percentile": 95, "value_ms": 1000},
+        "decode": {"percentile": 95, "value_ms": 50},
+    },
+    "limits": {
+        side: {
+            "min_replicas": 1,
+            "max_replicas": 8,
+            "group_size": 1,
+            "group_gpus": 8,
+            "target_ongoing_requests": target,
+        }
+        for side, target in (("prefill", 4), ("decode", 32))
+    },
+}
+
+
+def context(
+    name: str,
+    replicas: int,
+    requests: float,
+    *,
+    latency: float | None = None,
+    now: float = 0.0,
+    state: dict | None = None,
+    upscale_delay_s: float = 30,
+) -> AutoscalingContext:
+    running = [ReplicaID(f"r{i}", IDS[name]) for i in range(replicas)]
+    metrics: dict[str, dict[ReplicaID, float]] = {}
+    if latency is not None and name in SIDES:
+        metrics[LATENCY_METRIC[name]] = {replica: latency for replica in running}
+        metrics[SAMPLES_METRIC] = {replica: 50 for replica in running}
+    config = AutoscalingConfig(
+        min_replicas=1,
+        max_replicas=8,
+        target_ongoing_requests=4,
+        upscale_delay_s=upscale_delay_s,
+        downscale_delay_s=300,
+    )
+    return AutoscalingContext(
+        deployment_id=IDS[name],
+        deployment_name=IDS[name].name,
+        app_name=APP,
+        current_num_replicas=replicas,
+        target_num_replicas=replicas,
+        running_replicas=running,
+        total_num_requests=requests,
+        total_queued_requests=0,
+        aggregated_metrics=metrics,
+        raw_metrics={},
+        capacity_adjusted_min_replicas=1,
+        capacity_adjusted_max_replicas=8,
+        policy_state=dict(state or {}),
+        last_scale_up_time=None,
+        last_scale_down_time=None,
+        current_time=now,
+        config=config,
+        total_pending_async_requests=0,
+    )
+
+
+def test_a_side_over_its_objective_grows_after_serves_upscale_delay_and_not_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Serve's wrapper (autoscaling_policy.py _apply_app_level_autoscaling_config) holds the
+    policy's wish until the side's upscale_delay_s (30 s) has passed: the cool-down."""
+    policy = _apply_app_level_autoscaling_config(LatencyObjectivePolicy(**KWARGS))
+    states: dict = {}
+    seen = []
+    for second in (0, 10, 20, 30):
+        contexts = {
+            IDS["prefill"]: context("prefill", 2, 8, latency=2.0, state=states.get(IDS["prefill"])),
+            IDS["decode"]: context("decode", 2, 40, latency=0.03, state=states.get(IDS["decode"])),
+            IDS["ingress"]: context("ingress", 1, 4),
+        }
+        monkeypatch.setattr(serve_policy.time, "time", lambda second=second: 1000.0 + second)
+        decisions, states = policy(contexts)
+        seen.append(decisions[IDS["prefill"]])
+    assert seen == [2, 2, 2, 4]
+
+
+def test_the_ingress_keeps_serves_queue_rule() -> None:
+    policy = LatencyObjectivePolicy(**KWARGS)
+    contexts = {
+        IDS["prefill"]: context("prefill", 1, 2, latency=0.5),
+        IDS["decode"]: context("decode", 1, 10, latency=0.02),
+        IDS["ingress"]: context("ingress", 2, 24),
+    }
+    decisions, _ = policy(contexts)
+    # 24 requests over 2 replicas at a target of 4 each: Serve's rule wants 6
+    assert decisions[IDS["ingress"]] == 6
+
+
+def test_a_side_without_reported_latency_is_observed_without_it() -> None:
+    observation = observe("decode", context("decode", 3, 90))
+    assert (observation.latency_s, observation.samples, observation.ongoing_requests) == (
+        None,
+        0,
+        90,
+    )
+
+
+def test_the_highest_replica_latency_is_the_sides() -> None:
+    ctx = context("prefill", 2, 8, latency=0.4)
+    slow = ctx.running_replicas[1]
+    ctx.aggregated_metrics[LATENCY_METRIC["prefill"]][slow] = 0.9
+    assert observe("prefill", ctx).latency_s == 0.9
+    assert observe("prefill", ctx).samples == 100
