@@ -130,7 +130,15 @@ def main(deadline_s: float = 120.0) -> int:
                 if counts.get("Prefill:model", 0) >= MAX_REPLICAS:
                     break
             time.sleep(2)
-        print(json.dumps({"replicas": counts, "after_s": round(time.monotonic() - start)}))
+        print(
+            json.dumps(
+                {
+                    "replicas": counts,
+                    "max_replicas": MAX_REPLICAS,
+                    "after_s": round(time.monotonic() - start),
+                }
+            )
+        )
     finally:
         serve.shutdown()
         ray.shutdown()

@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.e2e.latency_policy_app import MAX_REPLICAS
-
+# Not imported from the app: it imports Ray, which must not be imported in this process before
+# the session's local Ray environment is set (harness.LocalRay); the app reports its bound.
 APP = Path(__file__).resolve().parent / "latency_policy_app.py"
 
 
@@ -24,6 +24,8 @@ def test_serve_scales_the_side_over_its_objective_and_leaves_the_other() -> None
     )
     assert done.returncode == 0, done.stderr[-4000:]
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    replicas = json.loads(line)["replicas"]
+    result = json.loads(line)
+    replicas = result["replicas"]
     # prefill reports 2 s against 1 s: up to max_replicas; decode 10 ms against 50 ms: held at 1
-    assert replicas == {"Prefill:model": MAX_REPLICAS, "Decode:model": 1, "Ingress": 1}
+    assert result["max_replicas"] > 1
+    assert replicas == {"Prefill:model": result["max_replicas"], "Decode:model": 1, "Ingress": 1}
