@@ -91,3 +91,15 @@ def test_each_ray_node_has_its_own_side_channel_clear_of_the_direct_engines() ->
     }
     assert len(ports) == len(GPU_ROLES)
     assert not ports & set(SIDE_CHANNEL_PORTS.values())
+
+
+def test_get_zcopy_turns_on_ucx_cuda_ipc_reads_and_says_why() -> None:
+    assert hand_off.transport_environment(True) == {"UCX_CUDA_IPC_ENABLE_GET_ZCOPY": "y"}
+    (change,) = hand_off.transport_changes(True)
+    assert change.startswith("environment UCX_CUDA_IPC_ENABLE_GET_ZCOPY: unset -> 'y'")
+    assert "cuda_ipc_iface.c" in change
+
+
+def test_without_get_zcopy_the_transport_is_ucx_default() -> None:
+    assert hand_off.transport_environment(False) == {}
+    assert hand_off.transport_changes(False) == []

@@ -2,6 +2,7 @@
 
     python -m tools.gpu_bench prepare --model-config C --tokenizer DIR   # model folder, plan
     python -m tools.gpu_bench hand-off push|pull     # which way the KV cache moves (hand_off.py)
+    python -m tools.gpu_bench transport on|off       # UCX cuda_ipc GET zero-copy (hand_off.py)
     python -m tools.gpu_bench engines                # prefill + decode vLLM, the toy P/D proxy
     python -m tools.gpu_bench probe VARIANT          # one request: does the path answer?
     python -m tools.gpu_bench sweep VARIANT DATASET  # vllm bench serve over CONCURRENCY
@@ -100,6 +101,7 @@ def prepare(args: argparse.Namespace) -> None:
     plan = {
         "deployed_serve_config": deployed.serve_config,
         "hand_off": args.hand_off,
+        "get_zcopy": args.get_zcopy,
         "serve_config": serve_config,
         "head_start_params": deployed.head_start_params,
         "worker_resources": resources,
@@ -114,7 +116,10 @@ def prepare(args: argparse.Namespace) -> None:
         architecture=f"{config['architectures'][0]} ({Path(args.model_config).name})",
         versions=versions(),
         commit=args.commit,
-        changes=lines + resource_changes + [str(change) for change in hand_off_changes],
+        changes=lines
+        + resource_changes
+        + [str(change) for change in hand_off_changes]
+        + hand_off.transport_changes(args.get_zcopy),
         model_changes=model_changes,
         workload={
             "concurrency": list(CONCURRENCY),
@@ -149,6 +154,23 @@ def switch_hand_off(args: argparse.Namespace) -> None:
     print(f"gpu-bench: hand-off {args.direction}", flush=True)
 
 
+def switch_transport(args: argparse.Namespace) -> None:
+    """GET zero-copy on or off after `prepare` (before the engines or Ray start)."""
+    p = plan()
+    p["get_zcopy"] = args.state == "on"
+    (STATE / "plan.json").write_text(json.dumps(p, indent=2))
+    run = record()
+    run.changes = [line for line in run.changes if hand_off.GET_ZCOPY_REASON not in line]
+    run.changes += hand_off.transport_changes(p["get_zcopy"])
+    run.write(STATE / "result.json")
+    print(f"gpu-bench: UCX GET zero-copy {args.state}", flush=True)
+
+
+def environment() -> dict[str, str]:
+    """The environment of every process under test: the run's own and its transport's."""
+    return {**ENVIRONMENT, **hand_off.transport_environment(plan().get("get_zcopy", False))}
+
+
 def probe(args: argparse.Namespace) -> None:
     """One short completion through ``variant``'s path, so a sweep does not start against a path
     that cannot answer (exit 1, with the answer or the error)."""
@@ -175,7 +197,7 @@ def probe(args: argparse.Namespace) -> None:
 def engines(_: argparse.Namespace) -> None:
     p = plan()
     kwargs = {role: engine_kwargs(p["serve_config"], role) for role in GPU_ROLES}
-    seconds = stack.start_engines(p["model_path"], p["model_id"], kwargs, ENVIRONMENT, STATE)
+    seconds = stack.start_engines(p["model_path"], p["model_id"], kwargs, environment(), STATE)
     run = record()
     run.startup.update({f"{role} engine healthy (s)": round(s) for role, s in seconds.items()})
     run.write(STATE / "result.json")
@@ -256,7 +278,7 @@ def serve(args: argparse.Namespace) -> None:
     p = plan()
     node_env = {role: hand_off.side_channel_environment(role) for role in GPU_ROLES}
     cluster = stack.start_ray(
-        p["head_start_params"], p["worker_resources"], ENVIRONMENT, STATE, node_env
+        p["head_start_params"], p["worker_resources"], environment(), STATE, node_env
     )
     cluster.put(p["serve_config"])
     print("gpu-bench: Serve config PUT", flush=True)
@@ -366,7 +388,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tokenizer", required=True, help="folder with tokenizer.json")
     p.add_argument("--commit", default="")
     p.add_argument("--hand-off", choices=hand_off.DIRECTIONS, default="pull")
+    p.add_argument(
+        "--no-get-zcopy",
+        dest="get_zcopy",
+        action="store_false",
+        help="leave UCX's cuda_ipc GET at its default (off without NVLink: the TCP relay)",
+    )
     p.set_defaults(handler=prepare)
+    t = commands.add_parser("transport")
+    t.add_argument("state", choices=("on", "off"))
+    t.set_defaults(handler=switch_transport)
     h = commands.add_parser("hand-off")
     h.add_argument("direction", choices=hand_off.DIRECTIONS)
     h.set_defaults(handler=switch_hand_off)

@@ -18,9 +18,15 @@ node is started with its own (``side_channel_environment``).
 
 Status, 2026-12-02 (one H200, vLLM 0.26.0, nixl-cu13 1.3.1): ``push`` does not work on this
 build. Prefill answered, decode's NIXL handshake passed, and prefill's WRITE never arrived; the
-request waited until its timeout. The default is therefore ``pull``, the deployed direction,
-whose one-GPU figures are bound by the TCP relay; ``push`` stays selectable for whoever takes the
-diagnosis further (docs/verification.md, "How fast it is on one GPU").
+request waited until its timeout. The default is therefore ``pull``, the deployed direction.
+
+The READ falls back to TCP because of one UCX setting, not a missing transport: UCX's cuda_ipc
+offers GET zero-copy only where it detects NVLink (``UCX_CUDA_IPC_ENABLE_GET_ZCOPY``, default
+``auto``, "Enable get operations except for platforms known to have slower performance":
+src/uct/cuda/cuda_ipc/cuda_ipc_iface.c's config table; openucx/ucx#7566 limited GET to NVLink
+platforms; ai-dynamo/nixl#2208 turns it on in NIXL's UCX plugin after 1.3.1). Two processes on one
+GPU have no NVLink between them, so ``auto`` means off. ``GET_ZCOPY_ENVIRONMENT`` sets it on for
+every engine process and Ray node, and is listed among the run's changes.
 """
 
 from __future__ import annotations
@@ -39,6 +45,13 @@ PUSH_REASON = (
     "one GPU, no EFA: NIXL on UCX serves a remote READ between two processes by a TCP relay "
     "(cuda_ipc serves WRITE only, vllm#52607; 0.4 GB/s measured 2026-12-02), so prefill "
     "pushes the KV cache instead (vLLM 0.26 NixlPushConnector, same P/D protocol)"
+)
+# The one-GPU transport: decode's READ over cuda_ipc instead of UCX's TCP relay (module docstring).
+GET_ZCOPY_ENVIRONMENT = {"UCX_CUDA_IPC_ENABLE_GET_ZCOPY": "y"}
+GET_ZCOPY_REASON = (
+    "one GPU, no NVLink between the two engine processes: UCX's cuda_ipc offers a remote READ "
+    "only where it detects NVLink (ENABLE_GET_ZCOPY=auto, uct/cuda/cuda_ipc/cuda_ipc_iface.c), so "
+    "decode's READ (the deployed pull direction) fell back to a TCP relay (0.4 GB/s, vllm#52607)"
 )
 # Ray nodes take ports of their own, clear of the direct engines' (tools/gpu_check/engines.py).
 RAY_NODE_PORT_OFFSET = 1000
@@ -74,6 +87,19 @@ def choose(
                 )
             )
     return changes
+
+
+def transport_environment(get_zcopy: bool) -> dict[str, str]:
+    """The UCX environment of every engine process and Ray node of the run."""
+    return dict(GET_ZCOPY_ENVIRONMENT) if get_zcopy else {}
+
+
+def transport_changes(get_zcopy: bool) -> list[str]:
+    """The run's list of changes for the transport, in the shape of the config changes."""
+    return [
+        f"environment {name}: unset -> {value!r} ({GET_ZCOPY_REASON})"
+        for name, value in transport_environment(get_zcopy).items()
+    ]
 
 
 def side_channel_environment(role: str) -> dict[str, str]:
