@@ -312,7 +312,9 @@ def ingress(args: argparse.Namespace) -> None:
     cluster.put(config)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
-        replicas = stack.deployments(cluster, application["name"])[name].get("replicas", [])
+        # The application's status drops its deployments while Serve redeploys it (seen on
+        # the 2026-12-02 run: the update replaced the engines' replicas too).
+        replicas = stack.deployments(cluster, application["name"]).get(name, {}).get("replicas", [])
         if sum(r.get("state") == "RUNNING" for r in replicas) >= args.replicas:
             break
         time.sleep(3)
