@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import ray
 from ray.serve.deployment import Application
 from ray.serve.llm import build_pd_openai_app as ray_build_pd_openai_app
 
@@ -48,7 +49,7 @@ def build_pd_openai_app(pd_serving_args: dict[str, Any]) -> Application:
         known = ", ".join(cls.__name__ for cls in MEASURED)
         raise TypeError(
             f"Ray's P/D builder built servers of sides {sorted(swapped)}, not one of each of "
-            f"{list(SIDES)}: {__name__} knows {known} (Ray 2.58); read the installed Ray's "
+            f"{list(SIDES)}: {__name__} knows {known}; read Ray {ray.__version__}'s "
             "prefill_decode/builder.py for the classes it picks now"
         )
     return app
