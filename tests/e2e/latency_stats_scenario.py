@@ -6,6 +6,7 @@ a local Ray of its own, streamed completions through the endpoint, and then, sid
   through a Serve handle as Serve's replica would: serve_extensions/latency_servers.py);
 - what the clients measured over the same window: time to first token, and each stream's
   mean inter-token latency, at the objective's percentile (latency_policy.percentile);
+- what they report after a few answers that are not streamed (before the load);
 - the reason of the policy's last decision per side, from its metric on the Ray nodes'
   metrics ports (`ray_pd_llm_scaling_reason`, exported by Serve's controller).
 
@@ -34,11 +35,13 @@ DEPLOY_TIMEOUT_S = 420.0
 STREAM_TIMEOUT_S = 60.0
 # The stand-in's cost, set for the whole local cluster: each output token takes TOKEN_DELAY_S
 # on decode; prefill takes the harness's PREFILL_S_PER_PROMPT_TOKEN per prompt word, so a
-# PROMPT_WORDS prompt holds prefill long enough (0.4 s) that its TTFT is most of the client's.
+# PROMPT_WORDS prompt holds prefill long enough (0.8 s) that its TTFT is most of the client's
+# (what the client adds, 0.1-0.2 s on this busy two-core machine, does not grow with it).
 TOKEN_DELAY_S = 0.02
-PROMPT_WORDS = 2000
+PROMPT_WORDS = 4000
 ANSWER_TOKENS = 40
 SIDES = {"prefill": "Prefill:", "decode": "Decode:"}
+NON_STREAMED = 4  # completions without streaming, before the load
 REASON_METRIC = "ray_pd_llm_scaling_reason"
 
 
@@ -177,6 +180,17 @@ def main(argv: list[str]) -> int:
         result["objectives"] = application["autoscaling_policy"]["policy_kwargs"]["objectives"]
         result["look_back_s"] = look_back_s(application)
         result["reasons_before_load"] = policy_reasons(cluster)
+        # Answers that are not streamed: prefill times each, decode has no token gaps to time.
+        sent = [
+            http(
+                "POST",
+                f"{cluster.base_url}/v1/completions",
+                {"model": model, "prompt": f"whole answer {n}", "max_tokens": 8},
+                timeout=STREAM_TIMEOUT_S,
+            )[0]
+            for n in range(NON_STREAMED)
+        ]
+        result["non_streamed"] = {"statuses": sent, "reports": replica_reports(cluster)}
         # The policy decides every control loop on what the controller last received (replicas
         # record every look_back_period_s x 0.2 and push every 10 s): its reasons are read
         # while the load runs, and the replicas' reports at its end, windows full.
