@@ -13,4 +13,7 @@ Modules:
   prefix_router  PrefixAffinityRouter, the request router for either side
   latency_policy      the latency policy's decisions per side (no Ray import)
   latency_autoscaler  LatencyObjectivePolicy, the application-level autoscaling policy
+  latency_window      a replica's latency percentile over a sliding window (no Ray import)
+  latency_servers     Ray Serve LLM's P/D servers, reporting their latency to the policy
+  pd_builder          Ray's P/D builder with those servers (import_path under policy latency)
 """

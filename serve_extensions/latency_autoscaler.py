@@ -22,8 +22,9 @@ Serve's side (Ray 2.58, read from the e2e venv's ray/serve):
 Latency inputs are custom autoscaling metrics that a side's replicas report: Serve calls a
 deployment's `record_autoscaling_stats()` every 10 s (_private/replica.py,
 RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S). LATENCY_METRIC[side] is the replica's
-latency percentile in seconds, SAMPLES_METRIC how many requests it is computed from. A side
-whose replicas report neither is scaled on its queue (latency_policy.py).
+latency percentile in seconds, SAMPLES_METRIC how many requests it is computed from. Ray Serve
+LLM's servers report neither; the app's subclasses of them do (latency_servers.py, built by
+pd_builder.py). A side whose replicas report neither is scaled on its queue (latency_policy.py).
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ logger = logging.getLogger("ray.serve")
 # The custom metrics a side's replicas report (names in record_autoscaling_stats' dict).
 LATENCY_METRIC = {"prefill": "pd_llm_ttft_s", "decode": "pd_llm_itl_s"}
 SAMPLES_METRIC = "pd_llm_latency_samples"
+# The builder argument with each side's objective percentile, which its replicas report
+# (serving_manifests/serve_config.py renders it, pd_builder.py hands it to the servers).
+PERCENTILES_ARG = "latency_percentiles"
 # Exported through Ray's metrics agent; Prometheus sees them with Ray's ray_ prefix
 # (catalog/metrics.py SCALING_WANTED_REPLICAS, SCALING_REASON).
 WANTED_METRIC = "pd_llm_scaling_wanted_replicas"

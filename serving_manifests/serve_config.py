@@ -11,8 +11,9 @@ from app_config.node_labels import GPU_ROLES
 from app_config.serving import Engine
 from catalog.expert_parallel import EPLB_CONFIG_ON_EFA
 from catalog.ray_llm_image import STREAM_BATCHING_INTERVAL_KEY
+from serve_extensions.latency_autoscaler import PERCENTILES_ARG
 from serving_manifests.names import SERVE_PORT
-from serving_manifests.serve_extensions import LATENCY_POLICY, PREFIX_ROUTER
+from serving_manifests.serve_extensions import LATENCY_BUILDER, LATENCY_POLICY, PREFIX_ROUTER
 from serving_manifests.templates import load
 
 PD_BUILDER = "ray.serve.llm:build_pd_openai_app"
@@ -60,8 +61,21 @@ def render_serve_config(settings: Settings) -> dict[str, Any]:
         decode.max_replicas, decode.autoscaling.target_ongoing_requests
     )
     if settings.serving.scaling.policy == "latency":
+        # Ray's builder with servers that report their latency (serve_extensions/pd_builder.py):
+        # Ray 2.58's P/D servers report none, and the policy would run its queue fallback.
+        application["import_path"] = LATENCY_BUILDER
+        application["args"][PERCENTILES_ARG] = latency_percentiles(settings)
         application["autoscaling_policy"] = latency_policy(settings)
     return config
+
+
+def latency_percentiles(settings: Settings) -> dict[str, float]:
+    """The percentile each side's replicas report over their window: the objective's, TTFT for
+    prefill and ITL for decode (serve_extensions/latency_servers.py). A missing objective is
+    left out, as in latency_policy below (the rule latency-objectives refuses it)."""
+    scaling = settings.serving.scaling
+    objectives = {"prefill": scaling.ttft, "decode": scaling.itl}
+    return {role: o.percentile for role, o in objectives.items() if o is not None}
 
 
 def latency_policy(settings: Settings) -> dict[str, Any]:

@@ -47,6 +47,9 @@ PREFIX_ROUTER = f"{PACKAGE}.prefix_router:PrefixAffinityRouter"
 # The application-level autoscaling policy serve_config.py names for serving.scaling.policy =
 # latency.
 LATENCY_POLICY = f"{PACKAGE}.latency_autoscaler:LatencyObjectivePolicy"
+# The application's builder under serving.scaling.policy = latency: Ray's P/D builder with servers
+# that report the latency the policy reads (the queue policy keeps Ray's builder).
+LATENCY_BUILDER = f"{PACKAGE}.pd_builder:build_pd_openai_app"
 
 
 def package_files() -> dict[str, str]:

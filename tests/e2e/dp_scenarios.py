@@ -245,7 +245,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--autoscaler-view", nargs=2, metavar=("RAYSERVICE", "GPU_MODEL"))
     options = parser.parse_args(argv)
     rayservice = json.loads(options.rayservice.read_text())
-    maps = options.rayservice.with_name("config-maps.json")  # test_data_parallel.CONFIG_MAPS
+    maps = options.rayservice.with_name("config-maps.json")  # harness.CONFIG_MAPS
     config_maps = json.loads(maps.read_text()) if maps.exists() else {}
     synthesized = Synthesized(
         rayservice=rayservice, scrape_config={}, queries="", config_maps=config_maps

@@ -633,6 +633,45 @@ class LocalRay:
         self.timings["ray_stop_s"] = time.monotonic() - start
 
 
+# ------------------------------------------------------------- a configuration of its own
+CONFIG_MAPS = "config-maps.json"  # beside the rendered RayService: the ConfigMaps its pods mount
+
+
+def render_rayservice(
+    project_python: Path, out: Path, config: Path | None = None, overrides: dict | None = None
+) -> Path:
+    """The RayService the project renders for a configuration, saved as JSON (for a scenario
+    that runs another configuration than the synthesized one: ``rendered`` reads it back)."""
+    command = [str(project_python), "-m", "tools.write_manifests", "--out", str(out)]
+    if config:
+        command += ["--config", str(config)]
+    for key, value in (overrides or {}).items():
+        command += ["-c", f"{key}={value}"]
+    done = subprocess.run(
+        command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300, check=False
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    (manifest,) = out.glob("*-rayservice-*.yaml")
+    path = out / "rayservice.json"
+    path.write_text(json.dumps(yaml.safe_load(manifest.read_text())))
+    # The ConfigMaps its pods mount (the app's serve_extensions), beside it for the harness.
+    maps = [yaml.safe_load(m.read_text()) for m in out.glob("*-configmap-*.yaml")]
+    (out / CONFIG_MAPS).write_text(json.dumps({m["metadata"]["name"]: m for m in maps}))
+    return path
+
+
+def rendered(rayservice: Path) -> Synthesized:
+    """What render_rayservice wrote, as the harness reads a synthesized app (no scraper, no
+    dashboard: those are the CDK stacks')."""
+    maps = rayservice.with_name(CONFIG_MAPS)
+    return Synthesized(
+        rayservice=json.loads(rayservice.read_text()),
+        scrape_config={},
+        queries="",
+        config_maps=json.loads(maps.read_text()) if maps.exists() else {},
+    )
+
+
 def run_script(script: str, *args: str, timeout: float) -> None:
     """A scenario script of this folder in its own interpreter (each starts and stops its own
     local Ray), failing the test with the end of its stderr."""

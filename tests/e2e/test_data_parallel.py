@@ -14,14 +14,13 @@ RayService `cdk synth` embeds, from the same settings and validation), never wri
 from __future__ import annotations
 
 import json
-import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from harness import PROJECT_ROOT, run_script
+from harness import PROJECT_ROOT, render_rayservice, run_script
 
 SIDES = ("prefill", "decode")
 SCENARIO_TIMEOUT_S = 900
@@ -50,31 +49,6 @@ LOCAL_VARIANT = {
 }
 DEEPSEEK = PROJECT_ROOT / "examples" / "deepseek-v3-pd.yaml"
 DEEPSEEK_GPU = "H200"  # p5en.48xlarge
-
-
-CONFIG_MAPS = "config-maps.json"  # dp_scenarios.py reads it beside the RayService
-
-
-def render_rayservice(
-    project_python: Path, out: Path, config: Path | None = None, overrides: dict | None = None
-) -> Path:
-    """The RayService the project renders for a configuration, saved as JSON."""
-    command = [str(project_python), "-m", "tools.write_manifests", "--out", str(out)]
-    if config:
-        command += ["--config", str(config)]
-    for key, value in (overrides or {}).items():
-        command += ["-c", f"{key}={value}"]
-    done = subprocess.run(
-        command, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300, check=False
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    (manifest,) = out.glob("*-rayservice-*.yaml")
-    path = out / "rayservice.json"
-    path.write_text(json.dumps(yaml.safe_load(manifest.read_text())))
-    # The ConfigMaps its pods mount (the app's serve_extensions), beside it for the harness.
-    maps = [yaml.safe_load(m.read_text()) for m in out.glob("*-configmap-*.yaml")]
-    (out / CONFIG_MAPS).write_text(json.dumps({m["metadata"]["name"]: m for m in maps}))
-    return path
 
 
 def run(script: str, *args: str) -> None:

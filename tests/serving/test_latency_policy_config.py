@@ -12,9 +12,9 @@ from ray.serve.config import AutoscalingPolicy
 from ray.serve.schema import ServeDeploySchema
 
 from app_config.node_labels import GPU_ROLES
-from serve_extensions.latency_autoscaler import LatencyObjectivePolicy
-from serving_manifests.serve_config import render_serve_config
-from serving_manifests.serve_extensions import LATENCY_POLICY
+from serve_extensions.latency_autoscaler import PERCENTILES_ARG, LatencyObjectivePolicy
+from serving_manifests.serve_config import PD_BUILDER, render_serve_config
+from serving_manifests.serve_extensions import LATENCY_BUILDER, LATENCY_POLICY, PACKAGE
 from tests.configurations import settings_for
 
 LATENCY = {
@@ -76,3 +76,21 @@ def test_the_objectives_and_budget_reach_the_policy() -> None:
 def test_the_queue_policy_renders_no_application_policy() -> None:
     (application,) = render_serve_config(settings_for("default"))["applications"]
     assert "autoscaling_policy" not in application
+
+
+def test_the_latency_policy_builds_with_servers_that_report_the_objectives_percentiles() -> None:
+    """Ray 2.58's P/D servers report no latency: under the latency policy the app's builder
+    (serve_extensions/pd_builder.py) swaps in servers that do, each side at its objective's
+    percentile; the queue policy keeps Ray's builder and Ray's arguments only."""
+    settings = settings_for("default", **LATENCY)
+    (application,) = render_serve_config(settings)["applications"]
+    module, function = application["import_path"].split(":")
+    assert application["import_path"] == LATENCY_BUILDER
+    assert (module, function) == (f"{PACKAGE}.pd_builder", PD_BUILDER.split(":")[1])
+    assert application["args"][PERCENTILES_ARG] == {
+        "prefill": settings.serving.scaling.ttft.percentile,
+        "decode": settings.serving.scaling.itl.percentile,
+    }
+    (queue,) = render_serve_config(settings_for("default"))["applications"]
+    assert queue["import_path"] == PD_BUILDER
+    assert PERCENTILES_ARG not in queue["args"]

@@ -1,0 +1,75 @@
+"""The app's P/D builder (serve_extensions/pd_builder.py) against Ray Serve LLM 2.58's own, on the
+args the project renders under `serving.scaling.policy: latency`: the same application, with each
+side's server class swapped for its latency-reporting subclass and the objective's percentile as
+the side's user_config; dense and data-parallel sides alike (Ray picks DPPD* classes for
+data_parallel_size > 1). Built in a subprocess (pd_builder_probe.py): Ray's builder starts Ray.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from serve_extensions.latency_autoscaler import PERCENTILES_ARG
+from serving_manifests.serve_config import render_serve_config
+from tests.configurations import settings_for
+
+PROBE = Path(__file__).resolve().parent / "pd_builder_probe.py"
+LATENCY = {
+    "serving.scaling.policy": "latency",
+    "serving.scaling.ttft": json.dumps({"percentile": 95, "value_ms": 800}),
+    "serving.scaling.itl": json.dumps({"percentile": 99, "value_ms": 60}),
+}
+SIDES = {"prefill": "Prefill:", "decode": "Decode:"}
+
+
+@pytest.fixture(scope="module", params=["default", "qwen3-235b-a22b-pd"])
+def built(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    settings = settings_for(request.param, **LATENCY)
+    (application,) = render_serve_config(settings)["applications"]
+    path = tmp_path_factory.mktemp("pd-builder") / "args.json"
+    path.write_text(json.dumps(application["args"]))
+    done = subprocess.run(
+        [sys.executable, str(PROBE), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    (line,) = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    return {"args": application["args"], **json.loads(line)}
+
+
+def side_of(name: str) -> str | None:
+    return next((side for side, prefix in SIDES.items() if name.startswith(prefix)), None)
+
+
+def test_the_app_builds_the_same_deployments_as_ray(built: dict[str, Any]) -> None:
+    assert sorted(built["app"]) == sorted(built["ray"])
+    assert sorted(filter(None, map(side_of, built["app"]))) == sorted(SIDES)
+
+
+def test_each_side_runs_a_subclass_of_rays_server_and_nothing_else_changes(
+    built: dict[str, Any],
+) -> None:
+    for name, ray in built["ray"].items():
+        ours = built["app"][name]
+        side = side_of(name)
+        if side is None:  # the ingress: Ray's, untouched
+            assert ours == ray
+            continue
+        assert ours["class"] == f"Latency{ray['class']}"
+        assert ray["class"] in ours["bases"]
+        assert ours["user_config"] == {"latency_percentile": built["args"][PERCENTILES_ARG][side]}
+        for key in ("init_kwargs", "options", "ray_actor_options"):
+            assert ours[key] == ray[key], key
+
+
+def test_the_builder_refuses_args_without_the_percentiles(built: dict[str, Any]) -> None:
+    assert PERCENTILES_ARG in (built["without_percentiles"] or "")
