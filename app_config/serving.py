@@ -395,9 +395,10 @@ def _prefill_engine() -> Engine:
 def _decode_engine() -> Engine:
     """Decode holds a request for its whole answer and batches many (continuous batching): a
     higher target per replica, a steady load that needs no quick reaction (60 s) and replicas
-    kept 10 minutes (an engine takes minutes to load). Decode pulls the prompt's KV from prefill
-    whatever its own cache holds, so balancing its load (power-of-two) matters more than
-    affinity."""
+    kept 10 minutes (an engine takes minutes to load). Decode consults its own prefix cache and
+    pulls from prefill only the rest (vLLM 0.26 nixl/pull_scheduler.py), so affinity there saves
+    transfer, not computation: balancing its long streams (power-of-two) comes first
+    (docs/operating.md, "Affinity on decode, for multi-turn")."""
     return Engine(
         autoscaling=ReplicaAutoscaling(
             target_ongoing_requests=32, upscale_delay_s=60, downscale_delay_s=600

@@ -124,6 +124,27 @@ NIXL_FAILED_TRANSFERS = PrometheusMetric(
     NIXL_METRICS_SOURCE,
     RAY_LLM_PANELS,
 )
+# Counted by the engine's scheduler per new request (vllm/v1/core/kv_cache_manager.py
+# get_computed_blocks: queries += the request's tokens, hits += the tokens of the longest run of
+# whole cached blocks, at most all but the last token). Both sides consult their own cache: on
+# decode the hit is the prompt prefix it does not pull over NIXL (nixl/pull_scheduler.py
+# get_num_new_matched_tokens subtracts it; base_worker.py _apply_prefix_caching reads only the
+# rest). Ray exports a counter from its first non-zero increment (ray_wrappers.py inc).
+PREFIX_CACHE_QUERIES = PrometheusMetric(
+    "ray_vllm_prefix_cache_queries",
+    "counter",
+    "Prompt tokens looked up in the engine's own (GPU) prefix cache.",
+    VLLM_METRICS_SOURCE,
+    RAY_LLM_PANELS,
+)
+PREFIX_CACHE_HITS = PrometheusMetric(
+    "ray_vllm_prefix_cache_hits",
+    "counter",
+    "Prompt tokens found in the engine's own (GPU) prefix cache, not computed (prefill) or not "
+    "pulled over NIXL (decode).",
+    VLLM_METRICS_SOURCE,
+    RAY_LLM_PANELS,
+)
 SERVE_PROCESSING_LATENCY = PrometheusMetric(
     "ray_serve_deployment_processing_latency_ms",
     "histogram",
@@ -200,6 +221,8 @@ SCRAPED: tuple[PrometheusMetric, ...] = (
     REQUESTS_RUNNING,
     REQUESTS_WAITING,
     KV_CACHE_USAGE,
+    PREFIX_CACHE_QUERIES,
+    PREFIX_CACHE_HITS,
     NIXL_TRANSFER_TIME,
     NIXL_FAILED_TRANSFERS,
     SERVE_PROCESSING_LATENCY,
@@ -230,6 +253,54 @@ ROUTER_MATCHED_BLOCKS = PrometheusMetric(
 SCRAPED_FOR_PREFIX_ROUTING: tuple[PrometheusMetric, ...] = (
     ROUTER_PROMPT_BLOCKS,
     ROUTER_MATCHED_BLOCKS,
+)
+
+# The KV offload tier on prefill (serving.prefill.kv_offload_gib_per_gpu): vLLM's
+# OffloadingConnector inside a MultiConnector with NIXL. The external prefix cache is what the
+# side's KV connector supplies (vllm/v1/core/sched/scheduler.py: queries = the tokens the GPU
+# cache did not hold, hits = the connector's matched tokens); on prefill NIXL matches nothing
+# (pull_scheduler.py: only decode pulls), so its hits are tokens read back from CPU memory.
+# The transfer counters are the connector's own (offloading/metrics.py, _TransferMetricName;
+# Ray exports them through the stat logger's KV-connector metrics, as it does NIXL's). The
+# CPU pool's kv_offload_cpu_cache_usage_perc is not its occupancy (the share pinned by
+# transfers in flight, kv_offload/cpu/spec.py): not shown. Kept when prefill offloads.
+KV_OFFLOAD_SOURCE = (
+    "vllm-project/vllm v0.26.0, vllm/distributed/kv_transfer/kv_connector/v1/offloading/"
+    "metrics.py (OffloadPromMetrics) and vllm/v1/metrics/loggers.py (external prefix cache)"
+)
+EXTERNAL_PREFIX_CACHE_QUERIES = PrometheusMetric(
+    "ray_vllm_external_prefix_cache_queries",
+    "counter",
+    "Prompt tokens the GPU prefix cache did not hold, looked up through the KV connector.",
+    KV_OFFLOAD_SOURCE,
+    RAY_LLM_PANELS,
+)
+EXTERNAL_PREFIX_CACHE_HITS = PrometheusMetric(
+    "ray_vllm_external_prefix_cache_hits",
+    "counter",
+    "Prompt tokens the KV connector supplied: on prefill, read back from the CPU offload tier.",
+    KV_OFFLOAD_SOURCE,
+    RAY_LLM_PANELS,
+)
+KV_OFFLOAD_STORE_BYTES = PrometheusMetric(
+    "ray_vllm_kv_offload_store_bytes",
+    "counter",
+    "Bytes of KV blocks stored from GPU to the CPU offload tier.",
+    KV_OFFLOAD_SOURCE,
+    RAY_LLM_PANELS,
+)
+KV_OFFLOAD_LOAD_BYTES = PrometheusMetric(
+    "ray_vllm_kv_offload_load_bytes",
+    "counter",
+    "Bytes of KV blocks loaded back from the CPU offload tier to GPU.",
+    KV_OFFLOAD_SOURCE,
+    RAY_LLM_PANELS,
+)
+SCRAPED_FOR_KV_OFFLOAD: tuple[PrometheusMetric, ...] = (
+    EXTERNAL_PREFIX_CACHE_QUERIES,
+    EXTERNAL_PREFIX_CACHE_HITS,
+    KV_OFFLOAD_STORE_BYTES,
+    KV_OFFLOAD_LOAD_BYTES,
 )
 
 # Set by the app's latency policy (serve_extensions/latency_autoscaler.py) in the Serve

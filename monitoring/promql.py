@@ -98,6 +98,21 @@ def share_of(part: PrometheusMetric, whole: PrometheusMetric, role: str) -> str:
     return f"{rate(part)} / {rate(whole)}"
 
 
+def side_rate(metric: PrometheusMetric, role: str) -> str:
+    """A counter's per-second growth over the rate window, summed over the side's pods."""
+    return f"sum(rate({metric.selector(**{ROLE_LABEL: role})}[{RATE_WINDOW}]))"
+
+
+def side_ratio(parts: tuple[PrometheusMetric, ...], whole: PrometheusMetric, role: str) -> str:
+    """What the counters ``parts`` grew by over what ``whole`` grew by in the rate window,
+    summed over the side's pods: a hit rate of the side's engines. While ``whole`` does not
+    grow (no requests) the line has no value rather than a division by zero."""
+    numerator = " + ".join(side_rate(part, role) for part in parts)
+    if len(parts) > 1:
+        numerator = f"({numerator})"
+    return f"{numerator} / ({side_rate(whole, role)} > 0)"
+
+
 def _deployment_selector(metric: PrometheusMetric, role: str, offset: str = "") -> str:
     selector = f"{metric.name}{{{deployment_matcher(role)}}}"
     return f"{selector} offset {offset}" if offset else selector

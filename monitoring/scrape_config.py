@@ -14,6 +14,7 @@ from catalog.metrics import (
     ROLE_LABEL,
     SCRAPED,
     SCRAPED_FOR_DATA_PARALLEL,
+    SCRAPED_FOR_KV_OFFLOAD,
     SCRAPED_FOR_LATENCY_POLICY,
     SCRAPED_FOR_PREFIX_ROUTING,
     PrometheusMetric,
@@ -41,6 +42,7 @@ def kept_metrics(settings: Settings) -> tuple[PrometheusMetric, ...]:
         SCRAPED
         + (SCRAPED_FOR_DATA_PARALLEL if data_parallel_sides(settings) else ())
         + (SCRAPED_FOR_PREFIX_ROUTING if prefix_routed_sides(settings) else ())
+        + (SCRAPED_FOR_KV_OFFLOAD if kv_offload_sides(settings) else ())
         + (SCRAPED_FOR_LATENCY_POLICY if settings.serving.scaling.policy == "latency" else ())
     )
 
@@ -51,6 +53,13 @@ def prefix_routed_sides(settings: Settings) -> tuple[str, ...]:
         role
         for role in GPU_ROLES
         if settings.serving.engine(role).request_router == "prefix_affinity"
+    )
+
+
+def kv_offload_sides(settings: Settings) -> tuple[str, ...]:
+    """The sides with a CPU KV offload tier (prefill only: app_config/rules/kv_transfer.py)."""
+    return tuple(
+        role for role in GPU_ROLES if settings.serving.engine(role).kv_offload_gib_per_gpu > 0
     )
 
 

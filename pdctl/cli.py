@@ -535,6 +535,13 @@ def verify_command(
     metrics_url: Annotated[
         list[str], typer.Option(help="decode metrics URLs; default: through the Kubernetes API")
     ] = [],  # noqa: B006
+    prefill_metrics_url: Annotated[
+        list[str],
+        typer.Option(
+            help="prefill metrics URLs, for the prefix-reuse check; default: through the "
+            "Kubernetes API, unless --metrics-url is given (then the check is left out)"
+        ),
+    ] = [],  # noqa: B006
     metrics_port: Annotated[
         int | None, typer.Option(min=1, max=65535, help="default: the workers' metrics port")
     ] = None,
@@ -569,7 +576,8 @@ def verify_command(
     context: ContextOption = [],  # noqa: B006
     as_json: JsonOption = False,
 ) -> None:
-    """List models, stream one completion (TTFT, ITL), and prove KV moved over NIXL."""
+    """List models, stream one completion (TTFT, ITL), prove KV moved over NIXL, and send one
+    prompt twice to see prefill's prefix cache reuse it."""
     from serving_manifests.names import METRICS_PORT
 
     settings = _settings(config, context)
@@ -584,6 +592,18 @@ def verify_command(
             metrics_wait,
             slow_transfer_ms,
         )
+        # Port-forwards to decode only: prefill's metrics have no address to be read from.
+        if checks[0].ok and (prefill_metrics_url or not metrics_url):
+            checks.append(
+                _prefix_reuse(
+                    settings,
+                    base,
+                    prefill_metrics_url,
+                    metrics_port or METRICS_PORT,
+                    timeout,
+                    metrics_wait,
+                )
+            )
         if ray_dashboard_url:
             checks += _rank_placement(settings, ray_dashboard_url, timeout)
     except verify.VerifyError as error:
@@ -615,7 +635,7 @@ def _verify(
         texts = (
             [verify.fetch_text(metrics, timeout) for metrics in metrics_url]
             if metrics_url
-            else verify.decode_metrics_from_kubernetes(settings, metrics_port, timeout)
+            else verify.worker_metrics_from_kubernetes(settings, metrics_port, timeout)
         )
         return verify.transfer_evidence(texts)
 
@@ -649,6 +669,77 @@ def _verify(
         verify.kv_verdict(evidence, settings.serving.kv_transfer.backend, slow_transfer_ms / 1000)
     )
     return checks
+
+
+def _prefix_reuse(
+    settings: Settings,
+    base: str,
+    metrics_url: list[str],
+    metrics_port: int,
+    timeout: float,
+    metrics_wait: float,
+) -> Check:
+    """The same prompt twice, prefill's prefix-cache counters read before, after the first and
+    after the second (pdctl/prefix_reuse.py judges them)."""
+    from pdctl import prefix_reuse
+    from pdctl.checks import undecided
+
+    engine = settings.serving.prefill
+    if prefix_reuse.prefix_caching_off(settings.serving.engine_options_for("prefill")):
+        return prefix_reuse.not_checked(
+            "prefill's engine options set enable_prefix_caching false: every prompt is computed"
+        )
+
+    def read() -> prefix_reuse.CacheCounts:
+        texts = (
+            [verify.fetch_text(metrics, timeout) for metrics in metrics_url]
+            if metrics_url
+            else verify.worker_metrics_from_kubernetes(
+                settings, metrics_port, timeout, role="prefill"
+            )
+        )
+        return prefix_reuse.cache_counts(texts)
+
+    model = settings.serving.model.id
+    prompt = prefix_reuse.repeated_prompt(settings.serving.kv_transfer.block_size)
+    try:
+        before = read()
+        with output.stderr.status("Sending one prompt twice...", spinner="dots"):
+            verify.stream_one_completion(
+                base, model, prompt, timeout, max_tokens=prefix_reuse.ANSWER_TOKENS
+            )
+            first = prefix_reuse.await_counts(
+                read,
+                lambda now: now.queries != before.queries or now.sources != before.sources,
+                metrics_wait,
+            )
+            verify.stream_one_completion(
+                base, model, prompt, timeout, max_tokens=prefix_reuse.ANSWER_TOKENS
+            )
+            tokens = first.queries - before.queries
+            second = prefix_reuse.await_counts(
+                read,
+                lambda now: (
+                    now.queries - first.queries >= tokens
+                    or now.queries < first.queries
+                    or now.sources != first.sources
+                ),
+                metrics_wait,
+            )
+    except (verify.EvidenceError, CannotRunError) as error:
+        hint = getattr(error, "hint", "") or (
+            "point --prefill-metrics-url at the prefill workers' metrics port, through a "
+            "port-forward"
+        )
+        return undecided(f"{prefix_reuse.NAME}: cannot tell", str(error), hint)
+    return prefix_reuse.reuse_verdict(
+        before,
+        first,
+        second,
+        settings.serving.kv_transfer.block_size,
+        engine.request_router,
+        engine.max_replicas,
+    )
 
 
 def _rank_placement(settings: Settings, dashboard_url: str, timeout: float) -> list[Check]:

@@ -247,6 +247,7 @@ def stream_one_completion(
     prompt: str,
     timeout: float = DEFAULT_TIMEOUT_SECONDS,
     clock: Callable[[], float] = time.perf_counter,
+    max_tokens: int = MAX_TOKENS,
 ) -> StreamTiming:
     """One streamed chat completion, whole within `timeout`; raises VerifyError for anything
     but a well-formed stream that ended as the protocol ends one."""
@@ -256,7 +257,7 @@ def stream_one_completion(
         "model": model,
         "messages": [{"role": "user", "content": prompt}],
         "stream": True,
-        "max_tokens": MAX_TOKENS,
+        "max_tokens": max_tokens,
     }
     start = clock()
     arrivals: list[float] = []
@@ -335,7 +336,7 @@ class TransferEvidence:
         return self.transfer_seconds / self.transfers if self.transfers > 0 else 0.0
 
 
-def _metric_total(texts: Iterable[str], suffix: str) -> tuple[float, bool]:
+def metric_total(texts: Iterable[str], suffix: str) -> tuple[float, bool]:
     """Sum of a metric over every label set and endpoint, and whether it appeared at all. A
     counter may be exported with and without the _total suffix; the larger sum is the counter
     (they never both count). Every sample must be a finite, non-negative number: counters and
@@ -362,9 +363,9 @@ def _metric_total(texts: Iterable[str], suffix: str) -> tuple[float, bool]:
 
 def transfer_evidence(metrics_texts: list[str]) -> TransferEvidence:
     try:
-        transfers, seen = _metric_total(metrics_texts, TRANSFERS)
-        failures, _ = _metric_total(metrics_texts, FAILED_TRANSFERS)
-        seconds, _ = _metric_total(metrics_texts, TRANSFER_SECONDS)
+        transfers, seen = metric_total(metrics_texts, TRANSFERS)
+        failures, _ = metric_total(metrics_texts, FAILED_TRANSFERS)
+        seconds, _ = metric_total(metrics_texts, TRANSFER_SECONDS)
     except EvidenceError:
         raise
     except Exception as error:  # the parser's errors are ValueError, and more on odd input
@@ -510,10 +511,11 @@ def fetch_text(url: str, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> str:
     return data.decode(errors="replace")
 
 
-def decode_metrics_from_kubernetes(
-    settings: Any, port: int, timeout: float = DEFAULT_TIMEOUT_SECONDS
+def worker_metrics_from_kubernetes(
+    settings: Any, port: int, timeout: float = DEFAULT_TIMEOUT_SECONDS, role: str = "decode"
 ) -> list[str]:
-    """Prometheus text of every decode worker pod, through the API server's pod proxy."""
+    """Prometheus text of every worker pod of the side (decode unless ``role`` says
+    otherwise), through the API server's pod proxy."""
     from pdctl import kube
 
     kube.load_kubeconfig(settings)
@@ -525,7 +527,7 @@ def decode_metrics_from_kubernetes(
         core = client.CoreV1Api()
         pods = core.list_namespaced_pod(
             namespace,
-            label_selector=f"llm-serving/rayservice={rayservice},llm-serving/role=decode",
+            label_selector=f"llm-serving/rayservice={rayservice},llm-serving/role={role}",
             _request_timeout=timeout,
         ).items
         return [
@@ -537,7 +539,7 @@ def decode_metrics_from_kubernetes(
         ]
 
     try:
-        texts = within(timeout, read, "reading decode metrics through the Kubernetes API")
+        texts = within(timeout, read, f"reading {role} metrics through the Kubernetes API")
     except TimeoutError as error:
         raise CannotRunError(str(error), "pass --metrics-url with a port-forward instead") from None
     except Exception as error:

@@ -21,8 +21,12 @@ from app_config.node_labels import GPU_ROLES
 from catalog.metrics import (
     AUTOSCALER_ACTIVE_NODES,
     AUTOSCALER_PENDING_NODES,
+    EXTERNAL_PREFIX_CACHE_HITS,
+    EXTERNAL_PREFIX_CACHE_QUERIES,
     INTER_TOKEN_LATENCY,
     KV_CACHE_USAGE,
+    KV_OFFLOAD_LOAD_BYTES,
+    KV_OFFLOAD_STORE_BYTES,
     NIXL_FAILED_TRANSFERS,
     NIXL_TRANSFER_TIME,
     POD_EFA_RX_BYTES,
@@ -30,6 +34,8 @@ from catalog.metrics import (
     POD_GPU_MEMORY_UTILIZATION,
     POD_GPU_REQUEST,
     POD_GPU_UTILIZATION,
+    PREFIX_CACHE_HITS,
+    PREFIX_CACHE_QUERIES,
     REQUESTS_RUNNING,
     REQUESTS_WAITING,
     ROUTER_MATCHED_BLOCKS,
@@ -48,7 +54,7 @@ from catalog.metrics import (
 from constructs import Construct
 from monitoring import promql
 from monitoring.data_parallel import data_parallel_sides
-from monitoring.scrape_config import prefix_routed_sides
+from monitoring.scrape_config import kv_offload_sides, prefix_routed_sides
 
 PERIOD = Duration.minutes(1)
 HALF = 12  # the dashboard grid is 24 units wide
@@ -105,11 +111,70 @@ class ServingDashboard(Construct):
     def _rows(self) -> list[list[cloudwatch.IWidget]]:
         return (
             self._promql_rows()
+            + self._prefix_cache_rows()
+            + self._kv_offload_rows()
             + self._prefix_routing_rows()
             + self._latency_policy_rows()
             + self._data_parallel_rows()
             + self._pod_rows()
         )
+
+    def _prefix_cache_rows(self) -> list[list[cloudwatch.IWidget]]:
+        """vLLM's own prefix-cache hit rate per side: of the prompt tokens its engines looked
+        up, the share they found cached. Prefill skips computing them; decode skips pulling
+        them over NIXL (it consults its own cache first, vLLM 0.26 nixl/pull_scheduler.py).
+        With a CPU offload tier, prefill's second line adds the tokens read back from it."""
+        title = "Prefix cache hit rate, vLLM's count (0-1)"
+        own = partial(promql.side_ratio, (PREFIX_CACHE_HITS,), PREFIX_CACHE_QUERIES)
+        offloading = kv_offload_sides(self._settings)
+        lines = {
+            "prefill": {"GPU prefix cache (not computed)": own},
+            "decode": {"own prefix cache (not pulled over NIXL)": own},
+        }
+        for role in offloading:
+            lines[role]["GPU or CPU offload tier"] = partial(
+                promql.side_ratio,
+                (PREFIX_CACHE_HITS, EXTERNAL_PREFIX_CACHE_HITS),
+                PREFIX_CACHE_QUERIES,
+            )
+        return [
+            [self._promql_graph(role, Panel(title, "share", lines[role])) for role in GPU_ROLES]
+        ]
+
+    def _kv_offload_rows(self) -> list[list[cloudwatch.IWidget]]:
+        """The CPU offload tier's use, for the side that has one: KV bytes stored to it and
+        read back from it, and the share of the GPU cache's misses it served."""
+        sides = kv_offload_sides(self._settings)
+        if not sides:
+            return []
+        panel = Panel(
+            "KV offload tier: bytes/s stored and read back",
+            "bytes/s",
+            {
+                "stored GPU -> CPU": partial(promql.side_rate, KV_OFFLOAD_STORE_BYTES),
+                "read back CPU -> GPU": partial(promql.side_rate, KV_OFFLOAD_LOAD_BYTES),
+            },
+            right_unit="share of GPU misses",
+            right_lines={
+                "served from CPU": partial(
+                    promql.side_ratio, (EXTERNAL_PREFIX_CACHE_HITS,), EXTERNAL_PREFIX_CACHE_QUERIES
+                )
+            },
+        )
+        row: list[cloudwatch.IWidget] = []
+        for role in GPU_ROLES:
+            if role in sides:
+                row.append(self._promql_graph(role, panel))
+            else:
+                row.append(
+                    cloudwatch.TextWidget(
+                        markdown=f"**{role}**: no KV offload tier "
+                        f"(`serving.{role}.kv_offload_gib_per_gpu` 0).",
+                        width=HALF,
+                        height=HEIGHT,
+                    )
+                )
+        return [row]
 
     def _prefix_routing_rows(self) -> list[list[cloudwatch.IWidget]]:
         """The app's prefix-aware router's hit rate per side that uses it: of the prompt blocks

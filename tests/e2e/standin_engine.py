@@ -25,6 +25,13 @@ P/D as vLLM's NixlConnector does it (pull mode, vllm .../kv_connector/v1/nixl/):
     ``vllm:nixl_xfer_time_seconds``, or counts ``vllm:nixl_num_failed_transfers`` while transfers
     are told to fail) and generates ``max_tokens`` tokens.
 
+Prefix caching as vLLM 0.26 counts it (``PrefixCache``): every replica keeps the whole blocks of
+the prompts it saw, keyed by their whole prefix; a new request's hit is the longest run of them
+among its first n - 1 tokens (vllm/v1/core/kv_cache_manager.py ``get_computed_blocks``), counted
+in ``vllm:prefix_cache_queries`` / ``vllm:prefix_cache_hits`` (vllm/v1/metrics/loggers.py). On
+both sides: decode consults its own cache before pulling and reads only the blocks after its hit
+(nixl/pull_scheduler.py ``get_num_new_matched_tokens``, base_worker.py ``_apply_prefix_caching``).
+
 Environment (set by the harness for the whole local Ray cluster):
   STANDIN_RECORDS         a JSON line per engine start and per request is appended here, and
                           one per request when its first output leaves the engine (prefill's
@@ -47,6 +54,7 @@ import json
 import os
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import AsyncGenerator
 from typing import Any
 
@@ -87,6 +95,43 @@ PREFILL_S_PER_PROMPT_TOKEN = float(os.environ.get("STANDIN_PREFILL_S_PER_PROMPT_
 # vLLM's NixlPromMetrics buckets (vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py).
 NIXL_XFER_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 5.0]
 LATENCY_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]
+
+
+# Blocks a replica's prefix cache keeps, least recently used out (a GPU's KV cache is bounded too).
+PREFIX_CACHE_BLOCKS = 4096
+
+
+class PrefixCache:
+    """One engine's prefix cache, whole blocks of whitespace tokens keyed by their whole prefix
+    (vLLM's block hashes chain each block to its parent's)."""
+
+    def __init__(self, block_size: int, capacity: int = PREFIX_CACHE_BLOCKS) -> None:
+        self.block_size = block_size
+        self.capacity = capacity
+        self._blocks: OrderedDict[str, None] = OrderedDict()
+
+    def _keys(self, tokens: list[str]) -> list[str]:
+        digest, keys = hashlib.sha256(), []
+        for end in range(self.block_size, len(tokens) + 1, self.block_size):
+            digest.update("\x00".join(tokens[end - self.block_size : end]).encode() + b"\x01")
+            keys.append(digest.copy().hexdigest())
+        return keys
+
+    def lookup_and_fill(self, tokens: list[str]) -> int:
+        """The tokens a new request finds cached (whole blocks of its first n - 1 tokens: the
+        last is computed again for its logits); then its whole blocks are cached."""
+        keys = self._keys(tokens)
+        hit = 0
+        for key in keys[: (len(tokens) - 1) // self.block_size]:
+            if key not in self._blocks:
+                break
+            hit += 1
+        for key in keys:
+            self._blocks[key] = None
+            self._blocks.move_to_end(key)
+        while len(self._blocks) > self.capacity:
+            self._blocks.popitem(last=False)
+        return hit * self.block_size
 
 
 def record(event: dict[str, Any]) -> None:
@@ -160,6 +205,18 @@ class EngineMetrics:
         self.running = gauge("vllm:num_requests_running", "Requests in model execution batches.")
         self.waiting = gauge("vllm:num_requests_waiting", "Requests waiting to be processed.")
         self.kv_usage = gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent.")
+        # Incremented by 0 too, as vLLM does: Ray's wrapper skips it, so a series exists from
+        # its first non-zero count (ray_wrappers.py RayCounterWrapper.inc).
+        self.prefix_queries = RayCounterWrapper(
+            "vllm:prefix_cache_queries",
+            "Prefix cache queries, in terms of number of queried tokens.",
+            names,
+        ).labels(*values)
+        self.prefix_hits = RayCounterWrapper(
+            "vllm:prefix_cache_hits",
+            "Prefix cache hits, in terms of number of cached tokens.",
+            names,
+        ).labels(*values)
 
     def in_flight(self, count: int) -> None:
         """vLLM sets every scheduler gauge on each stats record; so does the stand-in."""
@@ -199,6 +256,7 @@ class StandinEngine(LLMEngine):
         self.block_size = int(engine_kwargs.get("block_size", 16))
         self.max_model_len = int(engine_kwargs.get("max_model_len", 4096))
         self.tp_size = int(engine_kwargs.get("tensor_parallel_size", 1))
+        self.prefix_cache = PrefixCache(self.block_size)
         if self.llm_config.log_engine_metrics:
             self._metrics = EngineMetrics(self.llm_config.model_id)
         self._running = True
@@ -304,9 +362,11 @@ class StandinEngine(LLMEngine):
             "remote_blocks_expiry_time": None,
         }
 
-    async def _pull_blocks(self, kv_in: dict[str, Any]) -> bool:
-        """Decode's NIXL READ of the prefill blocks; True when it failed."""
+    async def _pull_blocks(self, kv_in: dict[str, Any], cached_blocks: int = 0) -> bool:
+        """Decode's NIXL READ of the prefill blocks after the ones it holds itself; True when
+        it failed."""
         n_blocks = sum(len(group) for group in kv_in.get("remote_block_ids") or [])
+        n_blocks = max(0, n_blocks - cached_blocks)
         seconds = 0.004 + 0.001 * n_blocks if TOKEN_DELAY_S else 0.0  # zero-cost: no wait
         await asyncio.sleep(seconds)
         failed = transfers_fail()
@@ -356,12 +416,17 @@ class StandinEngine(LLMEngine):
             return
         kv_out = None
         transfer_failed = None
+        cached = self.prefix_cache.lookup_and_fill(prompt.split())
+        event["prefix_cache_hit_tokens"] = cached
+        if self._metrics:
+            self._metrics.prefix_queries.inc(prompt_tokens)
+            self._metrics.prefix_hits.inc(cached)
         if phase == "prefill":
             n_out = 1
             kv_out = self._prefill_params(event["request_id"], prompt_tokens)
             await asyncio.sleep(PREFILL_S_PER_PROMPT_TOKEN * prompt_tokens)
         elif phase == "decode":
-            transfer_failed = await self._pull_blocks(kv_in)
+            transfer_failed = await self._pull_blocks(kv_in, cached // self.block_size)
         tokens = self.tokens(prompt, n_out)
         text = "".join(tokens)
         usage = UsageInfo(

@@ -121,6 +121,14 @@ def test_every_scraped_series_is_stored_with_its_side(
     client.chat.completions.create(
         model=model, messages=[{"role": "user", "content": "warm"}], max_tokens=4, stream=True
     )
+    # A prompt of whole KV blocks, twice: both sides' engines count prefix-cache hits (a
+    # counter's series exists from its first non-zero count).
+    block_size = pd.synthesized.serve_config["applications"][0]["args"]["prefill_config"][
+        "engine_kwargs"
+    ]["block_size"]
+    repeated = f"repeat {uuid.uuid4().hex} " + " ".join(["word"] * 3 * block_size)
+    for _ in range(2):
+        client.completions.create(model=model, prompt=repeated, max_tokens=2)
     with pd.transfers_failing():
         client.completions.create(model=model, prompt="fail one transfer", max_tokens=2)
     wanted = {

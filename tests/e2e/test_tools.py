@@ -46,6 +46,8 @@ def verify(pd: LocalRay, python: Path) -> tuple[int, list[dict[str, Any]], str]:
             pd.base_url,
             "--metrics-url",
             pd.metrics_url("decode"),
+            "--prefill-metrics-url",
+            pd.metrics_url("prefill"),
             "--json",
         ],
         cwd=PROJECT_ROOT,
@@ -57,18 +59,25 @@ def verify(pd: LocalRay, python: Path) -> tuple[int, list[dict[str, Any]], str]:
     return done.returncode, checks, done.stdout + done.stderr
 
 
+PREFIX_REUSE = "prefix reuse on a repeated prompt (prefill's prefix cache)"
+
+
 def test_pdctl_verify_passes(pd: LocalRay, project_python: Path) -> None:
+    """Every line passes, the last the prefix-reuse line: the stand-in's prefill caches whole
+    blocks and counts its hits as vLLM does (standin_engine.py PrefixCache), so the repeated
+    prompt's second request is counted as reusing every whole block of it."""
     code, checks, output = verify(pd, project_python)
     assert code == 0, output
-    assert [check["ok"] for check in checks] == [True, True, True], output
+    assert [check["ok"] for check in checks] == [True, True, True, True], output
+    assert checks[-1]["name"] == f"{PREFIX_REUSE}: yes", output
+    assert "(the first found 0)" in checks[-1]["detail"], output
 
 
 def test_pdctl_verify_fails_when_transfers_fail(pd: LocalRay, project_python: Path) -> None:
     with pd.transfers_failing():
         code, checks, output = verify(pd, project_python)
     assert code == 1, output
-    kv = checks[-1]
-    assert kv["name"].startswith("KV moved from prefill to decode")
+    (kv,) = [c for c in checks if c["name"].startswith("KV moved from prefill to decode")]
     assert kv["ok"] is False, output
 
 

@@ -22,14 +22,21 @@ from catalog.eks_versions import CLOUDWATCH_OBSERVABILITY, NODE_MONITORING_AGENT
 from catalog.metrics import (
     CLOUDWATCH_METRICS,
     DEPLOYMENT_PREFIX,
+    EXTERNAL_PREFIX_CACHE_HITS,
+    EXTERNAL_PREFIX_CACHE_QUERIES,
     GENERATED_BY_SCRAPER,
     KV_CACHE_USAGE,
+    KV_OFFLOAD_LOAD_BYTES,
+    KV_OFFLOAD_STORE_BYTES,
+    PREFIX_CACHE_HITS,
+    PREFIX_CACHE_QUERIES,
     RANK_LABELS,
     REQUESTS_RUNNING,
     REQUESTS_WAITING,
     ROLE_LABEL,
     SCRAPED,
     SCRAPED_FOR_DATA_PARALLEL,
+    SCRAPED_FOR_KV_OFFLOAD,
     SCRAPED_FOR_LATENCY_POLICY,
     SERVE_HEALTH_CHECK_FAILURES,
     SERVE_REPLICA_STARTS,
@@ -39,8 +46,14 @@ from constructs.cluster.observability_addons import (
     CLOUDWATCH_AGENT_NAMESPACE,
     CLOUDWATCH_AGENT_SERVICE_ACCOUNT,
 )
+from monitoring import promql
 from monitoring.data_parallel import data_parallel_sides
-from monitoring.scrape_config import AUTOSCALER_JOB_NAME, HEAD_ROLE, kept_metrics
+from monitoring.scrape_config import (
+    AUTOSCALER_JOB_NAME,
+    HEAD_ROLE,
+    kept_metrics,
+    kv_offload_sides,
+)
 from serving_manifests.names import AUTOSCALER_METRICS_PORT
 from tests.conftest import Synthesized, cfn_text
 from tests.promql import selectors
@@ -120,7 +133,11 @@ def _settings(synthesized: Synthesized) -> Settings:
 
 @pytest.mark.parametrize(
     "metric",
-    [m for m in (*SCRAPED, *SCRAPED_FOR_DATA_PARALLEL) if m.in_ray_package],
+    [
+        m
+        for m in (*SCRAPED, *SCRAPED_FOR_DATA_PARALLEL, *SCRAPED_FOR_KV_OFFLOAD)
+        if m.in_ray_package
+    ],
     ids=lambda m: m.name,
 )
 def test_catalog_ray_and_vllm_names_appear_in_the_installed_ray(metric) -> None:
@@ -133,6 +150,7 @@ def test_every_catalog_entry_says_where_it_comes_from() -> None:
         *SCRAPED,
         *SCRAPED_FOR_DATA_PARALLEL,
         *SCRAPED_FOR_LATENCY_POLICY,
+        *SCRAPED_FOR_KV_OFFLOAD,
         *GENERATED_BY_SCRAPER,
         *CLOUDWATCH_METRICS,
     ):
@@ -201,6 +219,76 @@ def test_dashboard_shows_prefill_and_decode_side_by_side(synthesized) -> None:
         prefill, decode = sides["prefill"], sides["decode"]
         assert prefill["y"] == decode["y"], word  # one row
         assert prefill["x"] < decode["x"], word  # prefill on the left
+
+
+PREFIX_CACHE_PANEL = "Prefix cache hit rate, vLLM's count (0-1)"
+OFFLOAD_PANEL = "KV offload tier: bytes/s stored and read back"
+
+
+def _read(query: str) -> list[tuple[str, dict[str, str]]]:
+    return [(selector.name, selector.labels) for selector in selectors(query)]
+
+
+def test_each_side_shows_vllms_own_prefix_cache_hit_rate(synthesized) -> None:
+    """Hits over queries of the side's own engines (vLLM's counters, role label of the side);
+    with a CPU offload tier on prefill, a second prefill line adds the tokens read back."""
+    graphs = _graphs(synthesized)
+    offloading = kv_offload_sides(_settings(synthesized))
+    for role in GPU_ROLES:
+        lines = _lines(graphs[f"{role}: {PREFIX_CACHE_PANEL}"])
+        assert len(lines) == (2 if role in offloading else 1), role
+        own, *overall = lines.values()
+        side = {ROLE_LABEL: role}
+        assert _read(own) == [
+            (PREFIX_CACHE_HITS.stored_name, side),
+            (PREFIX_CACHE_QUERIES.stored_name, side),
+        ]
+        for query in overall:
+            assert _read(query) == [
+                (PREFIX_CACHE_HITS.stored_name, side),
+                (EXTERNAL_PREFIX_CACHE_HITS.stored_name, side),
+                (PREFIX_CACHE_QUERIES.stored_name, side),
+            ]
+    prefill, decode = (graphs[f"{role}: {PREFIX_CACHE_PANEL}"] for role in GPU_ROLES)
+    assert (prefill["y"], prefill["x"]) < (decode["y"], decode["x"])
+    assert prefill["y"] == decode["y"]
+
+
+def test_the_offload_row_and_its_series_exist_only_with_a_tier(synthesized) -> None:
+    """A configuration with serving.prefill.kv_offload_gib_per_gpu gets the tier's bytes both
+    ways and the share of GPU misses it served; one without neither shows nor bills them."""
+    settings = _settings(synthesized)
+    offloading = kv_offload_sides(settings)
+    graphs = _graphs(synthesized)
+    kept = set(kept_metrics(settings))
+    assert bool(offloading) == (set(SCRAPED_FOR_KV_OFFLOAD) <= kept)
+    assert bool(offloading) or not set(SCRAPED_FOR_KV_OFFLOAD) & kept
+    for role in GPU_ROLES:
+        title = f"{role}: {OFFLOAD_PANEL}"
+        assert (title in graphs) == (role in offloading), role
+        if role not in offloading:
+            continue
+        lines = _lines(graphs[title])
+        side = {ROLE_LABEL: role}
+        assert [_read(query) for query in lines.values()] == [
+            [(KV_OFFLOAD_STORE_BYTES.stored_name, side)],
+            [(KV_OFFLOAD_LOAD_BYTES.stored_name, side)],
+            [
+                (EXTERNAL_PREFIX_CACHE_HITS.stored_name, side),
+                (EXTERNAL_PREFIX_CACHE_QUERIES.stored_name, side),
+            ],
+        ]
+        (axis,) = [
+            i for line in graphs[title]["properties"]["metrics"] for i in line if "yAxis" in i
+        ]
+        assert axis["yAxis"] == "right"
+
+
+def test_a_ratio_line_has_no_value_while_its_side_is_idle() -> None:
+    """0/0 would draw as a gap or an error depending on the data source: the divisor is
+    filtered to growth above zero, so an idle side draws no line."""
+    query = promql.side_ratio((PREFIX_CACHE_HITS,), PREFIX_CACHE_QUERIES, "prefill")
+    assert query.endswith("[5m])) > 0)")
 
 
 DP_PANELS = (

@@ -433,18 +433,14 @@ def test_decode_metrics_without_a_kubeconfig_cannot_tell_and_say_how_to_get_one(
 
 def _kube_routes(metrics: Callable[[Connection, Request], None]) -> dict:
     """The decode pods and their metrics through the API server's pod proxy, as the real
-    kubernetes client asks for them."""
+    kubernetes client asks for them; no prefill pod answers its side's label selector."""
     namespace = settings_for("default").serving.namespace
     pods = f"/api/v1/namespaces/{namespace}/pods"
 
     def pod_list(conn: Connection, request: Request) -> None:
-        conn.respond_json(
-            {
-                "kind": "PodList",
-                "apiVersion": "v1",
-                "items": [{"metadata": {"name": "decode-0"}, "status": {"phase": "Running"}}],
-            }
-        )
+        decode = "llm-serving%2Frole%3Ddecode" in request.path
+        items = [{"metadata": {"name": "decode-0"}, "status": {"phase": "Running"}}]
+        conn.respond_json({"kind": "PodList", "apiVersion": "v1", "items": items if decode else []})
 
     return {pods: pod_list, f"{pods}/": metrics}
 
@@ -452,7 +448,8 @@ def _kube_routes(metrics: Callable[[Connection, Request], None]) -> dict:
 @pytest.mark.parametrize(
     ("metrics", "code", "fragment"),
     [
-        (HEALTHY_METRICS, 0, ": yes"),
+        # Exit 2: the prefix-reuse line cannot tell without a prefill pod (asserted below).
+        (HEALTHY_METRICS, 2, "KV moved from prefill to decode over NIXL/LIBFABRIC: yes"),
         (metrics_moving((8, 0.016), (math.inf, 0.022)), 2, "not a count"),
         (trickled_headers, 2, "no complete answer within 1 s"),
     ],
@@ -483,5 +480,7 @@ def test_decode_metrics_through_the_kubernetes_api_follow_the_same_rules(
             env={"KUBECONFIG": str(kubeconfig)},
         )
     assert result.exit_code == code, result.output
-    assert fragment in " ".join(result.output.split())
+    flat = " ".join(result.output.split())
+    assert fragment in flat
+    assert "no prefix-cache counters on 0 endpoint(s)" in flat
     assert time.monotonic() - started < BOUND

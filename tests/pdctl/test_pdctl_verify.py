@@ -8,14 +8,51 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from prometheus_client import CollectorRegistry, Counter, generate_latest
 from typer.testing import CliRunner
 
 from app_config import load_settings
+from catalog.metrics import PREFIX_CACHE_HITS, PREFIX_CACHE_QUERIES
+from pdctl import prefix_reuse
 from pdctl.cli import app
 from tests.configurations import context_for
 from tests.pdctl.openai_stream import DONE, chunk, sse_event
 
-MODEL = load_settings(context_for("default")).serving.model.id
+SETTINGS = load_settings(context_for("default"))
+MODEL = SETTINGS.serving.model.id
+BLOCK = SETTINGS.serving.kv_transfer.block_size
+TEMPLATE_TOKENS = 5  # what a chat template adds around the message
+
+
+class PrefillEngine:
+    """A prefill replica's prefix cache as vLLM 0.26 counts it: a prompt's tokens are queries;
+    hits are the longest run of whole blocks of its first n - 1 tokens cached before (each
+    block keyed by its whole prefix); its whole blocks are cached after. Exported by
+    prometheus_client under the names Ray gives vLLM's counters (ray_vllm_..._total)."""
+
+    def __init__(self, replica: str) -> None:
+        self.blocks: set[tuple[str, ...]] = set()
+        self.registry = CollectorRegistry()
+        labels = ["model_name", "engine", "ReplicaId"]
+        self.queries = Counter(
+            PREFIX_CACHE_QUERIES.name, "Prefix cache queries.", labels, registry=self.registry
+        ).labels(MODEL, "0", replica)
+        self.hits = Counter(
+            PREFIX_CACHE_HITS.name, "Prefix cache hits.", labels, registry=self.registry
+        ).labels(MODEL, "0", replica)
+
+    def prefill(self, tokens: list[str]) -> None:
+        hit = 0
+        while hit + BLOCK <= len(tokens) - 1 and tuple(tokens[: hit + BLOCK]) in self.blocks:
+            hit += BLOCK
+        self.queries.inc(len(tokens))
+        if hit:
+            self.hits.inc(hit)
+        for end in range(BLOCK, len(tokens) + 1, BLOCK):
+            self.blocks.add(tuple(tokens[:end]))
+
+    def text(self) -> str:
+        return generate_latest(self.registry).decode()
 
 
 def _metrics(transfers: int, failed: int, seconds_each: float = 0.002) -> str:
@@ -41,6 +78,11 @@ class FakeServe(BaseHTTPRequestHandler):
     transfers_per_request, failed_per_request = 0, 0
     requests = 0
     seconds_per_transfer = 0.002
+    # Prefill: its replicas, which one each request reaches (index of the request), and the
+    # tokens other clients' requests add on top of the check's own.
+    prefill_replicas: list[PrefillEngine] = []
+    route: tuple[int, ...] = ()
+    other_tokens_per_request = 0
     # Like Ray's periodic export: a completion shows in the metrics only from this many reads
     # after it on.
     export_lag_reads = 0
@@ -57,7 +99,10 @@ class FakeServe(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self) -> None:
-        if self.path == "/v1/models":
+        if self.path == "/prefill-metrics":
+            text = "".join(engine.text() for engine in type(self).prefill_replicas)
+            self._send(text.encode(), "text/plain; version=0.0.4")
+        elif self.path == "/v1/models":
             body = {
                 "object": "list",
                 "data": [{"id": MODEL, "object": "model", "created": 0, "owned_by": "ray"}],
@@ -77,7 +122,15 @@ class FakeServe(BaseHTTPRequestHandler):
             self._send(text.encode(), "text/plain; version=0.0.4")
 
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers["Content-Length"]))
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        cls = type(self)
+        if cls.prefill_replicas:
+            tokens = body["messages"][0]["content"].split() + ["<t>"] * TEMPLATE_TOKENS
+            replica = cls.route[cls.requests] if cls.requests < len(cls.route) else 0
+            cls.prefill_replicas[replica].prefill(tokens)
+            if cls.other_tokens_per_request:  # more of it with every request
+                extra = cls.other_tokens_per_request * (cls.requests + 1)
+                cls.prefill_replicas[replica].queries.inc(extra)
         type(self).requests += 1
         type(self).reads_since_request = 0
         events = [sse_event(chunk(MODEL, role="assistant", content=""))]
@@ -96,7 +149,9 @@ def serve() -> Iterator[tuple[str, type[FakeServe]]]:
     server.shutdown()
 
 
-def _verify(url: str, metrics_wait: float = 0) -> tuple[int, list[dict]]:
+def _verify(
+    url: str, metrics_wait: float = 0, *extra: str, context: tuple[str, ...] = ()
+) -> tuple[int, list[dict]]:
     result = CliRunner().invoke(
         app,
         [
@@ -108,9 +163,24 @@ def _verify(url: str, metrics_wait: float = 0) -> tuple[int, list[dict]]:
             "--metrics-wait",
             str(metrics_wait),
             "--json",
+            *extra,
+            *(item for pair in context for item in ("--context", pair)),
         ],
     )
     return result.exit_code, json.loads(result.output)
+
+
+def _verify_with_prefill(
+    serve: tuple[str, type[FakeServe]],
+    replicas: int = 1,
+    route: tuple[int, ...] = (),
+    context: tuple[str, ...] = (),
+) -> tuple[int, list[dict]]:
+    url, handler = serve
+    handler.transfers_per_request = 3
+    handler.prefill_replicas = [PrefillEngine(f"r{index}") for index in range(replicas)]
+    handler.route = route
+    return _verify(url, 0, "--prefill-metrics-url", f"{url}/prefill-metrics", context=context)
 
 
 def test_kv_moved_over_nixl(serve) -> None:
@@ -189,6 +259,59 @@ def test_slow_transfers_point_at_pdctl_efa_check(serve) -> None:
     assert "pdctl efa-check" in checks[-1]["fix"]
 
 
+def test_no_prefill_metrics_address_leaves_the_prefix_reuse_line_out(serve) -> None:
+    """--metrics-url alone (a port-forward to decode): prefill's metrics have no address."""
+    url, handler = serve
+    handler.transfers_per_request = 3
+    code, checks = _verify(url)
+    assert code == 0
+    assert not [c for c in checks if c["name"].startswith(prefix_reuse.NAME)]
+
+
+def test_a_repeated_prompt_reuses_prefills_cached_blocks(serve) -> None:
+    """The fake prefill caches as vLLM does; the check's own prompt, sent twice, hits every
+    whole block of its first n - 1 tokens the second time."""
+    code, checks = _verify_with_prefill(serve)
+    assert code == 0, checks
+    (line,) = [c for c in checks if c["name"].startswith(prefix_reuse.NAME)]
+    assert line["name"].endswith(": yes")
+    tokens = len(prefix_reuse.repeated_prompt(BLOCK).split()) + TEMPLATE_TOKENS
+    hit = (tokens - 1) // BLOCK * BLOCK
+    assert f"identical {tokens}-token prompts found {hit} tokens" in line["detail"]
+    assert "(the first found 0)" in line["detail"]
+    assert checks[-1] == line
+
+
+@pytest.mark.parametrize(
+    ("router", "exit_code", "ending"),
+    [("prefix_affinity", 1, ": no"), ("power_of_two", 2, ": cannot tell")],
+)
+def test_a_repeat_that_reached_another_replica(serve, router, exit_code, ending) -> None:
+    """Two replicas, the second request on the other one: a miss. Under prefix-aware routing
+    that is a failure; under power-of-two over two replicas it is chance, not evidence."""
+    context = (f"serving.prefill.request_router={router}", "serving.prefill.max_replicas=2")
+    code, checks = _verify_with_prefill(serve, replicas=2, route=(0, 1), context=context)
+    assert code == exit_code, checks
+    line = checks[-1]
+    assert line["name"] == f"{prefix_reuse.NAME}{ending}"
+    assert "found 0 tokens" in line["detail"]
+
+
+def test_other_traffic_during_the_check_cannot_tell(serve) -> None:
+    serve[1].other_tokens_per_request = 7
+    code, checks = _verify_with_prefill(serve)
+    assert code == 2, checks
+    assert "other requests reached prefill" in checks[-1]["detail"]
+
+
+def test_prefix_caching_turned_off_is_not_checked(serve) -> None:
+    context = ('serving.prefill.engine_options={"enable_prefix_caching": false}',)
+    code, checks = _verify_with_prefill(serve, context=context)
+    assert code == 0, checks
+    assert checks[-1]["name"] == f"{prefix_reuse.NAME}: not checked"
+    assert serve[1].requests == 1  # the main completion only: no prompt sent twice
+
+
 @pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
 def test_server_sent_events_follow_the_whatwg_parsing_rules(newline: str) -> None:
     """WHATWG HTML, "Parsing an event stream": any of the three line ends; comments skipped;
@@ -213,3 +336,35 @@ def test_server_sent_events_follow_the_whatwg_parsing_rules(newline: str) -> Non
     )
     pieces = [stream[i : i + 3].encode() for i in range(0, len(stream), 3)]
     assert list(sse_data(pieces)) == ["first\nsecond", "[DONE]"]
+
+
+def _counts(queries: float, hits: float, sources: int = 1) -> prefix_reuse.CacheCounts:
+    return prefix_reuse.CacheCounts(queries, hits, sources, seen=sources > 0)
+
+
+N = 3 * BLOCK + 8  # a prompt's tokens in the rows below
+
+
+@pytest.mark.parametrize(
+    ("counts", "ending", "fragment"),
+    [
+        ((_counts(0, 0, 0),) * 3, ": cannot tell", "no prefix-cache counters on 0"),
+        ((_counts(50, 0), _counts(50 + N, 0), _counts(10, 0)), ": cannot tell", "restarted"),
+        (
+            (_counts(50, 0), _counts(50 + N, 0), _counts(50 + 2 * N, 0, sources=2)),
+            ": cannot tell",
+            "restarted",
+        ),
+        ((_counts(0, 0), _counts(N + 0.5, 0), _counts(2 * N + 1, 0)), ": cannot tell", "whole"),
+        ((_counts(0, 0), _counts(0, 0), _counts(N, 0)), ": cannot tell", "--metrics-wait"),
+        ((_counts(0, 0), _counts(N, 0), _counts(2 * N + 9, 0)), ": cannot tell", "other requests"),
+        ((_counts(0, 0), _counts(BLOCK, 0), _counts(2 * BLOCK, 0)), ": cannot tell", "one block"),
+        ((_counts(0, 0), _counts(N, 0), _counts(2 * N, 3 * BLOCK)), ": yes", "3 whole"),
+        ((_counts(0, 0), _counts(N, 0), _counts(2 * N, BLOCK)), ": partly", f"found {BLOCK} "),
+    ],
+)
+def test_the_prefix_reuse_verdict_says_yes_only_on_whole_evidence(counts, ending, fragment):
+    verdict = prefix_reuse.reuse_verdict(*counts, BLOCK, "prefix_affinity", 2)
+    assert verdict.name == f"{prefix_reuse.NAME}{ending}"
+    assert fragment in verdict.detail
+    assert verdict.ok == (ending == ": yes")
