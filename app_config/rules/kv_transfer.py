@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 def ucx_on_efa(settings: Settings) -> Iterator[Finding]:
     backend = settings.serving.kv_transfer.backend
-    if backend == "UCX":
+    if backend == "UCX" and settings.gpu_nodes.shared is None:
         yield Finding(
             "serving.kv_transfer.backend",
             "on EFA, UCX silently falls back to a slow path (time to first token of tens of "
@@ -43,7 +43,26 @@ def offload_on_decode(settings: Settings) -> Iterator[Finding]:
         )
 
 
+def shared_nodes_backend(settings: Settings) -> Iterator[Finding]:
+    """On shared nodes the KV cache moves between two engines of one pod, GPU to GPU of one
+    node: NIXL 1.3.1's LIBFABRIC backend moves it through the EFA device (a loopback over the
+    NIC, at a GPU's share of the node's EFA bandwidth: 25 Gbps per GPU on a g6e.12xlarge),
+    while UCX's cuda_ipc transport copies it GPU to GPU over NVLink or PCIe
+    (docs/architecture.md, 'Prefill and decode on one node')."""
+    backend = settings.serving.kv_transfer.backend
+    if settings.gpu_nodes.shared is not None and backend != "UCX":
+        yield Finding(
+            "serving.kv_transfer.backend",
+            f"{backend} moves the KV cache through the EFA device, but on gpu_nodes.shared "
+            "both sides' engines run in one pod of one node: use UCX, whose cuda_ipc "
+            "transport copies it GPU to GPU inside the node (the app renders the UCX "
+            "settings for it)",
+            backend,
+        )
+
+
 RULES = (
-    Rule("ucx-on-efa", frozenset({"serving"}), ucx_on_efa, WARNING, stack="serving"),
+    Rule("shared-nodes-backend", frozenset({"serving", "gpu_nodes"}), shared_nodes_backend),
+    Rule("ucx-on-efa", frozenset({"serving", "gpu_nodes"}), ucx_on_efa, WARNING, stack="serving"),
     Rule("kv-offload-decode", frozenset({"serving"}), offload_on_decode),
 )
