@@ -333,7 +333,7 @@ def _plan_side(
     from pdctl.plan_layout import side_with_options
     from serving_manifests.serve_config import reads_only_local_experts
 
-    chosen = instance_type or settings.gpu_nodes.groups()[role].instance_type
+    chosen = instance_type or settings.side(role).nodes.instance_type
     if chosen not in CATALOG:
         fail(f"--instance-type {chosen}: not in the catalog", f"valid: {', '.join(CATALOG)}")
     try:
@@ -372,6 +372,7 @@ def _plan_side(
             redundant_experts=engine.eplb.num_redundant_experts,
             gpu_memory_utilization=engine.gpu_memory_utilization,
             max_model_len=max_model_len or settings.serving.max_model_len,
+            in_node=side.shared,
             ep_weight_filter=shape.experts > 0
             and reads_only_local_experts(
                 engine, {"tensor_parallel_size": tp, **settings.serving.engine_options_for(role)}
@@ -442,6 +443,13 @@ def _print_plan(
         (f"KV bytes per request ({input_tokens} input tokens)", f"{result.kv_bytes_per_request:,}"),
         ("KV bytes per request per GPU", f"{result.kv_bytes_per_request_per_gpu:,}"),
         (
+            f"transfer inside the node over {result.hand_off_path} (shared nodes: each GPU over "
+            f"its own {result.hand_off_gbytes_per_s_per_gpu:g} GB/s, x "
+            f"{kv_plan.IN_NODE_EFFICIENCY})",
+            f"{result.transfer_seconds_hand_off * 1000:.2f} ms",
+        )
+        if result.hand_off_path != "EFA"
+        else (
             f"transfer over EFA (each GPU over its own {result.efa_gbps_per_gpu:g} Gbps of the "
             f"node's {instance.efa_bandwidth_gbps:,}, x {kv_plan.EFA_EFFICIENCY})",
             f"{result.transfer_seconds_efa * 1000:.2f} ms",

@@ -24,17 +24,22 @@ def replica_fit_problems(settings: Settings, role: str) -> list[Problem]:
     gpus, dp = side.gpus_per_node, side.data_parallel
     tp, pp = side.tensor_parallel, side.pipeline_parallel
     setting = f"serving.{role}"
+    node = (
+        f"the side's share of one {group.instance_type} ({side.nodes_setting}.gpus.{role})"
+        if side.shared
+        else f"one {group.instance_type}"
+    )
     if tp * pp > gpus:
         return [Problem(
             f"{setting}.tensor_parallel_size",
-            f"TP {tp} x PP {pp} needs more GPUs than one {group.instance_type} has ({gpus}); "
+            f"TP {tp} x PP {pp} needs more GPUs than {node} has ({gpus}); "
             "a rank must fit one node (data_parallel_size spreads ranks over nodes)",
             tp,
         )]  # fmt: skip
     if gpus % tp:
         return [Problem(
             f"{setting}.tensor_parallel_size",
-            f"TP {tp} does not divide the {gpus} GPUs of a {group.instance_type}: replicas "
+            f"TP {tp} does not divide the {gpus} GPUs of {node}: replicas "
             f"would leave GPUs idle, and models' head counts divide by powers of two; use "
             f"one of {[d for d in range(1, gpus + 1) if gpus % d == 0]}",
             tp,
@@ -68,8 +73,9 @@ def replica_fit_problems(settings: Settings, role: str) -> list[Problem]:
         problems.append(Problem(
             f"{setting}.max_replicas",
             f"{engine.max_replicas} replicas x {group_gpus} GPUs exceed the GPUs "
-            f"{side.nodes_setting} can grow to for {role} ({group.scaling.max_size} nodes x "
-            f"{gpus} GPUs); raise {side.nodes_setting}.scaling.max_size or lower max_replicas",
+            f"{side.nodes_setting} can grow to ({group.scaling.max_size} nodes x {gpus} GPUs"
+            f"{f' of {role}' if side.shared else ''}); raise "
+            f"{side.nodes_setting}.scaling.max_size or lower max_replicas",
             engine.max_replicas,
         ))  # fmt: skip
     if engine.eplb.enabled and tp * dp <= 1:
