@@ -394,11 +394,11 @@ class SharedNodeGroup(GpuNodeGroup):
     """One node group that runs both sides: every node holds prefill's replicas on some of its
     GPUs and decode's on the others, in one Ray worker pod, and the KV cache moves between the
     two inside that pod (NIXL's UCX backend over CUDA IPC, docs/architecture.md, 'Prefill and
-    decode on one node'). No KV crosses EFA, so a small multi-GPU node (g6e.12xlarge, 2 + 2)
+    decode on one node'). No KV crosses EFA, so a small multi-GPU node (g6.12xlarge, 2 + 2)
     is a whole P/D deployment."""
 
     instance_type: Annotated[str, one_of(CATALOG, "a supported EFA GPU instance")] = Field(
-        "g6e.12xlarge",
+        "g6.12xlarge",
         description=f"GPU instance type, one of: {', '.join(CATALOG)}; at least 2 GPUs.",
     )
     gpus: SideGpus = Field(
@@ -416,7 +416,7 @@ class SharedNodeGroup(GpuNodeGroup):
                 + (
                     f"; for example prefill {have // 2}, decode {have - have // 2}"
                     if have > 1
-                    else "; a one-GPU instance cannot hold both sides: use g6e.12xlarge or "
+                    else "; a one-GPU instance cannot hold both sides: use g6.12xlarge or "
                     "another instance with 2 or more GPUs"
                 )
             )

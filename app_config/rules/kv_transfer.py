@@ -45,18 +45,19 @@ def offload_on_decode(settings: Settings) -> Iterator[Finding]:
 
 def shared_nodes_backend(settings: Settings) -> Iterator[Finding]:
     """On shared nodes the KV cache moves between two engines of one pod, GPU to GPU of one
-    node: NIXL 1.3.1's LIBFABRIC backend moves it through the EFA device (a loopback over the
-    NIC, at a GPU's share of the node's EFA bandwidth: 25 Gbps per GPU on a g6e.12xlarge),
-    while UCX's cuda_ipc transport copies it GPU to GPU over NVLink or PCIe
-    (docs/architecture.md, 'Prefill and decode on one node')."""
+    node. NIXL 1.3.1's LIBFABRIC backend is the app's EFA path (it pairs each GPU with EFA
+    devices, catalog/efa_layout.py); UCX's cuda_ipc transport copies GPU to GPU over NVLink or
+    PCIe with no NIC in the path, and is what vLLM's NIXL connector defaults to (vLLM 0.26
+    nixl/base_worker.py: backends default ["UCX"]). The app renders UCX's settings for it
+    (serving_manifests/rayservice.py SHARED_NODE_UCX_ENV; docs/architecture.md, 'Prefill and
+    decode on one node')."""
     backend = settings.serving.kv_transfer.backend
     if settings.gpu_nodes.shared is not None and backend != "UCX":
         yield Finding(
             "serving.kv_transfer.backend",
-            f"{backend} moves the KV cache through the EFA device, but on gpu_nodes.shared "
-            "both sides' engines run in one pod of one node: use UCX, whose cuda_ipc "
-            "transport copies it GPU to GPU inside the node (the app renders the UCX "
-            "settings for it)",
+            f"{backend} is NIXL's EFA path, but on gpu_nodes.shared both sides' engines run in "
+            "one pod of one node: use UCX, whose cuda_ipc transport copies the KV cache GPU "
+            "to GPU inside the node (the app renders the UCX settings for it)",
             backend,
         )
 

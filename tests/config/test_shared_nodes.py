@@ -19,7 +19,7 @@ INVALID = [
     (
         {"gpu_nodes.shared.gpus": '{"prefill": 1, "decode": 2}'},
         "gpu_nodes.shared",
-        "must add up to the 4 GPUs of a g6e.12xlarge",
+        "must add up to the 4 GPUs of a g6.12xlarge",
     ),
     (
         {"gpu_nodes.shared.instance_type": "p5.48xlarge"},
@@ -44,7 +44,8 @@ INVALID = [
     (
         {"serving.prefill.tensor_parallel_size": "4"},
         "serving.prefill.tensor_parallel_size",
-        "needs more GPUs than the side's share of one g6e.12xlarge (gpu_nodes.shared.gpus.prefill) has (2)",
+        "needs more GPUs than the side's share of one g6.12xlarge "
+        "(gpu_nodes.shared.gpus.prefill) has (2)",
     ),
     (
         {"serving.decode.tensor_parallel_size": "1", "serving.decode.data_parallel_size": "3"},

@@ -175,6 +175,7 @@ def test_every_g6_and_g6e_size_of_the_catalog_has_a_price() -> None:
         ("qwen3-235b-a22b-pd", "gives **USD {:.0f} per hour**"),
         ("deepseek-v3-pd", "give **USD {:.0f} per hour**"),
         ("trial-g6e", "gives **USD {:.0f} per hour**"),
+        ("trial-one-node", "gives **USD {:.0f} per hour** with the cluster"),
         ("quickstart", "`examples/quickstart.yaml` **USD {:.0f} per hour**"),
     ],
 )
