@@ -661,11 +661,12 @@ def _verify(
 
 def _rank_placement(settings: Settings, dashboard_url: str, timeout: float) -> list[Check]:
     """Each DP side's ranks: engine core and GPU workers on one node (pdctl/rank_placement.py)."""
+    from app_config.node_labels import GPU_ROLES
     from pdctl import rank_placement
     from pdctl.checks import undecided
 
     sides = {}
-    for role in settings.gpu_nodes.groups():
+    for role in GPU_ROLES:
         side = settings.side(role)
         tp, pp = side.tensor_parallel, side.pipeline_parallel
         ranks = settings.serving.engine(role).data_parallel_size
@@ -932,6 +933,13 @@ def efa_check_command(
     from pdctl.cluster_jobs import ClusterJobs
 
     settings = _settings(config, context)
+    if settings.gpu_nodes.shared is not None:
+        fail(
+            "efa-check measures EFA between a prefill and a decode node, and gpu_nodes.shared "
+            "runs both sides on every node: the KV cache never crosses EFA there",
+            "`pdctl verify` shows the hand-off inside the node (NIXL/UCX transfers and their "
+            "time); docs/architecture.md, 'Prefill and decode on one node'",
+        )
     kube.load_kubeconfig(settings)
     plan = efa_jobs.plan_for(
         settings,
