@@ -39,7 +39,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from app_config.kubernetes_names import _LABEL_VALUE
-from app_config.node_labels import GPU_ROLES
 from catalog.container_insights import log_group_kinds, log_group_name
 
 if TYPE_CHECKING:
@@ -315,7 +314,10 @@ def derived_names(settings: Settings) -> Iterator[DerivedName]:
         efa_connection_errors_alarm(settings.prefix),
         nodes_not_ready_alarm(settings.prefix),
         health_events_undelivered_alarm(settings.prefix),
-        *(gpu_nodes_below_desired_alarm(settings.prefix, role) for role in GPU_ROLES),
+        *(
+            gpu_nodes_below_desired_alarm(settings.prefix, role)
+            for role in settings.gpu_nodes.groups()
+        ),
     ]
     for alarm in alarms:
         yield DerivedName(f"the alarm {alarm}", alarm, prefix, ALARM_NAME)
@@ -347,7 +349,7 @@ def derived_names(settings: Settings) -> Iterator[DerivedName]:
         (("serving.namespace", settings.serving.namespace), *name),
         OBJECT_NAME,
     )
-    for role in GPU_ROLES:
+    for role in settings.gpu_nodes.groups():
         yield DerivedName(
             f"the {role} PodDisruptionBudget",
             pod_disruption_budget_name(settings, role),

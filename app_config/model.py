@@ -43,6 +43,7 @@ from app_config.node_labels import (
     OWNED_TAINT_KEYS,
     ROLE_LABEL,
     ROLE_TAINT_KEY,
+    SHARED_GROUP,
 )
 from app_config.observability import Observability
 from app_config.section import (
@@ -382,17 +383,85 @@ def _same_generation(instance: GpuInstance) -> str:
     return f"{instance.gpu_architecture}: {', '.join(same)}"
 
 
+class SideGpus(Section):
+    """How the GPUs of each shared node are split between the sides."""
+
+    prefill: int = Field(ge=1, le=7, description="GPUs of each node that prefill's replicas use.")
+    decode: int = Field(ge=1, le=7, description="GPUs of each node that decode's replicas use.")
+
+
+class SharedNodeGroup(GpuNodeGroup):
+    """One node group that runs both sides: every node holds prefill's replicas on some of its
+    GPUs and decode's on the others, in one Ray worker pod, and the KV cache moves between the
+    two inside that pod (NIXL's UCX backend over CUDA IPC, docs/architecture.md, 'Prefill and
+    decode on one node'). No KV crosses EFA, so a small multi-GPU node (g6.12xlarge, 2 + 2)
+    is a whole P/D deployment."""
+
+    instance_type: Annotated[str, one_of(CATALOG, "a supported EFA GPU instance")] = Field(
+        "g6.12xlarge",
+        description=f"GPU instance type, one of: {', '.join(CATALOG)}; at least 2 GPUs.",
+    )
+    gpus: SideGpus = Field(
+        description="Each side's GPUs of every node; the two add up to the node's GPUs."
+    )
+
+    @model_validator(mode="after")
+    def _split_fills_the_node(self) -> SharedNodeGroup:
+        have = self.instance.gpus
+        if self.gpus.prefill + self.gpus.decode != have:
+            raise ValueError(
+                f"gpus.prefill {self.gpus.prefill} + gpus.decode {self.gpus.decode} must add "
+                f"up to the {have} GPUs of a {self.instance_type}: a GPU neither side holds "
+                f"stays idle, and more than {have} cannot be placed"
+                + (
+                    f"; for example prefill {have // 2}, decode {have - have // 2}"
+                    if have > 1
+                    else "; a one-GPU instance cannot hold both sides: use g6.12xlarge or "
+                    "another instance with 2 or more GPUs"
+                )
+            )
+        return self
+
+
 class GpuNodes(Section):
-    """The two EFA GPU node groups. Both run in network.gpu_availability_zone."""
+    """The EFA GPU node groups, both in network.gpu_availability_zone: one per side
+    (`prefill`, `decode`), or one that runs both sides on every node (`shared`)."""
 
     prefill: GpuNodeGroup = Field(GpuNodeGroup(), description="Nodes that run prefill.")
     decode: GpuNodeGroup = Field(GpuNodeGroup(), description="Nodes that run decode.")
+    shared: SharedNodeGroup | None = Field(
+        None,
+        description="One node group for both sides instead of `prefill` and `decode` (which "
+        "must then be left out): each node runs one Ray worker pod holding prefill's GPUs "
+        "(gpus.prefill) and decode's (gpus.decode), and the KV cache moves inside the node "
+        "(serving.kv_transfer.backend UCX). The cheapest real first run: "
+        "examples/trial-one-node.yaml. Not given: one node group per side.",
+    )
     efa_check: EfaCheck = Field(
         EfaCheck(), description="Pass marks of `pdctl efa-check` between the two groups."
     )
 
     @model_validator(mode="after")
+    def _one_layout(self) -> GpuNodes:
+        # Compared with the defaults, not model_fields_set: the loader fills a partly given
+        # section from its default (loader.with_section_defaults), which sets both.
+        given = sorted(role for role in GPU_ROLES if getattr(self, role) != GpuNodeGroup())
+        if self.shared is not None and given:
+            raise ValueError(
+                f"shared runs both sides on one node group, and {', '.join(given)} would be a "
+                "second one; remove gpu_nodes." + " and gpu_nodes.".join(given) + ", or shared"
+            )
+        return self
+
+    @property
+    def layout(self) -> str:
+        """'shared' (both sides on every node of one group) or 'separate' (a group per side)."""
+        return SHARED_GROUP if self.shared is not None else "separate"
+
+    @model_validator(mode="after")
     def _efa_peers(self) -> GpuNodes:
+        if self.shared is not None:
+            return self  # one instance type on both sides; no EFA between them
         prefill, decode = self.prefill.instance, self.decode.instance
         if prefill.efa_peer_group != decode.efa_peer_group:
             raise ValueError(
@@ -431,6 +500,8 @@ class GpuNodes(Section):
     def _shared_reservations(self) -> GpuNodes:
         """Two groups naming one reservation draw on the same instances: one instance type,
         one kind of capacity, one count, and room for both groups at their largest."""
+        if self.shared is not None:
+            return self
         first, second = (group.capacity for group in self.groups().values())
         if first.reservation_id is None or first.reservation_id != second.reservation_id:
             return self
@@ -459,7 +530,10 @@ class GpuNodes(Section):
         return self
 
     def groups(self) -> dict[str, GpuNodeGroup]:
-        """By role, in GPU_ROLES order."""
+        """The node groups that exist, by name: each side's (by role, in GPU_ROLES order), or
+        the one shared group. A side's own group is ``Settings.side(role).nodes``."""
+        if self.shared is not None:
+            return {SHARED_GROUP: self.shared}
         return {role: getattr(self, role) for role in GPU_ROLES}
 
     def placements(self) -> list[NodePlacement]:
@@ -890,6 +964,15 @@ class Settings(Section):
 
     def side(self, role: str) -> Side:
         """One side, its nodes and its engine joined (app_config/side.py)."""
+        shared = self.gpu_nodes.shared
+        if shared is not None:
+            return Side(
+                role,  # type: ignore[arg-type]
+                shared,
+                self.serving.engine(role),
+                group=SHARED_GROUP,
+                share=getattr(shared.gpus, role),
+            )
         return Side(role, self.gpu_nodes.groups()[role], self.serving.engine(role))  # type: ignore[arg-type]
 
     def sides(self) -> tuple[Side, ...]:

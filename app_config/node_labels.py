@@ -15,6 +15,9 @@ ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
 
 SYSTEM_ROLE = "system"
 GPU_ROLES = ("prefill", "decode")
+# The node group (and its label, taint and Ray worker group) of gpu_nodes.shared: both sides on
+# every node, each on its own GPUs of it.
+SHARED_GROUP = "shared"
 
 GPU_TAINT_KEY = "nvidia.com/gpu"  # the taint NVIDIA's device plugin chart tolerates by default
 ROLE_TAINT_KEY = ROLE_LABEL

@@ -25,8 +25,21 @@ Role = Literal["prefill", "decode"]
 @dataclass(frozen=True)
 class Side:
     role: Role
-    nodes: GpuNodeGroup  # gpu_nodes.<role>
+    nodes: GpuNodeGroup  # gpu_nodes.<role>, or gpu_nodes.shared
     engine: Engine  # serving.<role>
+    # The node group's name: the role, or "shared" when both sides run on every node of one
+    # group (gpu_nodes.shared), where the side holds `share` GPUs of each node.
+    group: str = ""
+    share: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.group:
+            object.__setattr__(self, "group", self.role)
+
+    @property
+    def shared(self) -> bool:
+        """Both sides on every node of one group, each on its own GPUs of it."""
+        return self.share is not None
 
     @property
     def instance(self) -> GpuInstance:
@@ -34,7 +47,15 @@ class Side:
 
     @property
     def gpus_per_node(self) -> int:
-        return self.instance.gpus
+        """The GPUs of a node that are this side's: all of them, or its share of a shared
+        node (gpu_nodes.shared.gpus.<role>)."""
+        return self.instance.gpus if self.share is None else self.share
+
+    @property
+    def replicas_per_node(self) -> int:
+        """Replicas one node holds of this side (a shared node: its share over a replica's
+        GPUs); 0 where a replica spans nodes."""
+        return self.gpus_per_node // self.replica_gpus
 
     @property
     def tensor_parallel(self) -> int:
@@ -68,7 +89,8 @@ class Side:
     @property
     def kv_offload_gib_per_pod(self) -> int:
         """Host memory the side's KV offload tier pins on one node: its size per GPU times the
-        GPUs of the one worker pod a node runs (the pod holds every GPU of its node)."""
+        side's GPUs of the one worker pod a node runs (the pod holds every GPU of its node;
+        on a shared node the other side's GPUs pin the other side's tier)."""
         return self.engine.kv_offload_gib_per_gpu * self.gpus_per_node
 
     @property
@@ -83,11 +105,11 @@ class Side:
     @property
     def placement(self) -> NodePlacement:
         """The labels and taints of the side's nodes, which its worker group selects."""
-        return self.nodes.placement(self.role)
+        return self.nodes.placement(self.group)
 
     @property
     def nodes_setting(self) -> str:
-        return f"gpu_nodes.{self.role}"
+        return f"gpu_nodes.{self.group}"
 
     @property
     def serving_setting(self) -> str:

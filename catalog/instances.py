@@ -69,6 +69,11 @@ class GpuInstance:
     gpu_link_gbytes_per_s: int = 0
 
     @property
+    def gpu_link(self) -> str:
+        """What joins the GPUs of one node: NVLink, or PCIe on L4 and L40S [pcie]."""
+        return "PCIe" if self.gpu_model in ("L4", "L40S") else "NVLink"
+
+    @property
     def has_local_nvme(self) -> bool:
         return self.nvme_disks > 0
 

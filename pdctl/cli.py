@@ -333,7 +333,7 @@ def _plan_side(
     from pdctl.plan_layout import side_with_options
     from serving_manifests.serve_config import reads_only_local_experts
 
-    chosen = instance_type or settings.gpu_nodes.groups()[role].instance_type
+    chosen = instance_type or settings.side(role).nodes.instance_type
     if chosen not in CATALOG:
         fail(f"--instance-type {chosen}: not in the catalog", f"valid: {', '.join(CATALOG)}")
     try:
@@ -372,6 +372,7 @@ def _plan_side(
             redundant_experts=engine.eplb.num_redundant_experts,
             gpu_memory_utilization=engine.gpu_memory_utilization,
             max_model_len=max_model_len or settings.serving.max_model_len,
+            in_node=side.shared,
             ep_weight_filter=shape.experts > 0
             and reads_only_local_experts(
                 engine, {"tensor_parallel_size": tp, **settings.serving.engine_options_for(role)}
@@ -442,6 +443,13 @@ def _print_plan(
         (f"KV bytes per request ({input_tokens} input tokens)", f"{result.kv_bytes_per_request:,}"),
         ("KV bytes per request per GPU", f"{result.kv_bytes_per_request_per_gpu:,}"),
         (
+            f"transfer inside the node over {result.hand_off_path} (shared nodes: each GPU over "
+            f"its own {result.hand_off_gbytes_per_s_per_gpu:g} GB/s, x "
+            f"{kv_plan.IN_NODE_EFFICIENCY})",
+            f"{result.transfer_seconds_hand_off * 1000:.2f} ms",
+        )
+        if result.hand_off_path != "EFA"
+        else (
             f"transfer over EFA (each GPU over its own {result.efa_gbps_per_gpu:g} Gbps of the "
             f"node's {instance.efa_bandwidth_gbps:,}, x {kv_plan.EFA_EFFICIENCY})",
             f"{result.transfer_seconds_efa * 1000:.2f} ms",
@@ -744,11 +752,12 @@ def _prefix_reuse(
 
 def _rank_placement(settings: Settings, dashboard_url: str, timeout: float) -> list[Check]:
     """Each DP side's ranks: engine core and GPU workers on one node (pdctl/rank_placement.py)."""
+    from app_config.node_labels import GPU_ROLES
     from pdctl import rank_placement
     from pdctl.checks import undecided
 
     sides = {}
-    for role in settings.gpu_nodes.groups():
+    for role in GPU_ROLES:
         side = settings.side(role)
         tp, pp = side.tensor_parallel, side.pipeline_parallel
         ranks = settings.serving.engine(role).data_parallel_size
@@ -1015,6 +1024,13 @@ def efa_check_command(
     from pdctl.cluster_jobs import ClusterJobs
 
     settings = _settings(config, context)
+    if settings.gpu_nodes.shared is not None:
+        fail(
+            "efa-check measures EFA between a prefill and a decode node, and gpu_nodes.shared "
+            "runs both sides on every node: the KV cache never crosses EFA there",
+            "`pdctl verify` shows the hand-off inside the node (NIXL/UCX transfers and their "
+            "time); docs/architecture.md, 'Prefill and decode on one node'",
+        )
     kube.load_kubeconfig(settings)
     plan = efa_jobs.plan_for(
         settings,

@@ -181,6 +181,13 @@ def cost_lines(prices: PriceSource, settings: Settings) -> list[CostLine]:
     for role, group in settings.gpu_nodes.groups().items():
         scaling = group.scaling
         notes = [f"autoscaled: {scaling.min_size} to {scaling.max_size} nodes"]
+        shared = settings.gpu_nodes.shared
+        if group is shared:
+            notes.insert(
+                0,
+                f"both sides on every node: prefill {shared.gpus.prefill} GPUs, decode "
+                f"{shared.gpus.decode}",
+            )
         if group.capacity.type != "on_demand":
             notes.append(
                 f"{group.capacity.type} {group.capacity.reservation_id}: billed at the "

@@ -33,6 +33,11 @@ from pdctl.moe_traffic import MoeTraffic, moe_traffic
 
 # Share of EFA's line rate a NIXL READ achieves (NIXL over LIBFABRIC, large blocks).
 EFA_EFFICIENCY = 0.7
+# Share of one GPU's link to the others of its node (catalog/instances.py gpu_link_gbytes_per_s:
+# NVLink, or PCIe Gen4 x16 on G6/G6e) that a NIXL READ over UCX's cuda_ipc achieves on a shared
+# node (gpu_nodes.shared). Assumed as EFA's, not measured: a cuda_ipc GET is one copy engine
+# transfer per block, no NIC in the path.
+IN_NODE_EFFICIENCY = 0.7
 # EC2 limits one TCP flow to 10 Gbps inside a cluster placement group (EC2 user guide, "Amazon
 # EC2 instance network bandwidth"): the path UCX falls back to on EFA.
 TCP_SINGLE_FLOW_GBPS = 10.0
@@ -151,6 +156,12 @@ class KvPlan:
     # What each rank reads from the model files at every (re)start of its group: all of them,
     # or its own experts and the rest where enable_ep_weight_filter applies.
     checkpoint_bytes_read_per_rank: int = 0
+    # The path the KV cache takes from prefill to decode: "EFA" between a side's own nodes, or
+    # the node's GPU link ("NVLink", "PCIe") on a shared node; its seconds per request, and
+    # the GB/s one GPU moves its share over.
+    hand_off_path: str = "EFA"
+    transfer_seconds_hand_off: float = 0
+    hand_off_gbytes_per_s_per_gpu: float = 0
 
     @property
     def fits(self) -> bool:
@@ -180,10 +191,13 @@ def plan(
     gpu_memory_utilization: float = 0.9,
     max_model_len: int | None = None,
     ep_weight_filter: bool = False,
+    in_node: bool = False,
 ) -> KvPlan:
     """One side's sizing. Raises ParallelismError for a layout vLLM refuses. `ep_weight_filter`:
     the side's ranks read only their own experts at load (serving_manifests/serve_config.py
-    reads_only_local_experts decides it from the settings)."""
+    reads_only_local_experts decides it from the settings). `in_node`: both sides share each
+    node (gpu_nodes.shared), and the KV cache moves over the node's GPU link, each GPU's share
+    over its own link, instead of over EFA."""
     parallelism = Parallelism(
         tensor_parallel=tensor_parallel,
         pipeline_parallel=pipeline_parallel,
@@ -201,6 +215,11 @@ def plan(
     gpu_gbps = efa_gbps_per_gpu(instance)
     transfer_efa = per_gpu_request / (gpu_gbps * 1e9 / 8 * EFA_EFFICIENCY)
     transfer_tcp = per_request / (TCP_SINGLE_FLOW_GBPS * 1e9 / 8)
+    if in_node:
+        path, link_gbytes = instance.gpu_link, float(instance.gpu_link_gbytes_per_s)
+        transfer = per_gpu_request / (link_gbytes * 1e9 * IN_NODE_EFFICIENCY)
+    else:
+        path, link_gbytes, transfer = "EFA", gpu_gbps / 8, transfer_efa
     parts = shape.weight_parts()
     memory = gpu_memory(shape, parallelism, instance.gpu_memory_gib, gpu_memory_utilization)
     weights_per_gpu, kv_budget = memory.weights_bytes, memory.kv_budget_bytes
@@ -209,7 +228,7 @@ def plan(
     at_max_len = None if max_model_len is None else tokens_per_rank // max_model_len
     flops = 2 * shape.active_parameters * input_tokens
     prefill = flops / (instance.gpu_bf16_tflops * 1e12 * parallelism.rank_gpus * PREFILL_MFU)
-    verdict, pays_off = _verdict(input_tokens, transfer_efa, prefill, sequences)
+    verdict, pays_off = _verdict(input_tokens, transfer, prefill, sequences)
     if sequences and at_max_len == 0:
         verdict, pays_off = (
             f"does not fit: one DP rank's KV cache holds {tokens_per_rank:,} tokens, fewer "
@@ -244,6 +263,9 @@ def plan(
         efa_gbps_per_gpu=gpu_gbps,
         kv_bytes_per_request_per_gpu=per_gpu_request,
         moe=moe_traffic(shape, instance, parallelism),
+        hand_off_path=path,
+        transfer_seconds_hand_off=transfer,
+        hand_off_gbytes_per_s_per_gpu=link_gbytes,
         checkpoint_bytes_read_per_rank=shape.checkpoint_bytes_read(
             math.ceil(parallelism.experts_per_gpu(shape.experts)) if ep_weight_filter else None
         ),

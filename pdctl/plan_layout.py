@@ -62,11 +62,13 @@ def side_with_options(
                 for problem in problems_from_validation_error(error, Engine)
             ]
         ) from None
-    group = settings.gpu_nodes.groups()[role].model_copy(update={"instance_type": instance_type})
+    # The side's node group: its own, or the shared one (whose split stays as configured).
+    name = settings.side(role).group
+    group = settings.gpu_nodes.groups()[name].model_copy(update={"instance_type": instance_type})
     planned = settings.model_copy(
         update={
             "serving": serving.model_copy(update={role: engine}),
-            "gpu_nodes": settings.gpu_nodes.model_copy(update={role: group}),
+            "gpu_nodes": settings.gpu_nodes.model_copy(update={name: group}),
         }
     )
     layout = tuple(f"serving.{role}.{name}" for name in LAYOUT_SETTINGS)

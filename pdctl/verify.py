@@ -423,6 +423,13 @@ SLOW_TRANSFER_HINT = (
     "`pdctl efa-check` (every EFA device of a prefill and a decode node, against the catalog's "
     "line rate)"
 )
+# The UCX backend inside a shared node: a pull that UCX's cuda_ipc does not serve zero-copy is
+# relayed over TCP at about 0.5 GB/s (vllm-project/vllm#52607, ai-dynamo/nixl#2208).
+SLOW_IN_NODE_HINT = (
+    "slow transfers with the UCX backend on shared nodes point at UCX leaving cuda_ipc: check "
+    "the worker pod's UCX_TLS (cuda_ipc,cuda_copy,tcp) and UCX_CUDA_IPC_ENABLE_GET_ZCOPY=y "
+    "(docs/architecture.md, 'Prefill and decode on one node')"
+)
 # vLLM 0.26 with NIXL's LIBFABRIC backend does not fall back when NIXL cannot open an EFA device:
 # the engine dies at start (issue 18, observed with real engines), so a broken node shows as a
 # replica that restarts on one side. Devices missing when the pod starts stop it earlier, in the
@@ -484,7 +491,7 @@ def kv_verdict(
             return failed(
                 f"{name}: yes, but slowly",
                 f"{detail} (more than {slow_seconds * 1000:.0f} ms)",
-                SLOW_TRANSFER_HINT,
+                SLOW_IN_NODE_HINT if backend == "UCX" else SLOW_TRANSFER_HINT,
             )
         return passed(f"{name}: yes", detail)
     return failed(
@@ -514,12 +521,14 @@ def fetch_text(url: str, timeout: float = DEFAULT_TIMEOUT_SECONDS) -> str:
 def worker_metrics_from_kubernetes(
     settings: Any, port: int, timeout: float = DEFAULT_TIMEOUT_SECONDS, role: str = "decode"
 ) -> list[str]:
-    """Prometheus text of every worker pod of the side (decode unless ``role`` says
-    otherwise), through the API server's pod proxy."""
+    """Prometheus text of every worker pod the side's engines run in (decode unless ``role``
+    says otherwise), through the API server's pod proxy: the side's own group's pods, or on
+    gpu_nodes.shared the shared pods, where both sides' engines run."""
     from pdctl import kube
 
     kube.load_kubeconfig(settings)
     namespace, rayservice = settings.serving.namespace, settings.serving.name
+    group = settings.side(role).group
 
     def read() -> list[str]:
         from kubernetes import client
@@ -527,7 +536,7 @@ def worker_metrics_from_kubernetes(
         core = client.CoreV1Api()
         pods = core.list_namespaced_pod(
             namespace,
-            label_selector=f"llm-serving/rayservice={rayservice},llm-serving/role={role}",
+            label_selector=f"llm-serving/rayservice={rayservice},llm-serving/role={group}",
             _request_timeout=timeout,
         ).items
         return [

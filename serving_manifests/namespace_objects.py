@@ -211,8 +211,11 @@ def render_pod_disruption_budgets(settings: Settings) -> list[dict[str, Any]]:
         # A DP group spanning nodes restarts whole when any of its pods goes (Ray Serve's
         # RESTART_GANG): one node at a time then means one group at a time, and a side whose
         # floor is a single group gets no budget, as a single node does not.
+        # A shared node's pod holds both sides, each within the node (rule replica-fit): one
+        # node at a time is one replica of each side at a time.
         floor = group.scaling.min_size
-        if floor < 2 * settings.side(role).nodes_per_replica:
+        nodes = max(side.nodes_per_replica for side in settings.sides() if side.group == role)
+        if floor < 2 * nodes:
             continue
         budget = load("pod-disruption-budget.yaml")
         budget["spec"]["minAvailable"] = floor - 1

@@ -14,6 +14,7 @@ from app_config.node_labels import (
     GPU_RESOURCE,
     GPU_ROLES,
     ROLE_LABEL,
+    SHARED_GROUP,
     SYSTEM_ROLE,
 )
 from catalog.expert_parallel import NCCL_ON_EFA_ENV
@@ -117,11 +118,29 @@ def render_rayservice(
     (worker_skeleton,) = cluster["workerGroupSpecs"]
     cluster["workerGroupSpecs"] = [
         _worker_group(
-            copy.deepcopy(worker_skeleton), settings, role, image, annotations, serve_extensions
+            copy.deepcopy(worker_skeleton), settings, name, image, annotations, serve_extensions
         )
-        for role in GPU_ROLES
+        for name in settings.gpu_nodes.groups()
     ]
     return service
+
+
+# UCX settings of a shared node's Ray pod, where NIXL's UCX backend moves the KV cache between
+# the two sides' engines of the pod, GPU to GPU (docs/architecture.md, 'Prefill and decode on
+# one node'):
+# - UCX_TLS keeps cuda_ipc (GPU to GPU of one node, zero-copy), cuda_copy (staging through host
+#   memory) and tcp (NIXL's own wire-up and notifications between the agents); nothing that would
+#   open the EFA device (UCX has no EFA transport: vllm-project/vllm#52607).
+# - UCX_CUDA_IPC_ENABLE_GET_ZCOPY: vLLM 0.26's NixlConnector pulls (decode READs = UCX GET), and
+#   UCX's cuda_ipc serves GET zero-copy only where it detects NVLink unless this is set (UCX
+#   src/uct/cuda/cuda_ipc/cuda_ipc_iface.c config table: ENABLE_GET_ZCOPY, default "auto",
+#   "Enable get operations except for platforms known to have slower performance"); without it a
+#   PCIe node (g6e) falls back to a TCP relay at ~0.5 GB/s (vllm-project/vllm#52607,
+#   ai-dynamo/nixl#2208).
+SHARED_NODE_UCX_ENV = {
+    "UCX_TLS": "cuda_ipc,cuda_copy,tcp",
+    "UCX_CUDA_IPC_ENABLE_GET_ZCOPY": "y",
+}
 
 
 def _worker_group(
@@ -132,8 +151,11 @@ def _worker_group(
     annotations: dict[str, str],
     serve_extensions: dict[str, Any],
 ) -> dict:
+    """The Ray worker group of one node group, ``role`` its name: a side's, or the shared
+    group's, whose pods hold both sides."""
     node_group = settings.gpu_nodes.groups()[role]
     instance, placement = node_group.instance, node_group.placement(role)
+    sides = [side for side in settings.sides() if side.group == role]
     group["groupName"] = role
     # One worker pod per GPU node (it holds every GPU and EFA device): Ray's autoscaler never
     # asks for more pods than the node group can have nodes, nor keeps fewer than it must.
@@ -143,7 +165,10 @@ def _worker_group(
         minReplicas=scaling.min_size,
         maxReplicas=scaling.max_size,
     )
-    group["resources"] = {ray_resource(role): str(instance.gpus)}
+    # Each side's resource, one unit per GPU of the side: on a shared node's pod both, so that
+    # a side's bundles (serve_config.py) take only its share of the pod's GPUs and Ray gives the
+    # two sides' engine actors disjoint GPUs of the one pod (CUDA_VISIBLE_DEVICES per actor).
+    group["resources"] = {ray_resource(side.role): str(side.gpus_per_node) for side in sides}
 
     pod = group["template"]
     pod["metadata"]["labels"].update({RAYSERVICE_LABEL: settings.serving.name, ROLE_LABEL: role})
@@ -162,21 +187,23 @@ def _worker_group(
     spec["terminationGracePeriodSeconds"] = drain.termination_grace_seconds(drain_timeout)
     spec["nodeSelector"] = dict(placement.labels)
     spec["tolerations"] = placement.tolerations()
-    # Prefill and decode on one node fail with EAGAIN in NIXL: never co-locate the two sides.
-    spec["affinity"] = {
-        "podAntiAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {
-                    "labelSelector": {
-                        "matchExpressions": [
-                            {"key": ROLE_LABEL, "operator": "In", "values": _other_roles(role)}
-                        ]
-                    },
-                    "topologyKey": "kubernetes.io/hostname",
-                }
-            ]
+    if role in GPU_ROLES:
+        # Prefill and decode pods on one node fail with EAGAIN in NIXL: never co-locate the two
+        # sides' pods (a shared node runs both sides in one pod instead, and needs no rule).
+        spec["affinity"] = {
+            "podAntiAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "labelSelector": {
+                            "matchExpressions": [
+                                {"key": ROLE_LABEL, "operator": "In", "values": _other_roles(role)}
+                            ]
+                        },
+                        "topologyKey": "kubernetes.io/hostname",
+                    }
+                ]
+            }
         }
-    }
 
     (container,) = spec["containers"]
     container["image"] = image
@@ -198,16 +225,20 @@ def _worker_group(
             ),
         }.items()
     )
-    if settings.side(role).nodes_per_replica > 1:
+    if any(side.nodes_per_replica > 1 for side in sides):
         # The replica's ranks talk NCCL across nodes (the all-to-all, EPLB, DP sync): over EFA
         # through aws-ofi-nccl, and never silently over TCP sockets.
         container["env"].extend(
             {"name": name, "value": value} for name, value in NCCL_ON_EFA_ENV.items()
         )
+    if role == SHARED_GROUP:
+        container["env"].extend(
+            {"name": name, "value": value} for name, value in SHARED_NODE_UCX_ENV.items()
+        )
     # The KV offload tier's pinned host memory is the pod's own (the cgroup charges it, and the
     # limit equals the request): on top of the share left for everything else.
     memory_gib = int(instance.memory_gib * MEMORY_REQUEST_SHARE)
-    memory_gib += settings.side(role).kv_offload_gib_per_pod
+    memory_gib += sum(side.kv_offload_gib_per_pod for side in sides)
     resources = {
         "cpu": str(instance.vcpus - RESERVED_VCPUS),
         "memory": f"{memory_gib}Gi",

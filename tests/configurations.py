@@ -103,6 +103,7 @@ CONFIGURATIONS: dict[str, dict[str, str]] = {
 # The example files users start from (examples/*.yaml), each read as `cdk synth -c config=...`
 # reads it: every one passes every check that the configurations above pass.
 EXAMPLES = (
+    "trial-one-node",
     "quickstart",
     "trial-g6e",
     "capacity-block",

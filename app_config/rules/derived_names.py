@@ -39,7 +39,7 @@ def name_problems(settings: Settings) -> Iterator[Finding]:
 RULES = (
     Rule(
         "derived-name",
-        frozenset({"prefix", "cluster", "serving", "observability"}),
+        frozenset({"prefix", "cluster", "gpu_nodes", "serving", "observability"}),
         name_problems,
     ),
 )

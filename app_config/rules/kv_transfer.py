@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
 def ucx_on_efa(settings: Settings) -> Iterator[Finding]:
     backend = settings.serving.kv_transfer.backend
-    if backend == "UCX":
+    if backend == "UCX" and settings.gpu_nodes.shared is None:
         yield Finding(
             "serving.kv_transfer.backend",
             "on EFA, UCX silently falls back to a slow path (time to first token of tens of "
@@ -43,7 +43,27 @@ def offload_on_decode(settings: Settings) -> Iterator[Finding]:
         )
 
 
+def shared_nodes_backend(settings: Settings) -> Iterator[Finding]:
+    """On shared nodes the KV cache moves between two engines of one pod, GPU to GPU of one
+    node. NIXL 1.3.1's LIBFABRIC backend is the app's EFA path (it pairs each GPU with EFA
+    devices, catalog/efa_layout.py); UCX's cuda_ipc transport copies GPU to GPU over NVLink or
+    PCIe with no NIC in the path, and is what vLLM's NIXL connector defaults to (vLLM 0.26
+    nixl/base_worker.py: backends default ["UCX"]). The app renders UCX's settings for it
+    (serving_manifests/rayservice.py SHARED_NODE_UCX_ENV; docs/architecture.md, 'Prefill and
+    decode on one node')."""
+    backend = settings.serving.kv_transfer.backend
+    if settings.gpu_nodes.shared is not None and backend != "UCX":
+        yield Finding(
+            "serving.kv_transfer.backend",
+            f"{backend} is NIXL's EFA path, but on gpu_nodes.shared both sides' engines run in "
+            "one pod of one node: use UCX, whose cuda_ipc transport copies the KV cache GPU "
+            "to GPU inside the node (the app renders the UCX settings for it)",
+            backend,
+        )
+
+
 RULES = (
-    Rule("ucx-on-efa", frozenset({"serving"}), ucx_on_efa, WARNING, stack="serving"),
+    Rule("shared-nodes-backend", frozenset({"serving", "gpu_nodes"}), shared_nodes_backend),
+    Rule("ucx-on-efa", frozenset({"serving", "gpu_nodes"}), ucx_on_efa, WARNING, stack="serving"),
     Rule("kv-offload-decode", frozenset({"serving"}), offload_on_decode),
 )

@@ -117,7 +117,7 @@ def pod_requests(spec: dict[str, Any], *sidecars: dict[str, Any]) -> Requests:
 @dataclass(frozen=True)
 class RenderedPods:
     head: Requests
-    workers: dict[str, Requests]  # by side
+    workers: dict[str, Requests]  # by worker group (a side's, or the shared nodes')
 
 
 # The last settings rendered and their pods: the four node-fit rules of one evaluation ask for
@@ -211,20 +211,29 @@ def _thin_memory(asked: Requests, node: Allocatable, nodes: int = 1) -> bool:
     return node.memory_mib * nodes >= asked.memory_mib > node.memory_mib_estimated * nodes
 
 
-def _without_offload(worker: Requests, side: Side) -> Requests:
-    """The worker pod's requests before its KV offload tier adds its pinned memory: what the
-    instance type must hold (node-fit); the tier on top is judged by kv-offload-fit."""
-    offload_mib = side.kv_offload_gib_per_pod * 1024
+def _without_offload(worker: Requests, settings: Settings, group: str) -> Requests:
+    """The worker pod's requests before its KV offload tiers add their pinned memory (a shared
+    node's pod holds both sides' tiers): what the instance type must hold (node-fit); the tiers
+    on top are judged by kv-offload-fit."""
+    offload_mib = sum(s.kv_offload_gib_per_pod * 1024 for s in settings.sides() if s.group == group)
     return Requests(worker.cpu_millis, worker.memory_mib - offload_mib, worker.hugepages_mib)
+
+
+def _one_side_per_pod(settings: Settings) -> list[Side]:
+    """A side for each worker pod: both sides, or the first of a shared node's pod."""
+    sides: dict[str, Side] = {}
+    for side in settings.sides():
+        sides.setdefault(side.group, side)
+    return list(sides.values())
 
 
 def gpu_nodes_fit(settings: Settings) -> Iterator[Finding]:
     pods = rendered_pods(settings)
     if pods is None:
         return
-    for side in settings.sides():
+    for side in _one_side_per_pod(settings):
         instance_type = side.nodes.instance_type
-        worker = _without_offload(pods.workers[side.role], side)
+        worker = _without_offload(pods.workers[side.group], settings, side.group)
         node = node_allocatable(instance_type, hugepages_mib=worker.hugepages_mib)
         if node is None:
             continue  # every GPU type of the catalog has ENI limits (tests check it)
@@ -234,7 +243,7 @@ def gpu_nodes_fit(settings: Settings) -> Iterator[Finding]:
         if short:
             yield Finding(
                 f"{side.nodes_setting}.instance_type",
-                f"the {side.role} Ray worker pod ({worker.cpu_millis}m CPU, "
+                f"the {side.group} Ray worker pod ({worker.cpu_millis}m CPU, "
                 f"{worker.memory_mib} MiB) and {len(daemons)} DaemonSets do not fit one node: "
                 f"{'; '.join(short)}; {_allocatable_note(node)}. The pod would stay Pending "
                 "and the Cluster Autoscaler would add no node for it",
@@ -255,11 +264,11 @@ def kv_offload_fit(settings: Settings) -> Iterator[Finding]:
         if not side.kv_offload_gib_per_pod:
             continue
         instance_type = side.nodes.instance_type
-        worker = pods.workers[side.role]
+        worker = pods.workers[side.group]
         node = node_allocatable(instance_type, hugepages_mib=worker.hugepages_mib)
         if node is None:
             continue
-        others = _without_offload(worker, side) + _requests(
+        others = _without_offload(worker, settings, side.group) + _requests(
             daemon_sets(settings, instance_type, gpu=True)
         )
         room_mib = node.memory_mib - others.memory_mib
@@ -283,9 +292,9 @@ def gpu_nodes_headroom(settings: Settings) -> Iterator[Finding]:
     pods = rendered_pods(settings)
     if pods is None:
         return
-    for side in settings.sides():
+    for side in _one_side_per_pod(settings):
         instance_type = side.nodes.instance_type
-        worker = pods.workers[side.role]
+        worker = pods.workers[side.group]
         node = node_allocatable(instance_type, hugepages_mib=worker.hugepages_mib)
         if node is None:
             continue

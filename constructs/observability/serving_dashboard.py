@@ -106,7 +106,9 @@ class ServingDashboard(Construct):
         )
         for row in self._rows():
             self.dashboard.add_widgets(*row)
-        self.dashboard.add_widgets(*(self._nodes_graph(role) for role in GPU_ROLES))
+        self.dashboard.add_widgets(
+            *(self._nodes_graph(group) for group in self._settings.gpu_nodes.groups())
+        )
 
     def _rows(self) -> list[list[cloudwatch.IWidget]]:
         return (
@@ -436,7 +438,8 @@ class ServingDashboard(Construct):
             title=f"{role}: {title}",
             left=[
                 cloudwatch.MathExpression(
-                    expression=self._pod_search(metric, role),
+                    # A shared node's one pod holds both sides: both graphs show it.
+                    expression=self._pod_search(metric, self._settings.side(role).group),
                     using_metrics={},
                     label=f"{metric.name} ${{PROP('Dim.PodName')}}",  # one line per pod
                     period=PERIOD,
@@ -448,7 +451,8 @@ class ServingDashboard(Construct):
         )
 
     def _nodes_graph(self, role: str) -> cloudwatch.GraphWidget:
-        """Nodes serving the side: each runs one worker pod holding all of its GPUs. (The node
+        """Nodes of a node group (a side's, or the shared one): each runs one worker pod holding
+        all of its GPUs. (The node
         group's own counts live with its Auto Scaling group, whose name changes when the group
         is replaced; its shortfall alarm is in the status widget above.)"""
         group = self._settings.gpu_nodes.groups()[role]

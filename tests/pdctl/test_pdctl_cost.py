@@ -175,6 +175,7 @@ def test_every_g6_and_g6e_size_of_the_catalog_has_a_price() -> None:
         ("qwen3-235b-a22b-pd", "gives **USD {:.0f} per hour**"),
         ("deepseek-v3-pd", "give **USD {:.0f} per hour**"),
         ("trial-g6e", "gives **USD {:.0f} per hour**"),
+        ("trial-one-node", "gives **USD {:.0f} per hour** with the cluster"),
         ("quickstart", "`examples/quickstart.yaml` **USD {:.0f} per hour**"),
     ],
 )
@@ -184,3 +185,16 @@ def test_the_readmes_example_costs_are_what_pdctl_cost_computes(example, quoted)
     total, complete = total_per_hour(cost_lines(CatalogPrices(), settings_for(example)))
     assert complete
     assert quoted.format(total) in readme
+
+
+def test_shared_nodes_are_one_line_that_says_both_sides_run_on_them() -> None:
+    settings = settings_for("trial-one-node")
+    shared = settings.gpu_nodes.shared
+    lines = cost_lines(CatalogPrices(), settings)
+    (gpu,) = [line for line in lines if "nodes (" in line.item and "system" not in line.item]
+    assert gpu.item == f"shared nodes ({shared.instance_type})"
+    assert gpu.quantity == shared.scaling.desired_size
+    assert gpu.per_hour == pytest.approx(
+        INSTANCE_HOURLY_USD[shared.instance_type] * shared.scaling.desired_size
+    )
+    assert f"prefill {shared.gpus.prefill} GPUs, decode {shared.gpus.decode}" in gpu.note

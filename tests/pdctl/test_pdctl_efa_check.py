@@ -797,3 +797,19 @@ def test_pairs_outside_the_plan_or_repeating_a_device_are_no_evidence() -> None:
         "decode": side([(0, "a-rdm"), (1, "b-rdm")]),
     }
     assert not _failing(evaluate(honest, expected, EfaCheck())[0])
+
+
+def test_efa_check_on_shared_nodes_says_there_is_no_efa_path_to_measure(monkeypatch) -> None:
+    from typer.testing import CliRunner
+
+    from pdctl import kube
+    from pdctl.cli import app
+
+    def never(*args):
+        raise AssertionError("no cluster call on shared nodes")
+
+    monkeypatch.setattr(kube, "load_kubeconfig", never)
+    monkeypatch.setattr(efa_run, "run", never)
+    result = CliRunner().invoke(app, ["efa-check", "--config", "examples/trial-one-node.yaml"])
+    assert result.exit_code == 2, result.output
+    assert "gpu_nodes.shared runs both sides on every node" in " ".join(result.output.split())

@@ -303,3 +303,54 @@ def test_a_model_that_fits_only_quantized_passes_and_unquantized_fails(tmp_path:
         )
         assert result.exit_code == code, result.output
         assert json.loads(result.stdout)["fits"] is (code == 0)
+
+
+@pytest.mark.parametrize("instance_type", ["g6e.12xlarge", "p5.48xlarge"])
+def test_on_shared_nodes_the_hand_off_crosses_the_nodes_gpu_link_not_efa(instance_type) -> None:
+    """gpu_nodes.shared: each GPU's share of a request's KV over its own link to the others
+    (NVLink, or PCIe on G6e) at IN_NODE_EFFICIENCY, and the verdict weighs that time."""
+    from pdctl.kv_plan import IN_NODE_EFFICIENCY
+
+    shape, instance = model_shape(QWEN3_32B), CATALOG[instance_type]
+    kwargs = {"tensor_parallel": 2, "input_tokens": 4096, "output_tokens": 512}
+    over_efa, in_node = (
+        plan(shape, instance, **kwargs),
+        plan(shape, instance, **kwargs, in_node=True),
+    )
+    assert (over_efa.hand_off_path, in_node.hand_off_path) == ("EFA", instance.gpu_link)
+    per_gpu = in_node.kv_bytes_per_request_per_gpu
+    link = instance.gpu_link_gbytes_per_s * 1e9 * IN_NODE_EFFICIENCY
+    assert in_node.transfer_seconds_hand_off == pytest.approx(per_gpu / link)
+    assert over_efa.transfer_seconds_hand_off == over_efa.transfer_seconds_efa
+    # The node's GPU link is faster than a GPU's share of its EFA on every catalog type here.
+    assert in_node.transfer_seconds_hand_off < over_efa.transfer_seconds_hand_off
+
+
+def test_the_one_node_trial_pays_off_where_the_two_node_trial_does_not() -> None:
+    """The same model on both: over trial-g6e's one 100 Gbps EFA interface per node the KV move
+    eats much of the prefill it replaces; inside one G6 node, over PCIe, it does not (README,
+    'Starting points')."""
+    config = str(Path(__file__).resolve().parents[2] / "catalog/model_configs/Qwen3-8B.json")
+
+    def planned(example: str) -> dict:
+        result = CliRunner().invoke(
+            app,
+            ["plan", "--config", f"examples/{example}.yaml", "--side", "decode",
+             "--model-config", config, "--json"],
+        )  # fmt: skip
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)
+
+    one_node, two_nodes = planned("trial-one-node"), planned("trial-g6e")
+    assert (one_node["hand_off_path"], two_nodes["hand_off_path"]) == ("PCIe", "EFA")
+    assert one_node["pays_off"]
+    assert not two_nodes["pays_off"]
+    # docs/architecture.md, 'Prefill and decode on one node', quotes both times.
+    architecture = " ".join(
+        (Path(__file__).resolve().parents[2] / "docs/architecture.md").read_text().split()
+    )
+    in_node_ms = one_node["transfer_seconds_hand_off"] * 1000
+    efa_ms = two_nodes["transfer_seconds_hand_off"] * 1000
+    assert f"that is {in_node_ms:.1f} ms on a G6 or G6e node, against {efa_ms:.0f} ms" in (
+        architecture
+    )

@@ -368,3 +368,51 @@ def test_the_prefix_reuse_verdict_says_yes_only_on_whole_evidence(counts, ending
     assert verdict.name == f"{prefix_reuse.NAME}{ending}"
     assert fragment in verdict.detail
     assert verdict.ok == (ending == ": yes")
+
+
+def test_slow_transfers_inside_a_shared_node_point_at_ucx_not_the_fabric(
+    serve, monkeypatch
+) -> None:
+    """On gpu_nodes.shared the KV never crosses EFA: a slow NIXL/UCX hand-off is UCX leaving
+    cuda_ipc (the pod's UCX settings), and efa-check would measure nothing."""
+    from tests.configurations import settings_for
+
+    monkeypatch.setitem(globals(), "MODEL", settings_for("trial-one-node").serving.model.id)
+    url, handler = serve
+    handler.transfers_per_request, handler.seconds_per_transfer = 4, 1.5
+    result = CliRunner().invoke(
+        app,
+        ["verify", "--config", "examples/trial-one-node.yaml", "--url", url, "--metrics-url",
+         f"{url}/metrics", "--metrics-wait", "0", "--json"],
+    )  # fmt: skip
+    checks = json.loads(result.output)
+    assert checks[-1]["name"] == "KV moved from prefill to decode over NIXL/UCX: yes, but slowly"
+    assert "UCX_CUDA_IPC_ENABLE_GET_ZCOPY=y" in checks[-1]["fix"]
+    assert "pdctl efa-check" not in checks[-1]["fix"]
+
+
+def test_decode_metrics_are_read_from_the_pods_decode_runs_in(monkeypatch) -> None:
+    """Its own group's pods, or the shared pods where decode runs beside prefill."""
+    import sys
+    import types
+
+    from pdctl import kube, verify
+    from tests.configurations import settings_for
+
+    selectors = []
+
+    class Core:
+        def list_namespaced_pod(self, namespace, label_selector, _request_timeout):
+            selectors.append(label_selector)
+            return types.SimpleNamespace(items=[])
+
+    fake = types.ModuleType("kubernetes")
+    fake.client = types.SimpleNamespace(CoreV1Api=Core)
+    monkeypatch.setitem(sys.modules, "kubernetes", fake)
+    monkeypatch.setattr(kube, "load_kubeconfig", lambda settings: None)
+    for example, group in (("default", "decode"), ("trial-one-node", "shared")):
+        settings = settings_for(example)
+        assert verify.worker_metrics_from_kubernetes(settings, 8080, 5) == []
+        assert selectors.pop() == (
+            f"llm-serving/rayservice={settings.serving.name},llm-serving/role={group}"
+        )

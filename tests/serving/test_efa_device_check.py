@@ -65,11 +65,11 @@ def _env(container: dict) -> dict[str, object]:
 
 
 def test_only_gpu_worker_pods_check_their_efa_devices_and_first(rendered) -> None:
-    _, manifests = rendered
+    settings, manifests = rendered
     head = _cluster(manifests)["headGroupSpec"]["template"]["spec"]
     assert check.CONTAINER not in [c["name"] for c in head.get("initContainers", [])]
     specs = _worker_specs(manifests)
-    assert set(specs) == set(GPU_ROLES)
+    assert set(specs) == set(settings.gpu_nodes.groups())
     for spec in specs.values():
         # KubeRay appends its wait-gcs-ready: ours stays first, before Ray is waited for.
         assert spec["initContainers"][0]["name"] == check.CONTAINER

@@ -10,7 +10,14 @@ import yaml
 
 from app_config import Settings, load_settings
 from app_config.node_labels import EFA_HUGEPAGES as HUGEPAGES
-from app_config.node_labels import EFA_RESOURCE, GPU_RESOURCE, GPU_ROLES, ROLE_LABEL, SYSTEM_ROLE
+from app_config.node_labels import (
+    EFA_RESOURCE,
+    GPU_RESOURCE,
+    GPU_ROLES,
+    ROLE_LABEL,
+    SHARED_GROUP,
+    SYSTEM_ROLE,
+)
 from catalog.ray_llm_image import (
     IMAGES,
     PUBLIC_REPOSITORY,
@@ -33,7 +40,7 @@ from serving_manifests.names import (
     endpoint_service_name,
 )
 from serving_manifests.namespace_objects import IRSA_ANNOTATION
-from serving_manifests.rayservice import MEMORY_REQUEST_SHARE
+from serving_manifests.rayservice import MEMORY_REQUEST_SHARE, SHARED_NODE_UCX_ENV
 from serving_manifests.serve_config import (
     MULTI_CONNECTOR,
     NIXL_CONNECTOR,
@@ -74,9 +81,11 @@ def _llm_configs(manifests: ServingManifests) -> dict[str, dict]:
     return {role: application["args"][f"{role}_config"] for role in GPU_ROLES}
 
 
-def test_one_worker_group_per_side(rendered) -> None:
-    _, manifests = rendered
-    assert sorted(_workers(manifests)) == sorted(GPU_ROLES)
+def test_one_worker_group_per_node_group(rendered) -> None:
+    """A side's own, or one for gpu_nodes.shared whose pods hold both sides."""
+    settings, manifests = rendered
+    assert list(_workers(manifests)) == list(settings.gpu_nodes.groups())
+    assert {settings.side(role).group for role in GPU_ROLES} == set(_workers(manifests))
 
 
 def test_workers_select_and_tolerate_exactly_their_node_group(rendered) -> None:
@@ -150,10 +159,15 @@ def test_workers_get_the_efa_environment_pod_ip_and_shared_memory(rendered) -> N
 
 
 def test_prefill_and_decode_pods_repel_each_other(rendered) -> None:
+    """Two pods of the two sides on one node fail in NIXL (EAGAIN); a shared node's one pod
+    holds both sides and has no other side's pod to keep away."""
     _, manifests = rendered
     for role, worker in _workers(manifests).items():
         spec = worker["template"]["spec"]
         assert worker["template"]["metadata"]["labels"][ROLE_LABEL] == role
+        if role not in GPU_ROLES:
+            assert "affinity" not in spec
+            continue
         (term,) = spec["affinity"]["podAntiAffinity"][
             "requiredDuringSchedulingIgnoredDuringExecution"
         ]
@@ -267,9 +281,15 @@ def test_a_workers_memory_request_grows_by_its_sides_kv_offload_tier(rendered) -
     """Pinned host memory is charged to the pod's cgroup: the request (and the limit, equal to
     it) holds the share every worker gets plus the tier of every GPU of the node."""
     settings, manifests = rendered
-    for role, group in settings.gpu_nodes.groups().items():
-        (container,) = _workers(manifests)[role]["template"]["spec"]["containers"]
-        tier = settings.serving.engine(role).kv_offload_gib_per_gpu * group.instance.gpus
+    for name, group in settings.gpu_nodes.groups().items():
+        (container,) = _workers(manifests)[name]["template"]["spec"]["containers"]
+        # Each side's tier over its GPUs of the node: all of them, or its share of a shared one.
+        tier = sum(
+            settings.serving.engine(role).kv_offload_gib_per_gpu
+            * (group.instance.gpus if name == role else getattr(group.gpus, role))
+            for role in GPU_ROLES
+            if name in (role, SHARED_GROUP)
+        )
         expected = int(group.instance.memory_gib * MEMORY_REQUEST_SHARE) + tier
         assert container["resources"]["requests"]["memory"] == f"{expected}Gi"
         assert container["resources"]["limits"]["memory"] == f"{expected}Gi"
@@ -296,16 +316,20 @@ def test_an_offload_tier_on_prefill_leaves_decode_as_it_was() -> None:
 
 def test_parallelism_fits_one_node_and_bundles_pin_each_side(rendered) -> None:
     settings, manifests = rendered
+    shared = settings.gpu_nodes.shared
     for role, config in _llm_configs(manifests).items():
-        group = getattr(settings.gpu_nodes, role)
+        group = shared or getattr(settings.gpu_nodes, role)
+        # The side's GPUs of a node: all of them, or its share of a shared node.
+        gpus = getattr(shared.gpus, role) if shared else group.instance.gpus
         tp, pp = settings.replica_gpus(role)
         kwargs = config["engine_kwargs"]
         assert (kwargs["tensor_parallel_size"], kwargs["pipeline_parallel_size"]) == (tp, pp)
-        assert tp * pp <= group.instance.gpus
+        assert tp * pp <= gpus
         bundle = config["placement_group_config"]["bundle_per_worker"]  # repeated TP x PP times
         assert (bundle["GPU"], bundle[ray_resource(role)]) == (1, 1)
-        advertised = _workers(manifests)[role]["resources"][ray_resource(role)]
-        assert int(advertised) == group.instance.gpus  # one unit per GPU: bundles fit exactly
+        worker = _workers(manifests)[SHARED_GROUP if shared else role]
+        advertised = worker["resources"][ray_resource(role)]
+        assert int(advertised) == gpus  # one unit per GPU: bundles fit exactly
         assert "accelerator_type" not in config  # test_scaling_chain says why
 
 
@@ -547,18 +571,17 @@ def test_disruption_budgets_keep_each_sides_floor_less_one(rendered) -> None:
         for b in manifests.pod_disruption_budgets
     }
     (application,) = manifests.serve_config["applications"]
-    for role in GPU_ROLES:
+    for role in workers:  # a side's group, or the shared one holding both sides
         pods = workers[role]["minReplicas"]
-        kwargs = application["args"][f"{role}_config"]["engine_kwargs"]
-        group_gpus = (
-            kwargs.get("data_parallel_size", 1)
-            * kwargs["tensor_parallel_size"]
-            * kwargs["pipeline_parallel_size"]
-        )
-        pod_gpus = int(
-            workers[role]["template"]["spec"]["containers"][0]["resources"]["limits"][GPU_RESOURCE]
-        )
-        pods_per_group = -(-group_gpus // pod_gpus)
+        pods_per_group = 1
+        for side, gpus in workers[role]["resources"].items():  # the side's GPUs of each pod
+            kwargs = application["args"][f"{side}_config"]["engine_kwargs"]
+            group_gpus = (
+                kwargs.get("data_parallel_size", 1)
+                * kwargs["tensor_parallel_size"]
+                * kwargs["pipeline_parallel_size"]
+            )
+            pods_per_group = max(pods_per_group, -(-group_gpus // int(gpus)))
         if pods < 2 * pods_per_group:  # a budget could only forbid draining the side's one group
             assert role not in budgets
             continue
@@ -780,3 +803,32 @@ def test_no_checkov_skip_sits_on_a_pod_template(rendered) -> None:
 def test_make_manifests_refuses_bad_arguments_in_one_line(tmp_path, args, fragment) -> None:
     with pytest.raises(SystemExit, match=fragment):
         main(["--out", str(tmp_path), *args])
+
+
+def test_a_shared_nodes_pod_carries_the_ucx_settings_of_the_hand_off_inside_it(rendered) -> None:
+    """On gpu_nodes.shared NIXL's UCX backend moves the KV cache between the pod's two engines:
+    UCX keeps cuda_ipc (and may use GET zero-copy, the pull direction, also without NVLink);
+    pods of a side's own group move it over EFA and carry no UCX setting."""
+    settings, manifests = rendered
+    for name, worker in _workers(manifests).items():
+        (container,) = worker["template"]["spec"]["containers"]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        ucx = {key: value for key, value in env.items() if key.startswith("UCX_")}
+        if name == SHARED_GROUP:
+            assert ucx == SHARED_NODE_UCX_ENV
+            assert "cuda_ipc" in ucx["UCX_TLS"].split(",")
+            assert settings.serving.kv_transfer.backend == "UCX"
+        else:
+            assert ucx == {}
+
+
+def test_a_shared_nodes_sides_take_disjoint_shares_of_its_gpus() -> None:
+    """Each side's Ray resource counts its GPUs of the node, and together they are the pod's
+    GPUs: Ray gives each engine actor GPUs of its own share only."""
+    settings = settings_for("trial-one-node")
+    (worker,) = _workers(render_deployed(settings)).values()
+    (container,) = worker["template"]["spec"]["containers"]
+    shares = {role: int(worker["resources"][ray_resource(role)]) for role in GPU_ROLES}
+    assert shares == settings.gpu_nodes.shared.gpus.model_dump()
+    assert sum(shares.values()) == int(container["resources"]["limits"][GPU_RESOURCE])
+    assert worker["groupName"] == SHARED_GROUP

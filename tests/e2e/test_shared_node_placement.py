@@ -1,0 +1,57 @@
+"""gpu_nodes.shared on Ray 2.58's own scheduler: one worker pod holds both sides, and each
+side's placement groups take only its share of the pod's GPUs, the two sides' engine actors on
+disjoint GPU ids (docs/architecture.md, 'Prefill and decode on one node').
+
+The RayService is what the app renders for examples/trial-one-node.yaml (`tools.write_manifests`
+in the project's venv); shared_node_probe.py places it on a local Ray node that advertises
+exactly the rendered pod's GPUs and resources, in a process of its own.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import PROJECT_ROOT
+
+EXAMPLE = PROJECT_ROOT / "examples" / "trial-one-node.yaml"
+PROBE = Path(__file__).with_name("shared_node_probe.py")
+
+
+@pytest.fixture(scope="module")
+def placed(project_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("shared-node")
+    subprocess.run(
+        [str(project_python), "-m", "tools.write_manifests", "--config", str(EXAMPLE),
+         "--out", str(out / "manifests")],
+        cwd=PROJECT_ROOT, check=True, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    (service,) = (out / "manifests").glob("*-rayservice-*.yaml")
+    result = out / "placed.json"
+    probe = subprocess.run(
+        [sys.executable, str(PROBE), str(service), str(result)],
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert probe.returncode == 0, probe.stderr[-4000:]
+    return json.loads(result.read_text())
+
+
+def test_each_side_gets_its_share_of_the_pods_gpus(placed: dict[str, Any]) -> None:
+    for side, ids in placed["gpu_ids"].items():
+        assert len(ids) == placed["resources"][side]  # one GPU per engine worker, its share
+
+
+def test_the_two_sides_never_share_a_gpu_and_leave_none_idle(placed: dict[str, Any]) -> None:
+    prefill, decode = (set(placed["gpu_ids"][side]) for side in ("prefill", "decode"))
+    assert not prefill & decode
+    assert len(prefill | decode) == placed["pod_gpus"]
+
+
+def test_a_sides_resource_not_the_free_gpus_bounds_its_replicas_on_a_node(placed) -> None:
+    """With prefill placed, decode's GPUs are still free, and a second prefill replica may not
+    take them: Ray's autoscaler asks for another node instead."""
+    assert placed["second_prefill_fits_beside_prefill"] is False
