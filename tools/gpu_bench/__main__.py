@@ -10,6 +10,7 @@
     python -m tools.gpu_bench serve [--wait]         # local Ray + the Serve app as synthesized
     python -m tools.gpu_bench ingress N              # the same app with N ingress replicas
     python -m tools.gpu_bench metrics NAME           # every /metrics page, saved for the TTFT parts
+    python -m tools.gpu_bench parts RESULT METRICS   # the deployed TTFT in its parts
     python -m tools.gpu_bench collect OUT            # the result JSON and the logs
     python -m tools.gpu_bench report docs/gpu-bench/*.json [--svg DIR]
 
@@ -335,6 +336,12 @@ def metrics(args: argparse.Namespace) -> None:
             continue
 
 
+def parts(args: argparse.Namespace) -> None:
+    from tools.gpu_bench import ttft_parts
+
+    print(ttft_parts.table(ttft_parts.for_run(Path(args.result), Path(args.metrics), args.variant)))
+
+
 def collect(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -424,6 +431,11 @@ def main(argv: list[str] | None = None) -> int:
     m = commands.add_parser("metrics")
     m.add_argument("name")
     m.set_defaults(handler=metrics)
+    pt = commands.add_parser("parts")
+    pt.add_argument("result")
+    pt.add_argument("metrics", help="the folder of the run's saved /metrics pages")
+    pt.add_argument("--variant", default="deployed")
+    pt.set_defaults(handler=parts)
     c = commands.add_parser("collect")
     c.add_argument("out")
     c.set_defaults(handler=collect)

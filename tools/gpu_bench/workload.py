@@ -115,6 +115,7 @@ FIGURES = (
     "duration",
     "request_throughput",
     "output_throughput",
+    "mean_ttft_ms",
     "median_ttft_ms",
     "p99_ttft_ms",
     "median_itl_ms",
