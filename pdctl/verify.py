@@ -427,7 +427,7 @@ SLOW_TRANSFER_HINT = (
 # relayed over TCP at about 0.5 GB/s (vllm-project/vllm#52607, ai-dynamo/nixl#2208).
 SLOW_IN_NODE_HINT = (
     "slow transfers with the UCX backend on shared nodes point at UCX leaving cuda_ipc: check "
-    "the worker pod's UCX_TLS (cuda_ipc,cuda_copy,tcp) and UCX_CUDA_IPC_ENABLE_GET_ZCOPY=y "
+    "that the worker pod carries UCX_CUDA_IPC_ENABLE_GET_ZCOPY=y and no UCX_TLS without cuda_ipc "
     "(docs/architecture.md, 'Prefill and decode on one node')"
 )
 # vLLM 0.26 with NIXL's LIBFABRIC backend does not fall back when NIXL cannot open an EFA device:

@@ -128,19 +128,16 @@ def render_rayservice(
 # UCX settings of a shared node's Ray pod, where NIXL's UCX backend moves the KV cache between
 # the two sides' engines of the pod, GPU to GPU (docs/architecture.md, 'Prefill and decode on
 # one node'):
-# - UCX_TLS keeps cuda_ipc (GPU to GPU of one node, zero-copy), cuda_copy (staging through host
-#   memory) and tcp (NIXL's own wire-up and notifications between the agents); nothing that would
-#   open the EFA device (UCX has no EFA transport: vllm-project/vllm#52607).
 # - UCX_CUDA_IPC_ENABLE_GET_ZCOPY: vLLM 0.26's NixlConnector pulls (decode READs = UCX GET), and
 #   UCX's cuda_ipc serves GET zero-copy only where it detects NVLink unless this is set (UCX
 #   src/uct/cuda/cuda_ipc/cuda_ipc_iface.c config table: ENABLE_GET_ZCOPY, default "auto",
 #   "Enable get operations except for platforms known to have slower performance"); without it a
 #   PCIe node (g6e) falls back to a TCP relay at ~0.5 GB/s (vllm-project/vllm#52607,
-#   ai-dynamo/nixl#2208).
-SHARED_NODE_UCX_ENV = {
-    "UCX_TLS": "cuda_ipc,cuda_copy,tcp",
-    "UCX_CUDA_IPC_ENABLE_GET_ZCOPY": "y",
-}
+#   ai-dynamo/nixl#2208). Measured on one H200 with two vLLM 0.26 engines (nixl-cu13 1.3.1's UCX,
+#   UCX_TLS left at UCX's default): the READ went from 0.4 GB/s over TCP to cuda_ipc, TTFT p50
+#   at 1 stream 388 -> 86 ms (docs/verification.md, 'How fast it is on one GPU'). UCX_TLS is
+#   left alone: restricting it was not what the measurement ran.
+SHARED_NODE_UCX_ENV = {"UCX_CUDA_IPC_ENABLE_GET_ZCOPY": "y"}
 
 
 def _worker_group(

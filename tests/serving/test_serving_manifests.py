@@ -807,7 +807,7 @@ def test_make_manifests_refuses_bad_arguments_in_one_line(tmp_path, args, fragme
 
 def test_a_shared_nodes_pod_carries_the_ucx_settings_of_the_hand_off_inside_it(rendered) -> None:
     """On gpu_nodes.shared NIXL's UCX backend moves the KV cache between the pod's two engines:
-    UCX keeps cuda_ipc (and may use GET zero-copy, the pull direction, also without NVLink);
+    UCX's cuda_ipc may serve GET zero-copy (the pull direction) also without NVLink;
     pods of a side's own group move it over EFA and carry no UCX setting."""
     settings, manifests = rendered
     for name, worker in _workers(manifests).items():
@@ -816,7 +816,7 @@ def test_a_shared_nodes_pod_carries_the_ucx_settings_of_the_hand_off_inside_it(r
         ucx = {key: value for key, value in env.items() if key.startswith("UCX_")}
         if name == SHARED_GROUP:
             assert ucx == SHARED_NODE_UCX_ENV
-            assert "cuda_ipc" in ucx["UCX_TLS"].split(",")
+            assert ucx["UCX_CUDA_IPC_ENABLE_GET_ZCOPY"] == "y"
             assert settings.serving.kv_transfer.backend == "UCX"
         else:
             assert ucx == {}
