@@ -621,6 +621,16 @@ def verify_command(
     _report(checks, as_json, f"Verify {base}")
 
 
+def _metrics_pages(
+    settings: Settings, urls: list[str], port: int, timeout: float, role: str
+) -> list[str]:
+    """The metrics pages of one side's workers: the URLs given, else every pod of the side
+    through the Kubernetes API."""
+    if urls:
+        return [verify.fetch_text(url, timeout) for url in urls]
+    return verify.worker_metrics_from_kubernetes(settings, port, timeout, role=role)
+
+
 def _verify(
     settings: Settings,
     base: str,
@@ -640,12 +650,9 @@ def _verify(
     checks = [passed(f"model {model} listed", ", ".join(models))]
 
     def read_metrics() -> verify.TransferEvidence:
-        texts = (
-            [verify.fetch_text(metrics, timeout) for metrics in metrics_url]
-            if metrics_url
-            else verify.worker_metrics_from_kubernetes(settings, metrics_port, timeout)
+        return verify.transfer_evidence(
+            _metrics_pages(settings, metrics_url, metrics_port, timeout, "decode")
         )
-        return verify.transfer_evidence(texts)
 
     kv_name = f"KV moved from prefill to decode over NIXL/{settings.serving.kv_transfer.backend}"
     before, unreadable = None, None
@@ -699,14 +706,9 @@ def _prefix_reuse(
         )
 
     def read() -> prefix_reuse.CacheCounts:
-        texts = (
-            [verify.fetch_text(metrics, timeout) for metrics in metrics_url]
-            if metrics_url
-            else verify.worker_metrics_from_kubernetes(
-                settings, metrics_port, timeout, role="prefill"
-            )
+        return prefix_reuse.cache_counts(
+            _metrics_pages(settings, metrics_url, metrics_port, timeout, "prefill")
         )
-        return prefix_reuse.cache_counts(texts)
 
     model = settings.serving.model.id
     prompt = prefix_reuse.repeated_prompt(settings.serving.kv_transfer.block_size)

@@ -25,8 +25,7 @@ from dataclasses import dataclass
 
 from catalog.metrics import PREFIX_CACHE_HITS, PREFIX_CACHE_QUERIES
 from pdctl.checks import Check, failed, passed, undecided
-from pdctl.output import plain
-from pdctl.verify import EvidenceError, metric_total
+from pdctl.verify import metric_totals
 
 NAME = "prefix reuse on a repeated prompt (prefill's prefix cache)"
 QUERIES = PREFIX_CACHE_QUERIES.name.removeprefix("ray_vllm_")
@@ -69,13 +68,7 @@ class CacheCounts:
 
 
 def cache_counts(metrics_texts: list[str]) -> CacheCounts:
-    try:
-        queries, seen_queries = metric_total(metrics_texts, QUERIES)
-        hits, seen_hits = metric_total(metrics_texts, HITS)
-    except EvidenceError:
-        raise
-    except Exception as error:  # the parser's errors are ValueError, and more on odd input
-        raise EvidenceError(f"the metrics are not Prometheus text ({plain(error, 200)})") from None
+    (queries, seen_queries), (hits, seen_hits) = metric_totals(metrics_texts, QUERIES, HITS)
     return CacheCounts(queries, hits, len(metrics_texts), seen_queries or seen_hits)
 
 

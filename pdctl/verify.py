@@ -361,15 +361,20 @@ def metric_total(texts: Iterable[str], suffix: str) -> tuple[float, bool]:
     return max(plain_sum, totals), seen
 
 
-def transfer_evidence(metrics_texts: list[str]) -> TransferEvidence:
+def metric_totals(texts: list[str], *suffixes: str) -> list[tuple[float, bool]]:
+    """``metric_total`` of each suffix; text that does not parse is evidence of nothing."""
     try:
-        transfers, seen = metric_total(metrics_texts, TRANSFERS)
-        failures, _ = metric_total(metrics_texts, FAILED_TRANSFERS)
-        seconds, _ = metric_total(metrics_texts, TRANSFER_SECONDS)
+        return [metric_total(texts, suffix) for suffix in suffixes]
     except EvidenceError:
         raise
     except Exception as error:  # the parser's errors are ValueError, and more on odd input
         raise EvidenceError(f"the metrics are not Prometheus text ({plain(error, 200)})") from None
+
+
+def transfer_evidence(metrics_texts: list[str]) -> TransferEvidence:
+    (transfers, seen), (failures, _), (seconds, _) = metric_totals(
+        metrics_texts, TRANSFERS, FAILED_TRANSFERS, TRANSFER_SECONDS
+    )
     return TransferEvidence(
         transfers, failures, len(metrics_texts), seen=seen, transfer_seconds=seconds
     )

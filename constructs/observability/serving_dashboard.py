@@ -8,7 +8,7 @@ group's word picks each side's pods (app_config.serving refuses RayService names
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import partial
 
@@ -163,20 +163,15 @@ class ServingDashboard(Construct):
                 )
             },
         )
-        row: list[cloudwatch.IWidget] = []
-        for role in GPU_ROLES:
-            if role in sides:
-                row.append(self._promql_graph(role, panel))
-            else:
-                row.append(
-                    cloudwatch.TextWidget(
-                        markdown=f"**{role}**: no KV offload tier "
-                        f"(`serving.{role}.kv_offload_gib_per_gpu` 0).",
-                        width=HALF,
-                        height=HEIGHT,
-                    )
-                )
-        return [row]
+        return [
+            self._side_row(
+                panel,
+                sides,
+                lambda role: (
+                    f"**{role}**: no KV offload tier (`serving.{role}.kv_offload_gib_per_gpu` 0)."
+                ),
+            )
+        ]
 
     def _prefix_routing_rows(self) -> list[list[cloudwatch.IWidget]]:
         """The app's prefix-aware router's hit rate per side that uses it: of the prompt blocks
@@ -194,20 +189,27 @@ class ServingDashboard(Construct):
                 )
             },
         )
-        row: list[cloudwatch.IWidget] = []
-        for role in GPU_ROLES:
-            if role in sides:
-                row.append(self._promql_graph(role, panel))
-            else:
-                row.append(
-                    cloudwatch.TextWidget(
-                        markdown=f"**{role}**: routed by `power_of_two` "
-                        f"(`serving.{role}.request_router`): no prefix affinity to show.",
-                        width=HALF,
-                        height=HEIGHT,
-                    )
-                )
-        return [row]
+        return [
+            self._side_row(
+                panel,
+                sides,
+                lambda role: (
+                    f"**{role}**: routed by `power_of_two` "
+                    f"(`serving.{role}.request_router`): no prefix affinity to show."
+                ),
+            )
+        ]
+
+    def _side_row(
+        self, panel: Panel, sides: Collection[str], absent: Callable[[str], str]
+    ) -> list[cloudwatch.IWidget]:
+        """One panel per side that has what it shows, and a line saying why for the other."""
+        return [
+            self._promql_graph(role, panel)
+            if role in sides
+            else cloudwatch.TextWidget(markdown=absent(role), width=HALF, height=HEIGHT)
+            for role in GPU_ROLES
+        ]
 
     def _latency_policy_rows(self) -> list[list[cloudwatch.IWidget]]:
         """Under serving.scaling.policy = latency: what the policy wants for each side against
