@@ -23,6 +23,7 @@ It reaches each side's replicas as `user_config` (reconfigure, latency_servers.p
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import ray
@@ -55,37 +56,45 @@ def build_pd_openai_app(pd_serving_args: dict[str, Any]) -> Application:
     return app
 
 
-def with_latency_servers(app: Application, percentiles: dict[str, float]) -> list[str]:
-    """Swap, in place, every deployment of Ray's P/D server classes reachable from `app` through
-    bound arguments for its latency-reporting subclass; the sides swapped, one entry each."""
-    swapped: list[str] = []
+def bound_applications(app: Application) -> Iterator[Application]:
+    """Every application reachable from ``app`` through its deployments' bound arguments (the
+    P/D builder binds each side's server into decode's and the ingress's arguments), each once,
+    its own bound ones first. Under direct streaming (RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING)
+    decode is the ingress and a peer router binds it too."""
     seen: set[int] = set()
 
-    def visit(value: Any) -> None:
+    def visit(value: Any) -> Iterator[Application]:
         if isinstance(value, Application):
             if id(value) in seen:
                 return
             seen.add(id(value))
             deployment = value._bound_deployment
             for bound in (*deployment.init_args, *deployment.init_kwargs.values()):
-                visit(bound)
-            found = MEASURED.get(deployment.func_or_class)
-            if found is not None:
-                side, measured = found
-                value._bound_deployment = deployment.options(
-                    func_or_class=measured,
-                    user_config={PERCENTILE_KEY: float(percentiles[side])},
-                )
-                swapped.append(side)
-            # Direct streaming (RAY_SERVE_LLM_ENABLE_DIRECT_STREAMING): decode is the ingress
-            # and a peer router binds it too.
-            visit(getattr(value, "_ingress_request_router", None))
+                yield from visit(bound)
+            yield value
+            yield from visit(getattr(value, "_ingress_request_router", None))
         elif isinstance(value, dict):
             for item in value.values():
-                visit(item)
+                yield from visit(item)
         elif isinstance(value, (list, tuple)):
             for item in value:
-                visit(item)
+                yield from visit(item)
 
-    visit(app)
+    return visit(app)
+
+
+def with_latency_servers(app: Application, percentiles: dict[str, float]) -> list[str]:
+    """Swap, in place, every deployment of Ray's P/D server classes reachable from `app` for its
+    latency-reporting subclass; the sides swapped, one entry each."""
+    swapped: list[str] = []
+    for application in bound_applications(app):
+        deployment = application._bound_deployment
+        found = MEASURED.get(deployment.func_or_class)
+        if found is not None:
+            side, measured = found
+            application._bound_deployment = deployment.options(
+                func_or_class=measured,
+                user_config={PERCENTILE_KEY: float(percentiles[side])},
+            )
+            swapped.append(side)
     return swapped
