@@ -175,7 +175,7 @@ def shared_folder(factory: pytest.TempPathFactory, name: str) -> Path:
 
 
 # What a synth does not read: the tests (but for the configurations and this file), the docs, and
-# pdctl and tools (app-side code imports neither: the layers of README "Layout"); generated and
+# pdctl and tools (no app-side module imports either: tests/config/test_layout.py); generated and
 # installed folders.
 _NOT_SYNTH_INPUTS = frozenset(
     {"tests", "docs", "pdctl", "tools", "build", "cdk.out", "node_modules", "__pycache__"}
