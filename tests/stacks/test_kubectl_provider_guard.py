@@ -212,7 +212,7 @@ def _manifest_roles(synthesized: Synthesized) -> tuple[str, str]:
     """The execution and deploy roles the CDK CLI uses for the cluster stack (the cloud
     assembly's stack artifact), as a deployment in ACCOUNT shows them."""
     manifest = json.loads((synthesized.outdir / "manifest.json").read_text())
-    properties = manifest["artifacts"][synthesized.built.settings.stack_name("cluster")][
+    properties = manifest["artifacts"][synthesized.settings.stack_name("cluster")][
         "properties"
     ]
 
