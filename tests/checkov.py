@@ -8,10 +8,12 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.configurations import PROJECT_ROOT
+from tests.scan_cache import files_under, scan_once
 
 CHECKOV = Path(os.environ.get("CHECKOV_BIN", PROJECT_ROOT / ".venv-checkov" / "bin" / "checkov"))
 
@@ -35,34 +37,56 @@ def _executable() -> str:
     return found
 
 
+def _version(executable: str) -> str:
+    """The distributions of checkov's venv (checkov and what it loads), or its path."""
+    venv = Path(executable).resolve().parent.parent
+    found = sorted(p.name for p in venv.glob("lib/python*/site-packages/*.dist-info"))
+    return "\n".join(found) or executable
+
+
 def run_checkov(directory: Path, framework: str) -> CheckovResult:
-    result = subprocess.run(
-        [
-            _executable(),
-            "--directory",
-            str(directory),
-            "--framework",
-            framework,
-            "--skip-download",
-            "--quiet",
-            "--compact",
-            "--output",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
+    """One checkov run over the directory (a clean result kept while the directory's files,
+    this module and checkov's venv are the same: tests/scan_cache.py)."""
+    executable = _executable()
+    command = [
+        executable,
+        "--directory",
+        str(directory),
+        "--framework",
+        framework,
+        "--skip-download",
+        "--quiet",
+        "--compact",
+        "--output",
+        "json",
+    ]
+
+    def run() -> dict[str, Any]:
+        result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=600)
+        reports = json.loads(result.stdout or "[]")
+        reports = reports if isinstance(reports, list) else [reports]
+        return {
+            "failed": [
+                (check["check_id"], check.get("file_path", ""), check["resource"])
+                for report in reports
+                for check in report.get("results", {}).get("failed_checks", [])
+            ],
+            "passed": sum(report.get("summary", {}).get("passed", 0) for report in reports),
+            "skipped": sum(report.get("summary", {}).get("skipped", 0) for report in reports),
+            "stderr": result.stderr[-2000:],
+        }
+
+    files = [*files_under(directory), ("tests/checkov.py", Path(__file__))]
+    found = scan_once(
+        f"checkov-{framework}",
+        _version(executable),
+        files,
+        run,
+        clean=lambda result: not result["failed"] and result["passed"] > 0,
     )
-    reports = json.loads(result.stdout or "[]")
-    reports = reports if isinstance(reports, list) else [reports]
     return CheckovResult(
-        failed=[
-            (check["check_id"], check.get("file_path", ""), check["resource"])
-            for report in reports
-            for check in report.get("results", {}).get("failed_checks", [])
-        ],
-        passed=sum(report.get("summary", {}).get("passed", 0) for report in reports),
-        skipped=sum(report.get("summary", {}).get("skipped", 0) for report in reports),
-        stderr=result.stderr[-2000:],
+        failed=[tuple(each) for each in found["failed"]],
+        passed=found["passed"],
+        skipped=found["skipped"],
+        stderr=found["stderr"],
     )
