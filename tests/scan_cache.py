@@ -1,7 +1,8 @@
 """A scanner's clean result, kept while everything it reads is byte for byte the same.
 
-cfn-lint's and checkov's findings depend on the files they read, their configuration and their
-installed version alone, so a run over the same bytes would find the same; with the synth cache
+cfn-lint's and checkov's findings, and promtool's verdict on the alert rules' unit tests, depend
+on the files they read, their configuration and their installed version alone, so a run over the
+same bytes would find the same; with the synth cache
 (tests/conftest.py) warm, the templates are the same bytes as the last run's. A result is kept
 only when it is clean (a finding makes the scanner run again every time, to show it), under
 build/test-scans/, named by a hash of the scanner, its version and configuration, and every
