@@ -250,7 +250,11 @@ def synthesize(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Synthe
     shared = synth_cache_folder(tmp_path_factory)
     cache: dict[str, Synthesized] = {}
 
-    def get(name: str, overrides: Mapping[str, str] | None = None) -> Synthesized:
+    def get(
+        name: str, overrides: Mapping[str, str] | None = None, *, wait: bool = True
+    ) -> Synthesized | None:
+        """``wait=False``: None while another worker is synthesizing it (a caller with other
+        configurations to go through synthesizes those first instead of idling)."""
         if name not in CONFIGURATIONS:
             raise KeyError(f"{name!r} is not in tests/configurations.py")
         given = dict(overrides or {})
@@ -258,7 +262,10 @@ def synthesize(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Synthe
         if key not in cache:
             outdir = shared / f"{name}-{key}"
             with (shared / f"{key}.lock").open("w") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+                except BlockingIOError:
+                    return None
                 if not outdir.exists():
                     _synthesize_into(key, name, given, outdir)
             cache[key] = Synthesized(name, given, outdir, key)
