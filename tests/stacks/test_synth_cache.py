@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import synth_inputs_digest
+from tests.configurations import PROJECT_ROOT
+from tests.conftest import synth_cache_folder, synth_inputs_digest
 
 CHECKOUT = {
     "app.py": "app",
@@ -70,3 +71,15 @@ def test_the_cdk_environment_names_a_new_cache_folder(
     before = synth_inputs_digest(tmp_path)
     monkeypatch.setenv("CDK_DEFAULT_ACCOUNT", "111122223333")
     assert synth_inputs_digest(tmp_path) != before
+
+
+def test_a_run_that_trusts_nothing_synthesizes_into_its_own_folder(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TEST_SYNTH_CACHE", "run")
+    folder = synth_cache_folder(tmp_path_factory)
+    assert PROJECT_ROOT / "build" not in folder.parents
+    assert tmp_path_factory.getbasetemp().parent in [folder.parent, folder.parent.parent]
+    monkeypatch.delenv("TEST_SYNTH_CACHE")
+    kept = synth_cache_folder(tmp_path_factory)
+    assert kept == PROJECT_ROOT / "build" / "test-synth" / synth_inputs_digest()
