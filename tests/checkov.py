@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.configurations import PROJECT_ROOT
-from tests.scan_cache import files_under, scan_once
+from tests.scan_cache import files_under, scan_each, scan_once, with_files
 
 CHECKOV = Path(os.environ.get("CHECKOV_BIN", PROJECT_ROOT / ".venv-checkov" / "bin" / "checkov"))
 
@@ -90,3 +91,48 @@ def run_checkov(directory: Path, framework: str) -> CheckovResult:
         skipped=found["skipped"],
         stderr=found["stderr"],
     )
+
+
+def run_checkov_each(files: list[tuple[str, Path]], framework: str) -> dict[str, CheckovResult]:
+    """checkov over the files, each file's result on its own (its rules read one file): the
+    files without a kept clean result are scanned, in one run (tests/scan_cache.py)."""
+    executable = _executable()
+
+    def run(todo: list[tuple[str, Path]]) -> dict[str, dict[str, Any]]:
+        with tempfile.TemporaryDirectory() as scratch:
+            for name, path in todo:
+                shutil.copyfile(path, Path(scratch) / name)
+            result = subprocess.run(
+                [executable, "--directory", scratch, "--framework", framework, "--skip-download",
+                 "--compact", "--output", "json"],
+                capture_output=True, text=True, check=False, timeout=600,
+            )  # fmt: skip
+        reports = json.loads(result.stdout or "[]")
+        reports = reports if isinstance(reports, list) else [reports]
+        by_file = {name: {"failed": [], "passed": 0, "stderr": ""} for name, _ in todo}
+        for report in reports:
+            results = report.get("results", {})
+            for check in results.get("failed_checks", []):
+                each = by_file[Path(check["file_path"]).name]
+                each["failed"].append((check["check_id"], check["file_path"], check["resource"]))
+                each["stderr"] = result.stderr[-2000:]
+            for check in results.get("passed_checks", []):
+                by_file[Path(check["file_path"]).name]["passed"] += 1
+        return by_file
+
+    found = scan_each(
+        f"checkov-{framework}-each",
+        with_files(_version(executable), [("tests/checkov.py", Path(__file__))]),
+        files,
+        run,
+        clean=lambda result: not result["failed"] and result["passed"] > 0,
+    )
+    return {
+        name: CheckovResult(
+            failed=[tuple(each) for each in result["failed"]],
+            passed=result["passed"],
+            skipped=0,
+            stderr=result["stderr"],
+        )
+        for name, result in found.items()
+    }

@@ -56,3 +56,40 @@ def scan_once(
 
 def files_under(folder: Path) -> list[tuple[str, Path]]:
     return [(str(p.relative_to(folder)), p) for p in sorted(folder.rglob("*")) if p.is_file()]
+
+
+def with_files(version: str, files: Iterable[tuple[str, Path]]) -> str:
+    """A version string that also names the bytes of what configures the scanner."""
+    return f"{version}\0{inputs_digest('configuration', '', files)}"
+
+
+def scan_each(
+    scanner: str,
+    version: str,
+    files: list[tuple[str, Path]],
+    run: Callable[[list[tuple[str, Path]]], dict[str, Any]],
+    clean: Callable[[Any], bool],
+    folder: Path = FOLDER,
+) -> dict[str, Any]:
+    """Each file's result, by name, for a scanner that judges each file on its own (cfn-lint's
+    and checkov's rules read one template): ``run`` gets only the files without a kept clean
+    result over the same bytes and returns a result for each, so after a change to the app only
+    the templates it changed are scanned again."""
+    if os.environ.get("TEST_SYNTH_CACHE") == "run":
+        return run(files)
+    kept = {
+        name: folder / f"{scanner}-{inputs_digest(scanner, version, [('', path)])}.json"
+        for name, path in files
+    }
+    results = {name: json.loads(path.read_text()) for name, path in kept.items() if path.exists()}
+    todo = [(name, path) for name, path in files if name not in results]
+    if todo:
+        fresh = run(todo)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, _ in todo:
+            results[name] = fresh[name]
+            if clean(fresh[name]):
+                writing = kept[name].with_name(f"{kept[name].name}.{os.getpid()}.writing")
+                writing.write_text(json.dumps(fresh[name]))
+                writing.rename(kept[name])
+    return results

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.scan_cache import scan_once
+from tests.scan_cache import scan_each, scan_once
 
 
 class Scanner:
@@ -69,3 +69,28 @@ def test_a_run_that_trusts_nothing_keeps_nothing(
     _scan(tmp_path, scanner)
     assert scanner.runs == 2
     assert not (tmp_path / "kept").exists()
+
+
+def test_after_a_change_only_the_changed_and_the_unclean_files_are_scanned_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("TEST_SYNTH_CACHE", raising=False)
+    for name in ("network", "cluster", "serving"):
+        (tmp_path / f"{name}.json").write_text(name)
+    files = [(p.name, p) for p in sorted(tmp_path.glob("*.json"))]
+    scanned: list[list[str]] = []
+
+    def run(todo: list[tuple[str, Path]]) -> dict[str, list[str]]:
+        scanned.append([name for name, _ in todo])
+        return {name: ["W1"] if name == "serving.json" else [] for name, _ in todo}
+
+    def scan() -> dict[str, list[str]]:
+        return scan_each("lint", "1.0", files, run, lambda found: found == [], tmp_path / "kept")
+
+    first = scan()
+    (tmp_path / "cluster.json").write_text("cluster, changed")
+    assert scan() == first == {"cluster.json": [], "network.json": [], "serving.json": ["W1"]}
+    assert scanned == [
+        ["cluster.json", "network.json", "serving.json"],
+        ["cluster.json", "serving.json"],  # the changed one and the one with a finding
+    ]
