@@ -1,6 +1,10 @@
-"""Each configuration is synthesized once per test run, whatever the number of pytest-xdist
-workers: the first worker to ask for one synthesizes it into a folder all workers share (under
-a file lock), and every test then reads the cloud assembly from disk, as `cdk synth` leaves it.
+"""Each configuration is synthesized once, whatever the number of pytest-xdist workers and
+however many runs ask for it while the app's inputs stay the same: the first worker to ask for
+one synthesizes it (under a file lock) into build/test-synth/<inputs>/, a folder named by a hash
+of everything a synth reads (the app's code and data, cdk.json, the examples, the installed
+packages' versions, the CDK_ environment); every test then reads the cloud assembly from disk, as
+`cdk synth` leaves it. A change to any input names a new folder, so a stale assembly is never
+read; TEST_SYNTH_CACHE=run keeps the cache to one run (CI, a bisect that trusts nothing).
 
 What a test reads is the CLI's own output (templates, each stack's metadata file with its
 warnings and acknowledgments, the validation report), so the suite checks what a user gets. The
@@ -14,9 +18,12 @@ import fcntl
 import hashlib
 import json
 import os
+import shutil
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +32,15 @@ import pytest
 import app
 from app_config import Settings
 from serving_manifests import ServingManifests
-from tests.configurations import CONFIGURATIONS, context_for, render_deployed, settings_for
+from tests.configurations import (
+    CONFIGURATIONS,
+    PROJECT_ROOT,
+    context_for,
+    render_deployed,
+    settings_for,
+)
 
 STACK_ROLES = ("network", "cluster", "gpu-nodes", "serving", "observability")
-_DONE = "synthesized"
 # Construct trees built in this worker, by cache key (the worker that synthesized a
 # configuration keeps its tree; another builds it only if a test asks for constructs).
 _BUILT: dict[str, app.BuiltApp] = {}
@@ -162,22 +174,87 @@ def shared_folder(factory: pytest.TempPathFactory, name: str) -> Path:
     return shared
 
 
+# What a synth does not read: the tests (but for the configurations and this file), the docs, and
+# pdctl and tools (no app-side module imports either: tests/config/test_layout.py); generated and
+# installed folders.
+_NOT_SYNTH_INPUTS = frozenset(
+    {"tests", "docs", "pdctl", "tools", "build", "cdk.out", "node_modules", "__pycache__"}
+)
+_SYNTH_TEST_INPUTS = ("tests/configurations.py", "tests/conftest.py")
+_KEPT_INPUT_FOLDERS = 3  # the newest cache folders kept: switching branches back stays warm
+
+
+def synth_inputs_digest(root: Path = PROJECT_ROOT) -> str:
+    """A hash of everything a synth of the configurations reads: every file of the checkout but
+    those in _NOT_SYNTH_INPUTS and hidden folders (venvs, .git), the two test files that name the
+    configurations, the installed distributions' names and versions (aws-cdk-lib, cdk-nag, jsii,
+    Node.js's wheel) and the CDK_ environment variables the CLI and the loader read."""
+    digest = hashlib.sha256()
+    paths = []
+    for folder, subfolders, files in os.walk(root):
+        subfolders[:] = [
+            each
+            for each in subfolders
+            if each not in _NOT_SYNTH_INPUTS
+            and not each.startswith(".")
+            and not each.endswith(".egg-info")
+        ]
+        paths += [Path(folder, each) for each in files]
+    paths += [root / each for each in _SYNTH_TEST_INPUTS]
+    for path in sorted(paths):
+        if path.is_file():
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    packages = sorted(f"{each.name}=={each.version}" for each in metadata.distributions())
+    digest.update("\n".join(packages).encode())
+    cdk_environment = sorted((k, v) for k, v in os.environ.items() if k.startswith("CDK_"))
+    digest.update(json.dumps([sys.version, cdk_environment]).encode())
+    return digest.hexdigest()[:16]
+
+
+def synth_cache_folder(factory: pytest.TempPathFactory) -> Path:
+    """build/test-synth/<inputs digest>/, shared by the workers of this run and by later runs
+    with the same inputs; or, under TEST_SYNTH_CACHE=run, a folder of this run only."""
+    if os.environ.get("TEST_SYNTH_CACHE") == "run":
+        return shared_folder(factory, "synthesized")
+    cache = PROJECT_ROOT / "build" / "test-synth"
+    folder = cache / synth_inputs_digest()
+    folder.mkdir(parents=True, exist_ok=True)
+    os.utime(folder)  # the newest, for the pruning below
+    older = sorted(
+        (each for each in cache.iterdir() if each.is_dir()),
+        key=lambda each: each.stat().st_mtime,
+        reverse=True,
+    )[_KEPT_INPUT_FOLDERS:]
+    for each in older:
+        shutil.rmtree(each, ignore_errors=True)
+    return folder
+
+
 def _synthesize_into(key: str, name: str, overrides: Mapping[str, str], outdir: Path) -> None:
     """Synthesize with the rule packs registered, as `cdk synth` does: an unacknowledged
-    finding raises here and fails every test of the configuration."""
-    built = app.build(_context(name, overrides), outdir=str(outdir))
+    finding raises here and fails every test of the configuration (and nothing is cached). The
+    assembly is written beside its folder and renamed into place whole, so an interrupted synth
+    leaves nothing a later run would read."""
+    writing = outdir.with_name(outdir.name + ".writing")
+    shutil.rmtree(writing, ignore_errors=True)
+    built = app.build(_context(name, overrides), outdir=str(writing))
     built.app.synth()
+    writing.rename(outdir)
     _BUILT[key] = built
 
 
 @pytest.fixture(scope="session")
 def synthesize(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Synthesized]:
     """``synthesize(name)``, or ``synthesize(name, {"dotted.key": "value"})`` for a variant of a
-    configuration one test needs (a variant is synthesized once per run, too)."""
-    shared = shared_folder(tmp_path_factory, "synthesized")
+    configuration one test needs (a variant is synthesized once, too)."""
+    shared = synth_cache_folder(tmp_path_factory)
     cache: dict[str, Synthesized] = {}
 
-    def get(name: str, overrides: Mapping[str, str] | None = None) -> Synthesized:
+    def get(
+        name: str, overrides: Mapping[str, str] | None = None, *, wait: bool = True
+    ) -> Synthesized | None:
+        """``wait=False``: None while another worker is synthesizing it (a caller with other
+        configurations to go through synthesizes those first instead of idling)."""
         if name not in CONFIGURATIONS:
             raise KeyError(f"{name!r} is not in tests/configurations.py")
         given = dict(overrides or {})
@@ -185,10 +262,12 @@ def synthesize(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Synthe
         if key not in cache:
             outdir = shared / f"{name}-{key}"
             with (shared / f"{key}.lock").open("w") as lock:
-                fcntl.flock(lock, fcntl.LOCK_EX)
-                if not (outdir / _DONE).exists():
+                try:
+                    fcntl.flock(lock, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+                except BlockingIOError:
+                    return None
+                if not outdir.exists():
                     _synthesize_into(key, name, given, outdir)
-                    (outdir / _DONE).touch()
             cache[key] = Synthesized(name, given, outdir, key)
         return cache[key]
 

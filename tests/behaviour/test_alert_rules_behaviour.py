@@ -29,6 +29,7 @@ from monitoring import promql
 from monitoring.alert_rules import EVALUATION_INTERVAL, render_alert_rules
 from monitoring.scrape_config import AUTOSCALER_JOB_NAME
 from tests.configurations import settings_for
+from tests.scan_cache import scan_once
 
 BUCKETS = (0.05, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0)
 
@@ -61,12 +62,24 @@ def run_promtool(
         "tests": tests,
     }
     (tmp_path / "test.yaml").write_text(yaml.safe_dump(suite, sort_keys=False, width=1000))
-    return subprocess.run(
-        [promtool, "test", "rules", "test.yaml"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    command = [promtool, "test", "rules", "test.yaml"]
+
+    def run() -> dict[str, Any]:
+        done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+        return {"returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr}
+
+    # Prometheus's verdict on the same rules and series is the same: a passing one is kept
+    # (tests/scan_cache.py), keyed by both files and the promtool binary's identity.
+    binary = Path(promtool).resolve().stat()
+    found = scan_once(
+        "promtool",
+        f"{Path(promtool).resolve()} {binary.st_size} {binary.st_mtime_ns}",
+        [(name, tmp_path / name) for name in ("rules.yaml", "test.yaml")],
+        run,
+        clean=lambda result: result["returncode"] == 0,
+    )
+    return subprocess.CompletedProcess(
+        command, found["returncode"], found["stdout"], found["stderr"]
     )
 
 

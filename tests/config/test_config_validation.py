@@ -914,15 +914,31 @@ HOSTILE_CLI_INPUTS = [
 
 @pytest.mark.parametrize(("overrides", "shown"), HOSTILE_CLI_INPUTS)
 def test_cli_reports_bad_input_in_one_line_without_a_traceback(
-    overrides: dict[str, str], shown: str, tmp_path: Path
+    overrides: dict[str, str], shown: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The user-facing path: `cdk synth -c ...` runs app.py with CDK_CONTEXT_JSON."""
+    """app.py's main with each input, in this process: the error leaves as SystemExit with one
+    line (Python prints it and exits 1, no traceback) before any template is written. The test
+    below runs the real CLI path once."""
     context = {**cdk_json_context(), **overrides}
+    build = app.build
+    monkeypatch.setattr(app, "build", lambda: build(context, outdir=str(tmp_path)))
+    with pytest.raises(SystemExit) as exited:
+        app.main()
+    message = exited.value.code
+    assert isinstance(message, str)
+    assert shown in message
+    assert message.strip().count("\n") == 0, message
+    assert not list(tmp_path.glob("*.template.json"))
+
+
+def test_the_cli_prints_bad_input_in_one_line_and_exits_1(tmp_path: Path) -> None:
+    """The user-facing path: `cdk synth -c ...` runs app.py with CDK_CONTEXT_JSON."""
+    overrides, shown = HOSTILE_CLI_INPUTS[0]
     result = subprocess.run(
         [sys.executable, "app.py"],
         cwd=PROJECT_ROOT,
         env={
-            "CDK_CONTEXT_JSON": json.dumps(context),
+            "CDK_CONTEXT_JSON": json.dumps({**cdk_json_context(), **overrides}),
             "CDK_OUTDIR": str(tmp_path),
             "PATH": str(Path(sys.executable).parent),
         },

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
+from pathlib import Path
 
 import constructs
 from tests.configurations import PROJECT_ROOT
@@ -34,3 +36,38 @@ def test_constructs_are_grouped_by_stack_and_no_folder_grows_past_thirty_modules
     for folder in folders:
         assert not (folder / "__init__.py").exists(), folder
         assert len(list(folder.glob("*.py"))) <= 30, folder
+
+
+APP_SIDE = ("app.py", "app_config", "catalog", "constructs", "stacks", "nag", "serving_manifests",
+            "serve_extensions", "functions", "monitoring", "manifests")  # fmt: skip
+
+
+def _imported(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    return {
+        (node.module if isinstance(node, ast.ImportFrom) else alias.name).split(".")[0]
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom) and getattr(node, "level", 0) == 0
+        for alias in node.names
+        if isinstance(node, ast.Import) or node.module
+    }
+
+
+def test_no_app_side_module_imports_pdctl_or_tools() -> None:
+    """The app is built from the configuration alone: pdctl is a client of the deployment, tools
+    are developer commands (and the suite's synth cache, tests/conftest.py, leaves both out of
+    what a synth reads)."""
+    modules = [
+        path
+        for each in APP_SIDE
+        for path in (
+            [PROJECT_ROOT / each] if each.endswith(".py") else (PROJECT_ROOT / each).rglob("*.py")
+        )
+    ]
+    assert len(modules) > 50
+    offending = {
+        str(path.relative_to(PROJECT_ROOT)): found
+        for path in modules
+        if (found := _imported(path) & {"pdctl", "tools", "tests"})
+    }
+    assert offending == {}

@@ -369,15 +369,33 @@ class ScriptRuns:
         return plan, {role: (folder / f"{role}.log").read_text() for role in ("prefill", "decode")}
 
 
+_STARTED: list[ScriptRuns] = []
+
+
+def start_script_runs(factory: pytest.TempPathFactory) -> ScriptRuns:
+    """This process's view of the runs, starting them if no worker has (tests/pdctl/conftest.py
+    calls it as soon as a run has collected these tests)."""
+    if not _STARTED:
+        folder = shared_folder(factory, "efa-check-scripts")
+        plan = efa_jobs.plan_for(settings_for("default"), "pdctl-efa-check-1")
+        runs = ScriptRuns(folder, plan)
+        runs.start_all()
+        _STARTED.append(runs)
+    return _STARTED[0]
+
+
+def wait_for_started_runs() -> None:
+    """The runs this worker started end before it does (another worker may be waiting on
+    them)."""
+    for runs in _STARTED:
+        for thread in runs.threads:
+            thread.join()
+
+
 @pytest.fixture(scope="session")
 def script_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ScriptRuns]:
-    folder = shared_folder(tmp_path_factory, "efa-check-scripts")
-    plan = efa_jobs.plan_for(settings_for("default"), "pdctl-efa-check-1")
-    runs = ScriptRuns(folder, plan)
-    runs.start_all()
-    yield runs
-    for thread in runs.threads:  # runs this worker started end before it does
-        thread.join()
+    yield start_script_runs(tmp_path_factory)
+    wait_for_started_runs()
 
 
 def _expectations(prefill: int, decode: int, gbps_per_device: float = 100.0):

@@ -5,10 +5,7 @@ that goes."""
 from __future__ import annotations
 
 import pytest
-from aws_cdk.assertions import Template
 
-import app
-from tests.configurations import context_for
 from tests.conftest import STACK_ROLES, Synthesized
 
 KEPT = "RetainExceptOnCreate"  # retained, except when the create that made it rolls back
@@ -42,19 +39,12 @@ def test_no_kept_log_group_outlives_its_key(synthesized: Synthesized) -> None:
                     assert key_resource["DeletionPolicy"] != "Delete", f"{role}/{logical_id}"
 
 
-def test_the_gcs_store_follows_the_setting(synthesize, tmp_path) -> None:
+def test_the_gcs_store_follows_the_setting(synthesize) -> None:
     """Deleted with throw-away data; kept as a final snapshot otherwise (a retained replication
     group would keep billing)."""
     thrown_away = synthesize("public-endpoint")  # GCS store on, retain_data_on_destroy false
     (store,) = thrown_away.resources("serving", "AWS::ElastiCache::ReplicationGroup").values()
     assert store["DeletionPolicy"] == "Delete"
-    built = app.build(
-        context_for("public-endpoint", retain_data_on_destroy="true"), outdir=str(tmp_path)
-    )
-    template = Template.from_stack(built.stacks.serving).to_json()
-    (kept,) = [
-        r
-        for r in template["Resources"].values()
-        if r["Type"] == "AWS::ElastiCache::ReplicationGroup"
-    ]
+    retained = synthesize("public-endpoint", {"retain_data_on_destroy": "true"})
+    (kept,) = retained.resources("serving", "AWS::ElastiCache::ReplicationGroup").values()
     assert kept["DeletionPolicy"] == "Snapshot"

@@ -212,9 +212,7 @@ def _manifest_roles(synthesized: Synthesized) -> tuple[str, str]:
     """The execution and deploy roles the CDK CLI uses for the cluster stack (the cloud
     assembly's stack artifact), as a deployment in ACCOUNT shows them."""
     manifest = json.loads((synthesized.outdir / "manifest.json").read_text())
-    properties = manifest["artifacts"][synthesized.built.settings.stack_name("cluster")][
-        "properties"
-    ]
+    properties = manifest["artifacts"][synthesized.settings.stack_name("cluster")]["properties"]
 
     def filled(arn: str) -> str:
         return re.sub(r"\$\{([^}]+)\}", lambda m: PSEUDO[m.group(1)], arn)

@@ -97,7 +97,7 @@ def _offered(synthesized: Synthesized) -> list[tuple[str, str, dict[str, Any]]]:
 
 def _ray_pods_on_one_node(synthesized: Synthesized) -> tuple[Cluster, list[Pod]]:
     """The rendered network policies, and the head and every worker group's pod on NODE_IP."""
-    settings = synthesized.built.settings
+    settings = synthesized.settings
     manifests = render_deployed(settings)
     ns = settings.serving.namespace
     config = manifests.rayservice["spec"]["rayClusterConfig"]
@@ -168,7 +168,7 @@ def _policy(synthesized: Synthesized, role: str) -> dict[str, Any]:
         for logical_id, resource in synthesized.resources(role, "AWS::IAM::ManagedPolicy").items()
         if TUNNELS[role][1] in logical_id
     ]
-    return _resolve(policy, synthesized.built.settings.region)
+    return _resolve(policy, synthesized.settings.region)
 
 
 def _instance(region: str, tags: dict[str, str]) -> Instance:
@@ -202,7 +202,7 @@ def test_the_tunnel_policy_opens_its_tunnel_and_nothing_else(
     document: str | None,
     allowed: bool,
 ) -> None:
-    settings = default_app.built.settings
+    settings = default_app.settings
     ((_, own, _),) = [t for t in _offered(default_app) if t[0] == role]
     cluster = settings.cluster_name if tag == "ours" else tag
     instance = _instance(settings.region, {NODE_TAG: cluster} if cluster else {})

@@ -4,12 +4,8 @@ replaces them."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-import app
-from tests.configurations import context_for
 from tests.conftest import Synthesized
 
 REPLACEMENT_SENSITIVE = (
@@ -23,8 +19,9 @@ REPLACEMENT_SENSITIVE = (
 
 
 @pytest.fixture(scope="module")
-def resized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
-    outdir: Path = tmp_path_factory.mktemp("resized")
+def resized(synthesize) -> dict[str, dict]:
+    """By stack name. A variant of the shared synth cache (tests/conftest.py), as `cdk synth`
+    writes it."""
     overrides = {
         "cluster.system_nodes.scaling": '{"min_size": 3, "desired_size": 5, "max_size": 9}',
         "cluster.system_nodes.instance_type": "m7i.2xlarge",
@@ -34,9 +31,8 @@ def resized(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
         "serving.model.id": "Qwen/Qwen3-14B",
         "observability.alarms": '{"ttft_p95_objective_seconds": 0.8, "emails": ["a@example.com"]}',
     }
-    built = app.build(context_for("default", **overrides), outdir=str(outdir))
-    assembly = built.app.synth()
-    return {stack.stack_name: stack.template for stack in assembly.stacks}
+    variant = synthesize("default", overrides)
+    return {variant.settings.stack_name(role): t for role, t in variant.templates.items()}
 
 
 def test_resizing_nodes_keeps_vpc_cluster_and_keys(default_app: Synthesized, resized: dict) -> None:
@@ -67,19 +63,16 @@ def test_the_new_objective_did_reach_the_alert_rules(
 
 
 def test_resizing_a_fault_tolerant_deployment_keeps_the_gcs_store(
-    public_app: Synthesized, tmp_path_factory: pytest.TempPathFactory
+    public_app: Synthesized, synthesize
 ) -> None:
     """With GCS fault tolerance: node counts, the model and objectives leave the store alone."""
     overrides = {
         "gpu_nodes.decode.scaling": '{"min_size": 1, "desired_size": 3, "max_size": 4}',
         "serving.model.id": "meta-llama/Llama-3.1-8B-Instruct",
     }
-    outdir = tmp_path_factory.mktemp("resized-fault-tolerant")
-    built = app.build(context_for("public-endpoint", **overrides), outdir=str(outdir))
-    after = {stack.stack_name: stack.template for stack in built.app.synth().stacks}
-    serving = public_app.settings.stack_name("serving")
+    after = synthesize("public-endpoint", overrides).templates["serving"]["Resources"]
     before = public_app.templates["serving"]["Resources"]
     stores = {lid: r for lid, r in before.items() if r["Type"] in REPLACEMENT_SENSITIVE}
     assert any(r["Type"] == "AWS::ElastiCache::ReplicationGroup" for r in stores.values())
     for logical_id, resource in stores.items():
-        assert after[serving]["Resources"].get(logical_id) == resource, logical_id
+        assert after.get(logical_id) == resource, logical_id
