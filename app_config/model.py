@@ -755,6 +755,15 @@ class AddonChoice(Section):
         "the app needs; `pdctl preflight` cannot read Helm releases and prints it as "
         "unverified.",
     )
+    namespace: str | None = Field(
+        None,
+        **matching(r"^[a-z]([-a-z0-9]*[a-z0-9])?$", "a Kubernetes namespace name"),
+        max_length=63,
+        description="With installed: the namespace it runs in, where the app's network "
+        "policies admit it from (KubeRay's operator reaches the Ray head's dashboard and "
+        "Serve ports). Not given: the namespace the app would install it in "
+        "(catalog/helm_charts.py).",
+    )
 
 
 class ExistingClusterAddons(Section):
@@ -799,6 +808,13 @@ class ExistingClusterAddons(Section):
 
     def installs(self, name: str) -> bool:
         return getattr(self, name).source == "install"
+
+    def namespace(self, name: str, installed_in: str) -> str:
+        """Where the add-on runs: the owner's namespace when given, else the app's own."""
+        choice = getattr(self, name)
+        return (
+            choice.namespace if choice.source == "installed" and choice.namespace else installed_in
+        )
 
 
 class ExistingCluster(Section):

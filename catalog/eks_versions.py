@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from aws_cdk import aws_eks_v2 as eks
+if TYPE_CHECKING:  # aws_cdk starts jsii's Node process: pdctl reads this module without it
+    from aws_cdk import aws_eks_v2 as eks
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,8 @@ class KubernetesRelease:
 
     @property
     def eks_version(self) -> eks.KubernetesVersion:
+        from aws_cdk import aws_eks_v2 as eks
+
         return eks.KubernetesVersion.of(self.minor)
 
     @property

@@ -172,7 +172,8 @@ def addons(settings: Settings) -> Iterator[Finding]:
                 yield Finding(
                     f"{path}.version",
                     f"is not of the cluster's Kubernetes minor {minor}: the Cluster Autoscaler "
-                    "is built for one minor (kubernetes/autoscaler README, 'Releases'); run "
+                    "is built for one minor (the Releases section of kubernetes/autoscaler's "
+                    "cluster-autoscaler README); run "
                     f"{wanted}, or set source install to let the app run it",
                     choice.version,
                 )
@@ -187,13 +188,16 @@ def addons(settings: Settings) -> Iterator[Finding]:
             )
     for name in existing.addons.model_fields:
         choice = getattr(existing.addons, name)
-        if choice.source == "install" and choice.version is not None:
-            yield Finding(
-                f"{PATH}.addons.{name}.version",
-                "with source install the app installs its pinned release "
-                "(catalog/helm_charts.py); a version here would change nothing: remove it",
-                choice.version,
-            )
+        for setting in ("version", "namespace"):
+            value = getattr(choice, setting)
+            if choice.source == "install" and value is not None:
+                yield Finding(
+                    f"{PATH}.addons.{name}.{setting}",
+                    f"with source install the app installs its pinned release where "
+                    f"catalog/helm_charts.py says; a {setting} here would change nothing: "
+                    "remove it",
+                    value,
+                )
 
 
 RULES = (

@@ -14,8 +14,8 @@ from app_config import ConfigError
 from app_config.model import CREATED_CLUSTER_SETTINGS, Cluster
 from app_config.rules import evaluate, warnings
 from catalog.eks_versions import RELEASES
-from catalog.helm_charts import ADDON_FLOORS
-from tests.configurations import PROJECT_ROOT, settings_for
+from catalog.helm_charts import ADDON_FLOORS, KUBERAY_OPERATOR
+from tests.configurations import PROJECT_ROOT, render_deployed, settings_for
 
 CONFIGURATION = "existing-cluster"
 EXAMPLE = yaml.safe_load((PROJECT_ROOT / "examples" / f"{CONFIGURATION}.yaml").read_text())
@@ -139,6 +139,11 @@ REFUSED = [
         "existing-cluster-addons",
         "cluster.existing.addons.efa_device_plugin.version",
     ),
+    (
+        _addon("kuberay", source="install", namespace="ray-system"),
+        "existing-cluster-addons",
+        "cluster.existing.addons.kuberay.namespace",
+    ),
 ]
 
 
@@ -208,8 +213,31 @@ def test_an_add_on_at_the_version_the_app_needs_is_accepted(overrides: dict[str,
     addons = settings_for(CONFIGURATION, **overrides).cluster.existing.addons
     assert getattr(addons, setting.rpartition(".")[2]).model_dump() == {
         "version": None,
+        "namespace": None,
         **json.loads(choice),
     }
+
+
+@pytest.mark.parametrize(
+    ("kuberay", "expected"),
+    [
+        (None, "ray-system"),  # the example's: installed there
+        ('{"source": "installed", "version": "1.7.0"}', KUBERAY_OPERATOR.namespace),
+        ('{"source": "install"}', KUBERAY_OPERATOR.namespace),
+    ],
+)
+def test_the_network_policy_admits_kuberays_operator_from_where_it_runs(
+    kuberay: str | None, expected: str
+) -> None:
+    overrides = {"cluster.existing.addons.kuberay": kuberay} if kuberay else {}
+    settings = settings_for(CONFIGURATION, **overrides)
+    (policy,) = [
+        p
+        for p in render_deployed(settings).network_policies
+        if p["metadata"]["name"] == "allow-kuberay-operator"
+    ]
+    ((peer,),) = [rule["from"] for rule in policy["spec"]["ingress"]]
+    assert peer["namespaceSelector"]["matchLabels"] == {"kubernetes.io/metadata.name": expected}
 
 
 def test_the_examples_values_are_placeholders_to_replace() -> None:
