@@ -9,6 +9,7 @@ from collections.abc import Callable
 
 import pytest
 
+from app_config.node_labels import ROLE_LABEL, SYSTEM_ROLE
 from catalog.eks_versions import CORE_ADDONS
 from catalog.helm_charts import (
     CLUSTER_AUTOSCALER,
@@ -72,6 +73,33 @@ def test_what_the_app_adds_names_the_existing_cluster(existing: Synthesized) -> 
         assert {r["Properties"]["ClusterName"] for r in found} == {name}
     charts = _all(existing, "Custom::AWSCDK-EKS-HelmChart")
     assert {r["Properties"]["ClusterName"] for r in charts} == {name}
+
+
+def test_the_app_brings_its_own_system_nodes_labelled_as_on_its_own_cluster(
+    existing: Synthesized, default_app: Synthesized
+) -> None:
+    def system_groups(synthesized: Synthesized) -> list[dict]:
+        return [
+            g["Properties"]
+            for g in synthesized.resources("cluster", "AWS::EKS::Nodegroup").values()
+            if g["Properties"].get("Labels") == {ROLE_LABEL: SYSTEM_ROLE}
+        ]
+
+    (own,) = system_groups(existing)
+    (created,) = system_groups(default_app)
+    assert own["ScalingConfig"] == created["ScalingConfig"]
+    assert own["Subnets"] == [
+        s.subnet_id for s in existing.settings.network.existing_vpc.private_subnets
+    ]
+
+
+def test_every_other_stack_deploys_after_the_handlers_access_entry(existing: Synthesized) -> None:
+    def after(role: str) -> set[str]:
+        direct = existing.dependencies(role)
+        return direct.union(*(after(each) for each in direct))
+
+    for role in ("gpu-nodes", "serving", "observability"):
+        assert "cluster" in after(role)
 
 
 def test_the_gpu_nodes_carry_the_existing_clusters_security_group(existing: Synthesized) -> None:
