@@ -817,6 +817,21 @@ class ExistingClusterAddons(Section):
         )
 
 
+class ExistingKubectlProvider(Section):
+    """A kubectl provider the cluster's owner runs (aws-cdk-lib's, deployed by another CDK
+    app), for a team that gives no new role cluster access: the app then creates no handler and
+    no access entry, and applies its manifests and Helm charts through this one."""
+
+    service_token: str = Field(
+        description="The provider's service token: the ARN of its custom resource framework's "
+        "onEvent function (arn:aws:lambda:<region>:<account>:function:<name>), in this region."
+    )
+    role_arn: str = Field(
+        description="The IAM role its kubectl handler runs as, which must hold an access entry "
+        "with AmazonEKSClusterAdminPolicy on the cluster (`pdctl preflight` checks)."
+    )
+
+
 class ExistingCluster(Section):
     """An EKS cluster the app does not own (its name is cluster.name, its version
     cluster.kubernetes_version), in network.existing_vpc. The app adds its node groups (a
@@ -842,6 +857,13 @@ class ExistingCluster(Section):
     addons: ExistingClusterAddons = Field(
         ExistingClusterAddons(),
         description="For each add-on the app needs: install it, or the cluster has it.",
+    )
+    kubectl_provider: ExistingKubectlProvider | None = Field(
+        None,
+        description="A kubectl provider the owner runs, used instead of the app's own. Not "
+        "given: the app creates its handler (a Lambda function in the private subnets, in "
+        "the cluster security group) and an access entry with AmazonEKSClusterAdminPolicy "
+        "for it.",
     )
 
 

@@ -3,7 +3,8 @@
 Synth imports the cluster from the name, endpoint, security group and OIDC provider in the
 configuration and checks only their shape (app_config/rules/existing_cluster.py); these checks
 ask EKS and IAM whether they are true, and whether the cluster can run what the app adds.
-Read-only: eks:DescribeCluster, eks:ListAddons, eks:DescribeAddon, iam:GetOpenIDConnectProvider.
+Read-only: eks:DescribeCluster, eks:ListAddons, eks:DescribeAddon,
+eks:DescribeAccessEntry, eks:ListAssociatedAccessPolicies, iam:GetOpenIDConnectProvider.
 
 What these checks cannot see: Helm releases and anything else inside Kubernetes (an add-on set
 to installed, its version and values, a self-managed VPC CNI's settings) are not in any AWS API;
@@ -28,7 +29,7 @@ from botocore.exceptions import ClientError
 
 from app_config import Settings
 from app_config.model import ExistingCluster
-from catalog.eks_versions import OBSERVABILITY_ADDONS, RELEASES
+from catalog.eks_versions import CLUSTER_ADMIN_POLICY, OBSERVABILITY_ADDONS, RELEASES
 from pdctl.checks import Check, failed, passed, undecided
 
 ACCESS_ENTRY_MODES = ("API", "API_AND_CONFIG_MAP")
@@ -153,6 +154,71 @@ def oidc_provider_check(iam: Any, settings: Settings) -> Check:
     )
 
 
+def kubectl_role_check(eks: Any, settings: Settings) -> Check | None:
+    """With the owner's kubectl provider (cluster.existing.kubectl_provider): its handler's
+    role holds an access entry with AmazonEKSClusterAdminPolicy on the whole cluster, which the
+    app's Helm charts (CRDs, ClusterRoles) and manifests need."""
+    provider = _existing(settings).kubectl_provider
+    if provider is None:
+        return None  # the app's own handler: its access entry is in the cluster stack
+    name = "existing cluster: kubectl provider's access"
+    cluster, role = settings.cluster_name, provider.role_arn
+    fix = (
+        f"`aws eks create-access-entry --cluster-name {cluster} --principal-arn {role}` and "
+        f"`aws eks associate-access-policy --cluster-name {cluster} --principal-arn {role} "
+        f"--policy-arn arn:aws:eks::aws:cluster-access-policy/{CLUSTER_ADMIN_POLICY} "
+        "--access-scope type=cluster`; or leave kubectl_provider out to let the app bring its "
+        "own handler"
+    )
+    try:
+        answer = eks.list_associated_access_policies(clusterName=cluster, principalArn=role)
+    except ClientError as error:
+        return _refused(name, error, fix)
+    admin = [
+        policy
+        for policy in answer["associatedAccessPolicies"]
+        if policy["policyArn"].endswith(f"/{CLUSTER_ADMIN_POLICY}")
+        and policy["accessScope"]["type"] == "cluster"
+    ]
+    if admin:
+        return passed(name, f"{role}: {CLUSTER_ADMIN_POLICY} on the cluster")
+    held = [policy["policyArn"].rpartition("/")[2] for policy in answer["associatedAccessPolicies"]]
+    return failed(
+        name,
+        f"{role} holds {', '.join(held) or 'no access policy'}, not {CLUSTER_ADMIN_POLICY} "
+        "cluster-wide: the app's Helm charts install CRDs and ClusterRoles",
+        fix,
+    )
+
+
+def principals_without_entries(eks: Any, settings: Settings) -> Check | None:
+    """The admins and operators the app gives access entries hold none on the cluster yet:
+    EKS allows one per principal, and CreateAccessEntry fails for a second."""
+    cluster = settings.cluster
+    principals = [*cluster.admin_principal_arns, *cluster.operator_principal_arns]
+    if not principals:
+        return None
+    name = "existing cluster: admins' and operators' access entries"
+    taken = []
+    for arn in principals:
+        try:
+            eks.describe_access_entry(clusterName=settings.cluster_name, principalArn=arn)
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+                continue
+            return _refused(name, error, "allow eks:DescribeAccessEntry")
+        taken.append(arn)
+    if not taken:
+        return passed(name, f"none of the {len(principals)} holds one yet; the app creates them")
+    return failed(
+        name,
+        f"{', '.join(taken)} already hold an access entry on {settings.cluster_name}; the "
+        "app's would fail to create (one per principal)",
+        "remove them from cluster.admin_principal_arns / operator_principal_arns (their access "
+        "is the owner's), or delete their entries first",
+    )
+
+
 def addon_checks(eks: Any, settings: Settings) -> list[Check]:
     """The core add-ons as EKS manages them: a VPC CNI new enough for EFA-only interfaces that
     enforces network policies, CoreDNS and kube-proxy; and none of the managed add-ons the app
@@ -256,6 +322,11 @@ def existing_cluster_checks(eks: Any, iam: Any, settings: Settings) -> list[tupl
     return [
         ("existing cluster", lambda: cluster_checks(eks, settings)),
         ("existing cluster: IAM OIDC provider", lambda: oidc_provider_check(iam, settings)),
+        ("existing cluster: kubectl provider's access", lambda: kubectl_role_check(eks, settings)),
+        (
+            "existing cluster: admins' and operators' access entries",
+            lambda: principals_without_entries(eks, settings),
+        ),
         ("existing cluster: add-ons", lambda: addon_checks(eks, settings)),
         ("existing cluster: add-ons it runs", lambda: installed_addons(settings)),
     ]

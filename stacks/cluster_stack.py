@@ -61,10 +61,10 @@ class ClusterStack(Stack):
                 "ExistingCluster",
                 ExistingClusterProps(
                     cluster_name=settings.cluster_name,
-                    kubernetes_version=settings.cluster.kubernetes_version,
-                    settings=existing,
+                    settings=settings.cluster,
                     vpc=vpc,
                     removal_policy=removal_policy(settings),
+                    operators_group=OPERATORS_GROUP,
                     bootstrap_qualifier=settings.bootstrap_qualifier,
                 ),
             )

@@ -38,6 +38,11 @@ ENDPOINT = re.compile(
     r"https://(?P<id>[0-9A-F]{32})\.[a-z0-9]{2,4}\.(?P<region>[a-z0-9-]+)\.eks\.amazonaws\.com"
 )
 _SECURITY_GROUP = re.compile(r"sg-[0-9a-f]{8}(?:[0-9a-f]{9})?")
+LAMBDA_FUNCTION_ARN = re.compile(
+    r"arn:(?P<partition>aws[a-z-]*):lambda:(?P<region>[a-z0-9-]+):(?P<account>\d{12}):"
+    r"function:[A-Za-z0-9_-]{1,64}(?::[A-Za-z0-9$_-]{1,128})?"
+)
+ROLE_ARN = re.compile(r"arn:aws[a-z-]*:iam::(?P<account>\d{12}):role/[\w+=,.@/-]{1,576}")
 
 
 def needs_existing_vpc(settings: Settings) -> Iterator[Finding]:
@@ -107,20 +112,54 @@ def identity(settings: Settings) -> Iterator[Finding]:
         )
 
 
+def kubectl_provider(settings: Settings) -> Iterator[Finding]:
+    """An owner's kubectl provider: a Lambda function of this region and a role, of the
+    deployment's account where it is known."""
+    existing = settings.cluster.existing
+    if existing is None or existing.kubectl_provider is None:
+        return
+    provider = existing.kubectl_provider
+    path = f"{PATH}.kubectl_provider"
+    function = LAMBDA_FUNCTION_ARN.fullmatch(provider.service_token)
+    if function is None:
+        yield Finding(
+            f"{path}.service_token",
+            "not a Lambda function ARN: arn:aws:lambda:<region>:<account>:function:<name> "
+            "(the provider's onEvent function)",
+            provider.service_token,
+        )
+    else:
+        yield from _of_this_deployment(settings, function, f"{path}.service_token")
+    role = ROLE_ARN.fullmatch(provider.role_arn)
+    if role is None:
+        yield Finding(
+            f"{path}.role_arn",
+            "not an IAM role ARN: arn:aws:iam::<account>:role/<name>",
+            provider.role_arn,
+        )
+    elif settings.account is not None and role["account"] != settings.account:
+        yield Finding(
+            f"{path}.role_arn",
+            f"is in account {role['account']}, not in account {settings.account}: access "
+            "entries name principals of the cluster's account",
+            provider.role_arn,
+        )
+
+
 def _of_this_deployment(settings: Settings, arn: re.Match[str], path: str) -> Iterator[Finding]:
     region, account = settings.region, settings.account
     if arn["region"] != region or arn["partition"] != partition(region):
         yield Finding(
             path,
-            f"is the provider of a cluster in {arn['region']} ({arn['partition']}), not of "
-            f"region {region}: give the provider of the cluster named here",
+            f"is in {arn['region']} ({arn['partition']}), not in region {region}: give the "
+            "one of the cluster named here",
             arn.group(0),
         )
     elif account is not None and arn["account"] != account:
         yield Finding(
             path,
-            f"is in account {arn['account']}, not in account {account}: IRSA roles trust a "
-            "provider of their own account",
+            f"is in account {arn['account']}, not in account {account}: the deployment's "
+            "stacks and the cluster are of one account",
             arn.group(0),
         )
 
@@ -203,6 +242,7 @@ def addons(settings: Settings) -> Iterator[Finding]:
 RULES = (
     Rule("existing-cluster-vpc", frozenset({"cluster", "network"}), needs_existing_vpc),
     Rule("existing-cluster-ids", frozenset({"cluster", "region", "account"}), identity),
+    Rule("existing-cluster-kubectl", frozenset({"cluster", "region", "account"}), kubectl_provider),
     Rule("existing-cluster-created-only", frozenset({"cluster"}), created_only_settings),
     Rule("existing-cluster-addons", frozenset({"cluster"}), addons),
 )

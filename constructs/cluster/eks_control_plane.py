@@ -12,7 +12,7 @@ from aws_cdk import aws_kms as kms
 
 from app_config.derived_names import control_plane_log_group
 from app_config.model import Cluster as ClusterSettings
-from catalog.eks_versions import RELEASES
+from catalog.eks_versions import CLUSTER_ADMIN_POLICY, RELEASES
 from constructs import Construct
 from constructs.cluster.kubectl_provider_guard import KubectlProviderGuard
 from constructs.common.checkov_skips import PROVIDER_LAMBDA_SKIPS, resources_of_type, skip_checks
@@ -28,8 +28,6 @@ ALL_CONTROL_PLANE_LOGS = [
     eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
     eks.ClusterLoggingTypes.SCHEDULER,
 ]
-
-CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 
 # Managed policies aws-cdk-lib attaches to the kubectl provider's Lambda roles and this app keeps.
 KUBECTL_HANDLER_MANAGED_POLICIES = (
@@ -148,20 +146,11 @@ class EksControlPlane(Construct):
                 ],
             )
         for index, principal_arn in enumerate(settings.operator_principal_arns):
-            # No EKS access policy: AmazonEKSEditPolicy would let an operator read the Ray
-            # token's Secret, exec into pods, run pods as the Ray service accounts and delete
-            # the network policies. Kubernetes RBAC bound to this group decides instead.
-            entry = eks.AccessEntry(
-                self.cluster,
-                f"OperatorAccess{index}",  # the id grant_access used: updated in place
-                cluster=self.cluster,
-                principal=principal_arn,
-                access_policies=[],
-                access_entry_type=eks.AccessEntryType.STANDARD,
-            )
-            entry.node.default_child.add_property_override(
-                "KubernetesGroups", [props.operators_group]
-            )
+            # The id grant_access used: updated in place.
+            operator_access(
+                self.cluster, f"OperatorAccess{index}", self.cluster, principal_arn,
+                props.operators_group,
+            )  # fmt: skip
 
     def _harden_kubectl_provider(self) -> None:
         harden_kubectl_provider(self.cluster.kubectl_provider, self.log_key)
@@ -175,6 +164,24 @@ class EksControlPlane(Construct):
             "'Amazon EKS cluster IAM role'); EKS itself is the only principal that assumes it.",
         )
         acknowledge_kubectl_provider(self.cluster.kubectl_provider)
+
+
+def operator_access(
+    scope: Construct, construct_id: str, cluster: eks.ICluster, principal_arn: str, group: str
+) -> eks.AccessEntry:
+    """An operator's access entry: no EKS access policy (AmazonEKSEditPolicy would let an
+    operator read the Ray token's Secret, exec into pods, run pods as the Ray service accounts
+    and delete the network policies); Kubernetes RBAC bound to ``group`` decides instead."""
+    entry = eks.AccessEntry(
+        scope,
+        construct_id,
+        cluster=cluster,
+        principal=principal_arn,
+        access_policies=[],
+        access_entry_type=eks.AccessEntryType.STANDARD,
+    )
+    entry.node.default_child.add_property_override("KubernetesGroups", [group])
+    return entry
 
 
 def harden_kubectl_provider(provider: Construct, log_key: kms.IKey) -> None:

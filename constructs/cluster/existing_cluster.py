@@ -16,6 +16,9 @@ managed node groups and add-ons that take it as their cluster. Where it falls sh
   ``eks.AccessEntry`` with AmazonEKSClusterAdminPolicy, which the Helm releases of this stack
   depend on. It needs the cluster's authentication mode to take access entries (API or
   API_AND_CONFIG_MAP; `pdctl preflight` checks).
+- ``KubectlProvider.from_kubectl_provider_attributes`` imports a provider the owner runs
+  (cluster.existing.kubectl_provider): then the app builds no handler and no access entry; the
+  owner's role needs cluster admin (`pdctl preflight` checks its access policies).
 - No version, add-on list, authentication mode or network policy support is known to an imported
   cluster; synth cannot check them, `pdctl preflight` does (pdctl/existing_cluster.py).
 """
@@ -29,13 +32,13 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 
-from app_config.model import ExistingCluster
-from catalog.eks_versions import RELEASES
+from app_config.model import Cluster as ClusterSettings
+from catalog.eks_versions import CLUSTER_ADMIN_POLICY, RELEASES
 from constructs import Construct
 from constructs.cluster.eks_control_plane import (
-    CLUSTER_ADMIN_POLICY,
     acknowledge_kubectl_provider,
     harden_kubectl_provider,
+    operator_access,
 )
 from constructs.cluster.kubectl_provider_guard import KubectlProviderGuard
 from constructs.common.log_encryption_key import LogEncryptionKey
@@ -44,21 +47,24 @@ from constructs.common.log_encryption_key import LogEncryptionKey
 @dataclass(frozen=True)
 class ExistingClusterProps:
     cluster_name: str
-    kubernetes_version: str
-    settings: ExistingCluster
+    settings: ClusterSettings
     vpc: ec2.IVpc
     removal_policy: RemovalPolicy
+    # The Kubernetes group of the operators' access entries (EksControlPlaneProps').
+    operators_group: str
     bootstrap_qualifier: str | None = None
 
 
 class ExistingClusterImport(Construct):
-    """Publishes ``cluster`` (an ICluster carrying the app's kubectl provider) and
-    ``kubectl_access`` (the handler's access entry, which manifests of this stack wait for),
-    as EksControlPlane publishes ``cluster``, so that nothing downstream knows whose it is."""
+    """Publishes ``cluster`` (an ICluster carrying the kubectl provider) and ``kubectl_access``
+    (the app's handler's access entry, which manifests of this stack wait for; None with the
+    owner's provider), as EksControlPlane publishes ``cluster``, so that nothing downstream
+    knows whose it is."""
 
     def __init__(self, scope: Construct, construct_id: str, props: ExistingClusterProps) -> None:
         super().__init__(scope, construct_id)
-        existing = props.settings
+        existing = props.settings.existing
+        assert existing is not None  # the cluster stack builds this only for one
         attributes = {
             "cluster_name": props.cluster_name,
             "cluster_endpoint": existing.endpoint,
@@ -68,8 +74,24 @@ class ExistingClusterImport(Construct):
                 self, "OidcProvider", existing.oidc_provider_arn
             ),
         }
+        self.kubectl_access: eks.AccessEntry | None = None
+        if existing.kubectl_provider is not None:
+            # The owner's provider: its handler's access is the owner's, so is its guard.
+            self.kubectl_provider = eks.KubectlProvider.from_kubectl_provider_attributes(
+                self,
+                "KubectlProvider",
+                service_token=existing.kubectl_provider.service_token,
+                role=iam.Role.from_role_arn(
+                    self, "KubectlRole", existing.kubectl_provider.role_arn, mutable=False
+                ),
+            )
+            self.cluster = eks.Cluster.from_cluster_attributes(
+                self, "Cluster", kubectl_provider=self.kubectl_provider, **attributes
+            )
+            self._principals(props)
+            return
         reference = eks.Cluster.from_cluster_attributes(self, "ClusterReference", **attributes)
-        kubernetes = RELEASES[props.kubernetes_version]
+        kubernetes = RELEASES[props.settings.kubernetes_version]
         self.kubectl_provider = eks.KubectlProvider(
             self,
             "KubectlProvider",
@@ -108,3 +130,25 @@ class ExistingClusterImport(Construct):
             cluster=self.cluster,
             bootstrap_qualifier=props.bootstrap_qualifier,
         )
+        self._principals(props)
+
+    def _principals(self, props: ExistingClusterProps) -> None:
+        """The configured admins and operators get access entries as on a cluster the app
+        creates (`pdctl preflight` fails for one that holds an entry already: EKS allows one
+        per principal)."""
+        for index, principal_arn in enumerate(props.settings.admin_principal_arns):
+            eks.AccessEntry(
+                self,
+                f"AdminAccess{index}",
+                cluster=self.cluster,
+                principal=principal_arn,
+                access_policies=[
+                    eks.AccessPolicy.from_access_policy_name(
+                        CLUSTER_ADMIN_POLICY, access_scope_type=eks.AccessScopeType.CLUSTER
+                    )
+                ],
+            )
+        for index, principal_arn in enumerate(props.settings.operator_principal_arns):
+            operator_access(
+                self, f"OperatorAccess{index}", self.cluster, principal_arn, props.operators_group
+            )

@@ -38,6 +38,16 @@ def _older(version: str) -> str:
     return f"{major}.{int(minor) - 1}.0" if int(minor) else f"{int(major) - 1}.99.0"
 
 
+OWNER_TOKEN = "arn:aws:lambda:us-west-2:409387615243:function:platform-kubectl-onEvent"
+OWNER_ROLE = "arn:aws:iam::409387615243:role/platform-kubectl-handler"
+
+
+def _provider(**change: str) -> dict[str, str]:
+    """cluster.existing.kubectl_provider: the owner's, with ``change`` applied."""
+    provider = {"service_token": OWNER_TOKEN, "role_arn": OWNER_ROLE, **change}
+    return {"cluster.existing.kubectl_provider": json.dumps(provider)}
+
+
 OTHER_MINOR = next(minor for minor in RELEASES if minor != MINOR)
 
 # (overrides of the example, the rule's code, the setting the finding names)
@@ -138,6 +148,26 @@ REFUSED = [
         _addon("efa_device_plugin", source="install", version="0.5.20"),
         "existing-cluster-addons",
         "cluster.existing.addons.efa_device_plugin.version",
+    ),
+    (
+        _provider(service_token="arn:aws:lambda:us-west-2:409387615243:layer:kubectl"),
+        "existing-cluster-kubectl",
+        "cluster.existing.kubectl_provider.service_token",
+    ),
+    (
+        _provider(service_token=OWNER_TOKEN.replace("us-west-2", "eu-west-1")),
+        "existing-cluster-kubectl",
+        "cluster.existing.kubectl_provider.service_token",
+    ),
+    (
+        _provider(role_arn="arn:aws:iam::409387615243:user/kubectl"),
+        "existing-cluster-kubectl",
+        "cluster.existing.kubectl_provider.role_arn",
+    ),
+    (
+        {**_provider(), "account": "240318571604"},
+        "existing-cluster-kubectl",
+        "cluster.existing.kubectl_provider.role_arn",
     ),
     (
         _addon("kuberay", source="install", namespace="ray-system"),

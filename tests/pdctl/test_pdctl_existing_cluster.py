@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from botocore.stub import Stubber
 
-from catalog.eks_versions import OBSERVABILITY_ADDONS, RELEASES
+from catalog.eks_versions import CLUSTER_ADMIN_POLICY, OBSERVABILITY_ADDONS, RELEASES
 from pdctl.checks import Check
 from pdctl.existing_cluster import (
     IRSA_AUDIENCE,
@@ -21,11 +21,14 @@ from pdctl.existing_cluster import (
     addon_checks,
     cluster_checks,
     installed_addons,
+    kubectl_role_check,
     oidc_provider_check,
+    principals_without_entries,
 )
 from pdctl.preflight import CLIENTS, run_preflight
 from tests import aws_stubs
 from tests.config.test_existing_cluster import REAL
+from tests.config.test_existing_cluster import _provider as owners_provider
 from tests.configurations import settings_for
 
 INSTALL_ALL = {
@@ -272,6 +275,7 @@ class _Unanswered:
 EXISTING_CLUSTER_CHECKS = {
     "existing cluster",
     "existing cluster: IAM OIDC provider",
+    "existing cluster: admins' and operators' access entries",
     "existing cluster: add-ons",
     "existing cluster: add-ons it runs",
 }
@@ -285,3 +289,80 @@ def test_preflight_runs_the_existing_cluster_checks_only_for_an_existing_cluster
     assert not any(c.ok for c in checks if c.name.startswith("existing cluster"))  # no pass
     default = run_preflight(clients, settings_for("existing-vpc"))
     assert not any(check.name.startswith("existing cluster") for check in default)
+
+
+def _entries(settings, taken: tuple[str, ...] = ()) -> Callable[[Stubber], None]:
+    """DescribeAccessEntry for each configured principal: found for ``taken``, else not."""
+
+    def answer(stubber: Stubber) -> None:
+        cluster = settings.cluster
+        for arn in [*cluster.admin_principal_arns, *cluster.operator_principal_arns]:
+            params = {"clusterName": settings.cluster_name, "principalArn": arn}
+            if arn in taken:
+                entry = {"clusterName": settings.cluster_name, "principalArn": arn}
+                stubber.add_response("describe_access_entry", {"accessEntry": entry}, params)
+            else:
+                stubber.add_client_error(
+                    "describe_access_entry", "ResourceNotFoundException", "not found",
+                    expected_params=params,
+                )  # fmt: skip
+
+    return answer
+
+
+OPERATOR = "arn:aws:iam::409387615243:role/llm-on-call"
+
+
+@pytest.mark.parametrize("taken", [(), (OPERATOR,)], ids=["free", "operator-taken"])
+def test_principals_the_app_grants_must_hold_no_entry_yet(taken: tuple[str, ...]) -> None:
+    settings = _settings(**{"cluster.operator_principal_arns": json.dumps([OPERATOR])})
+    client = aws_stubs.client("eks")
+    with Stubber(client) as stubber:
+        _entries(settings, taken)(stubber)
+        check = principals_without_entries(client, settings)
+        stubber.assert_no_pending_responses()
+    assert check is not None
+    assert check.ok is not bool(taken)
+    if taken:
+        assert OPERATOR in check.detail
+        assert "operator_principal_arns" in check.fix
+
+
+def _policies(*policies: tuple[str, str]) -> list[dict[str, Any]]:
+    return [
+        {
+            "policyArn": f"arn:aws:eks::aws:cluster-access-policy/{policy}",
+            "accessScope": {"type": scope},
+        }
+        for policy, scope in policies
+    ]
+
+
+@pytest.mark.parametrize(
+    ("policies", "ok"),
+    [
+        (_policies((CLUSTER_ADMIN_POLICY, "cluster")), True),
+        (_policies((CLUSTER_ADMIN_POLICY, "namespace")), False),
+        (_policies(("AmazonEKSEditPolicy", "cluster")), False),
+        ([], False),
+    ],
+    ids=["cluster-admin", "admin-in-a-namespace", "edit", "none"],
+)
+def test_the_owners_kubectl_provider_needs_cluster_admin(
+    policies: list[dict[str, Any]], ok: bool
+) -> None:
+    settings = _settings(**owners_provider())
+    role = settings.cluster.existing.kubectl_provider.role_arn
+    client = aws_stubs.client("eks")
+    with Stubber(client) as stubber:
+        stubber.add_response(
+            "list_associated_access_policies",
+            {"associatedAccessPolicies": policies},
+            {"clusterName": settings.cluster_name, "principalArn": role},
+        )
+        check = kubectl_role_check(client, settings)
+    assert check is not None
+    assert check.ok is ok
+    if not ok:
+        assert "associate-access-policy" in check.fix
+    assert kubectl_role_check(client, _settings()) is None  # the app's own handler

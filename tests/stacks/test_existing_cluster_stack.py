@@ -10,17 +10,19 @@ from collections.abc import Callable
 import pytest
 
 from app_config.node_labels import ROLE_LABEL, SYSTEM_ROLE
-from catalog.eks_versions import CORE_ADDONS
+from catalog.eks_versions import CLUSTER_ADMIN_POLICY, CORE_ADDONS
 from catalog.helm_charts import (
     CLUSTER_AUTOSCALER,
     EFA_DEVICE_PLUGIN,
     KUBERAY_OPERATOR,
     NVIDIA_DEVICE_PLUGIN,
 )
-from constructs.cluster.eks_control_plane import CLUSTER_ADMIN_POLICY
+from tests.config.test_existing_cluster import _provider
 from tests.conftest import STACK_ROLES, Synthesized
 
 CONFIGURATION = "existing-cluster"
+# aws-cdk-lib's description of its kubectl handler function (aws-eks-v2 kubectl-provider.js).
+KUBECTL_HANDLER = "onEvent handler for EKS kubectl resource provider"
 # The Helm chart each add-on setting installs (the load balancer controller: aws-cdk-lib's).
 CHARTS = {
     "efa_device_plugin": EFA_DEVICE_PLUGIN.chart,
@@ -123,7 +125,7 @@ def test_the_kubectl_handler_alone_gets_cluster_admin_by_an_access_entry(
     handlers = [
         f
         for f in existing.resources("cluster", "AWS::Lambda::Function").values()
-        if f["Properties"].get("Description") == "onEvent handler for EKS kubectl resource provider"
+        if f["Properties"].get("Description") == KUBECTL_HANDLER
     ]
     (handler,) = handlers
     assert handler["Properties"]["Role"] == {"Fn::GetAtt": [role_id, "Arn"]}
@@ -175,3 +177,26 @@ def test_the_app_installs_exactly_the_add_ons_set_to_install(
     addons = synthesized.settings.cluster.existing.addons
     assert {n for n in CHARTS if addons.installs(n)} == installs
     assert _charts(synthesized) & set(CHARTS.values()) == {CHARTS[n] for n in installs}
+
+
+def test_with_the_owners_kubectl_provider_the_app_brings_no_handler_and_no_access_entry(
+    synthesize: Callable[..., Synthesized],
+) -> None:
+    synthesized = synthesize(CONFIGURATION, _provider())
+    token = synthesized.settings.cluster.existing.kubectl_provider.service_token
+    descriptions = {
+        f["Properties"].get("Description") for f in _all(synthesized, "AWS::Lambda::Function")
+    }
+    assert KUBECTL_HANDLER not in descriptions
+    # Access entries only for the principals configured (literal ARNs), none for a role made here
+    principals = [
+        e["Properties"]["PrincipalArn"] for e in _all(synthesized, "AWS::EKS::AccessEntry")
+    ]
+    assert principals == synthesized.settings.cluster.admin_principal_arns
+    assert "KubectlProviderGuardScp" not in json.dumps(synthesized.templates["cluster"]["Outputs"])
+    applied = [
+        *_all(synthesized, "Custom::AWSCDK-EKS-HelmChart"),
+        *_all(synthesized, "Custom::AWSCDK-EKS-KubernetesResource"),
+    ]
+    assert applied
+    assert {json.dumps(r["Properties"]["ServiceToken"]) for r in applied} == {json.dumps(token)}
