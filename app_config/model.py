@@ -737,6 +737,147 @@ class NodeAutoscaler(Section):
     )
 
 
+class AddonChoice(Section):
+    """Who runs one of the add-ons the app needs on an existing cluster: the app ('install',
+    from catalog/helm_charts.py, as on a cluster it creates) or the cluster's owner
+    ('installed'). An installed one is the owner's: the app neither changes nor deletes it."""
+
+    source: Literal["install", "installed"] = Field(
+        "install",
+        description="install: the app installs it, pinned and configured as on its own "
+        "cluster. installed: the cluster runs it already, and version says which.",
+    )
+    version: str | None = Field(
+        None,
+        **matching(r"^v?\d+\.\d+(\.\d+)?$", "a version such as 1.7.0 or v0.5.20"),
+        description="With installed: the version that runs (its image tag, as `helm list "
+        "-A` shows under APP VERSION). The rule existing-cluster-addons refuses one older than "
+        "the app needs; `pdctl preflight` cannot read Helm releases and prints it as "
+        "unverified.",
+    )
+    namespace: str | None = Field(
+        None,
+        **matching(r"^[a-z]([-a-z0-9]*[a-z0-9])?$", "a Kubernetes namespace name"),
+        max_length=63,
+        description="With installed: the namespace it runs in, where the app's network "
+        "policies admit it from (KubeRay's operator reaches the Ray head's dashboard and "
+        "Serve ports). Not given: the namespace the app would install it in "
+        "(catalog/helm_charts.py).",
+    )
+
+
+class ExistingClusterAddons(Section):
+    """What the app needs on the cluster besides the core add-ons (VPC CNI, CoreDNS,
+    kube-proxy, which an existing cluster has and `pdctl preflight` checks)."""
+
+    efa_device_plugin: AddonChoice = Field(
+        AddonChoice(),
+        description="The EFA device plugin (vpc.amazonaws.com/efa). installed: its DaemonSet "
+        "must tolerate the GPU groups' taints.",
+    )
+    nvidia_device_plugin: AddonChoice = Field(
+        AddonChoice(),
+        description="The NVIDIA device plugin (nvidia.com/gpu). installed: its DaemonSet must "
+        "tolerate the GPU groups' taints and run with mofedEnabled=false (since v0.19 it "
+        "otherwise claims the EFA devices).",
+    )
+    kuberay: AddonChoice = Field(
+        AddonChoice(),
+        description="The KubeRay operator (RayService CRD). installed: it must watch "
+        "serving.namespace.",
+    )
+    load_balancer_controller: AddonChoice = Field(
+        AddonChoice(),
+        description="The AWS Load Balancer Controller (TargetGroupBinding). installed: its "
+        "role must be allowed to register targets in the app's target group.",
+    )
+    cluster_autoscaler: AddonChoice = Field(
+        AddonChoice(),
+        description="The Cluster Autoscaler. installed: it must discover node groups by "
+        "their k8s.io/cluster-autoscaler tags (the app's GPU groups carry them) and be of the "
+        "cluster's Kubernetes minor.",
+    )
+
+    def installed(self) -> dict[str, AddonChoice]:
+        """The add-ons the cluster's owner runs, by setting name."""
+        return {
+            name: getattr(self, name)
+            for name in type(self).model_fields
+            if getattr(self, name).source == "installed"
+        }
+
+    def installs(self, name: str) -> bool:
+        return getattr(self, name).source == "install"
+
+    def namespace(self, name: str, installed_in: str) -> str:
+        """Where the add-on runs: the owner's namespace when given, else the app's own."""
+        choice = getattr(self, name)
+        return (
+            choice.namespace if choice.source == "installed" and choice.namespace else installed_in
+        )
+
+
+class ExistingKubectlProvider(Section):
+    """A kubectl provider the cluster's owner runs (aws-cdk-lib's, deployed by another CDK
+    app), for a team that gives no new role cluster access: the app then creates no handler and
+    no access entry, and applies its manifests and Helm charts through this one."""
+
+    service_token: str = Field(
+        description="The provider's service token: the ARN of its custom resource framework's "
+        "onEvent function (arn:aws:lambda:<region>:<account>:function:<name>), in this region."
+    )
+    role_arn: str = Field(
+        description="The IAM role its kubectl handler runs as, which must hold an access entry "
+        "with AmazonEKSClusterAdminPolicy on the cluster (`pdctl preflight` checks)."
+    )
+
+
+class ExistingCluster(Section):
+    """An EKS cluster the app does not own (its name is cluster.name, its version
+    cluster.kubernetes_version), in network.existing_vpc. The app adds its node groups (a
+    system group for its controllers and the Ray head, the GPU groups), the serving and
+    observability stacks, and an access entry for its own kubectl handler; it creates no
+    control plane and changes none of the cluster's settings (docs/architecture.md, 'An
+    existing cluster')."""
+
+    endpoint: str = Field(
+        description="The API server's URL (`aws eks describe-cluster --query "
+        "cluster.endpoint`), for the API tunnel's outputs."
+    )
+    cluster_security_group_id: str = Field(
+        description="The cluster security group EKS created for it (`aws eks describe-cluster "
+        "--query cluster.resourcesVpcConfig.clusterSecurityGroupId`): the nodes, the kubectl "
+        "handler and the load balancer's rule to the pods use it."
+    )
+    oidc_provider_arn: str = Field(
+        description="The cluster's IAM OIDC provider for IRSA "
+        "(arn:aws:iam::<account>:oidc-provider/oidc.eks.<region>.amazonaws.com/id/<id>); "
+        "preflight checks it is registered for the cluster's issuer."
+    )
+    addons: ExistingClusterAddons = Field(
+        ExistingClusterAddons(),
+        description="For each add-on the app needs: install it, or the cluster has it.",
+    )
+    kubectl_provider: ExistingKubectlProvider | None = Field(
+        None,
+        description="A kubectl provider the owner runs, used instead of the app's own. Not "
+        "given: the app creates its handler (a Lambda function in the private subnets, in "
+        "the cluster security group) and an access entry with AmazonEKSClusterAdminPolicy "
+        "for it.",
+    )
+
+
+# The Cluster settings that shape a control plane the app creates; with cluster.existing they
+# mean nothing, so giving one is refused (rule existing-cluster-created-only).
+CREATED_CLUSTER_SETTINGS = (
+    "endpoint_access",
+    "public_access_cidrs",
+    "allow_public_access_from_anywhere",
+    "support_type",
+    "control_plane_log_retention_days",
+)
+
+
 class Cluster(Section):
     name: str | None = Field(
         None,
@@ -790,6 +931,12 @@ class Cluster(Section):
         90,
         description="Retention of the control plane's log group /aws/eks/<cluster>/cluster, "
         "which the stack creates (KMS-encrypted) before EKS would create it without either.",
+    )
+    existing: ExistingCluster | None = Field(
+        None,
+        description="An EKS cluster the app does not own, used instead of creating one (needs "
+        "network.existing_vpc, its VPC; docs/architecture.md, 'An existing cluster'). Not "
+        "given: the cluster stack creates the control plane from the settings above.",
     )
 
     @field_validator("admin_principal_arns", "operator_principal_arns")

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from aws_cdk import aws_eks_v2 as eks
+if TYPE_CHECKING:  # aws_cdk starts jsii's Node process: pdctl reads this module without it
+    from aws_cdk import aws_eks_v2 as eks
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,8 @@ class KubernetesRelease:
 
     @property
     def eks_version(self) -> eks.KubernetesVersion:
+        from aws_cdk import aws_eks_v2 as eks
+
         return eks.KubernetesVersion.of(self.minor)
 
     @property
@@ -65,6 +69,10 @@ RELEASES: dict[str, KubernetesRelease] = {
     ),
 }
 DEFAULT_MINOR = "1.36"
+# The EKS access policy of the kubectl handler (the app's, and an owner's it uses instead):
+# the Helm charts install CRDs and ClusterRoles (EKS user guide, "Review access policy
+# permissions").
+CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 # What `make synth` builds. Older EKS samples pin 1.29 with lambda-layer-kubectl-v29; 1.29 left
 # extended support on 2026-03-23 and EKS no longer creates clusters on it.
 KUBERNETES = RELEASES[DEFAULT_MINOR]

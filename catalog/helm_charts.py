@@ -74,3 +74,35 @@ CHARTS: tuple[HelmChartRef, ...] = (
     SECRETS_STORE_CSI_AWS,
     CLUSTER_AUTOSCALER,
 )
+
+
+@dataclass(frozen=True)
+class AddonFloor:
+    """The oldest version of an add-on the app accepts when a cluster's owner runs it
+    (cluster.existing.addons.<name>.source installed), and why."""
+
+    minimum: str
+    why: str
+
+
+# The versions the app installs and is tested with are the floor: the manifests, Helm values
+# and IAM it renders were checked against them, not against older releases. The Cluster
+# Autoscaler has no floor here: it must be of the cluster's minor (catalog/eks_versions.py).
+ADDON_FLOORS: dict[str, AddonFloor] = {
+    # The chart's image, aws/eks-charts stable/aws-efa-k8s-device-plugin values.yaml at v0.5.30.
+    "efa_device_plugin": AddonFloor("0.5.20", "the image of the chart the app installs"),
+    "nvidia_device_plugin": AddonFloor(
+        NVIDIA_DEVICE_PLUGIN.version, "the release the app installs with mofedEnabled=false"
+    ),
+    "kuberay": AddonFloor(
+        KUBERAY_OPERATOR.version,
+        "the RayService is validated against KubeRay 1.7.0's CRD (typed worker-group resources "
+        "and labels since 1.5, the upgrade strategies of 1.7)",
+    ),
+    # aws-cdk-lib's AlbControllerVersion.V3_2_2, which the serving stack installs; the
+    # TargetGroupBinding-only policy was traced in that release (constructs/serving/
+    # serving_operators.py).
+    "load_balancer_controller": AddonFloor(
+        "3.2.2", "the release whose TargetGroupBinding calls the app's policy was traced in"
+    ),
+}

@@ -220,8 +220,10 @@ def cost_lines(prices: PriceSource, settings: Settings) -> list[CostLine]:
     endpoints = len(INTERFACE_ENDPOINT_SERVICES)
     if existing is not None and existing.interface_endpoints_exist:
         endpoints = 0
+    # On an existing cluster the control plane is its owner's.
+    control_planes = 1 if settings.cluster.existing is None else 0
     for item, quantity, kind in (
-        ("EKS control plane", 1, "eks"),
+        ("EKS control plane", control_planes, "eks"),
         ("NAT gateways", nat_gateways, "nat"),
         (
             "interface endpoint ENIs",

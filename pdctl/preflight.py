@@ -21,6 +21,7 @@ from catalog.regions import is_zone_id
 from catalog.service_quotas import VcpuQuota, quota_for
 from pdctl import aws_errors
 from pdctl.checks import Check, failed, passed, undecided
+from pdctl.existing_cluster import existing_cluster_checks
 from pdctl.existing_vpc import existing_vpc_checks
 from pdctl.image_cache import cache_repository_checks
 from pdctl.image_mirror import mirror_checks
@@ -32,7 +33,7 @@ BOOTSTRAP_VERSION_PARAMETER = "/cdk-bootstrap/hnb659fds/version"
 MIN_BOOTSTRAP_VERSION = 6
 USABLE_RESERVATION_STATES = ("active", "scheduled")
 # The boto3 clients run_preflight reads, by service name.
-CLIENTS = ("ec2", "ssm", "service-quotas", "ecr", "iam", "cloudformation", "logs")
+CLIENTS = ("ec2", "ssm", "service-quotas", "ecr", "iam", "cloudformation", "logs", "eks")
 # An ECR client of the mirror's region (serving.image_mirror), where it is not the deployment's.
 MIRROR_CLIENT = "ecr-mirror"
 
@@ -373,6 +374,8 @@ def run_preflight(
     ]
     if settings.network.existing_vpc is not None:
         planned += existing_vpc_checks(ec2, settings)
+    if settings.cluster.existing is not None:
+        planned += existing_cluster_checks(clients["eks"], clients["iam"], settings)
     for role, group in settings.gpu_nodes.groups().items():
         planned += [
             (

@@ -143,7 +143,12 @@ def _retarget_peer(peer: dict[str, Any], settings: Settings) -> None:
         pod_labels[RAYSERVICE_LABEL] = settings.serving.name
     namespace_labels = peer.get("namespaceSelector", {}).get("matchLabels", {})
     if namespace_labels and peer.get("podSelector") is None:  # the operator's namespace
-        namespace_labels["kubernetes.io/metadata.name"] = KUBERAY_OPERATOR.namespace
+        existing = settings.cluster.existing
+        namespace_labels["kubernetes.io/metadata.name"] = (
+            existing.addons.namespace("kuberay", KUBERAY_OPERATOR.namespace)
+            if existing
+            else KUBERAY_OPERATOR.namespace
+        )
 
 
 def render_target_group_binding(

@@ -13,6 +13,7 @@ from constructs.cluster.alarm_topic import AlarmTopic
 from constructs.cluster.cluster_autoscaler import ClusterAutoscaler
 from constructs.cluster.core_addons import CoreAddons
 from constructs.cluster.eks_control_plane import EksControlPlane, EksControlPlaneProps
+from constructs.cluster.existing_cluster import ExistingClusterImport, ExistingClusterProps
 from constructs.cluster.image_cache import ImageCache
 from constructs.cluster.image_mirror import ImageMirrorImport
 from constructs.cluster.node_role import NodeRole
@@ -37,21 +38,45 @@ class ClusterStack(Stack):
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        self.control_plane = EksControlPlane(
-            self,
-            "ControlPlane",
-            EksControlPlaneProps(
-                cluster_name=settings.cluster_name,
-                settings=settings.cluster,
-                vpc=vpc,
-                removal_policy=removal_policy(settings),
-                operators_group=OPERATORS_GROUP,
-                bootstrap_qualifier=settings.bootstrap_qualifier,
-            ),
-        )
+        existing = settings.cluster.existing
+        # The barrier the Helm releases of this stack wait for: the kubectl handler's access
+        # entry on an existing cluster (a created cluster has its own barrier).
+        self.kubectl_access: Construct | None = None
+        if existing is None:
+            self.control_plane = EksControlPlane(
+                self,
+                "ControlPlane",
+                EksControlPlaneProps(
+                    cluster_name=settings.cluster_name,
+                    settings=settings.cluster,
+                    vpc=vpc,
+                    removal_policy=removal_policy(settings),
+                    operators_group=OPERATORS_GROUP,
+                    bootstrap_qualifier=settings.bootstrap_qualifier,
+                ),
+            )
+        else:
+            self.control_plane = ExistingClusterImport(
+                self,
+                "ExistingCluster",
+                ExistingClusterProps(
+                    cluster_name=settings.cluster_name,
+                    settings=settings.cluster,
+                    vpc=vpc,
+                    removal_policy=removal_policy(settings),
+                    operators_group=OPERATORS_GROUP,
+                    bootstrap_qualifier=settings.bootstrap_qualifier,
+                ),
+            )
+            self.kubectl_access = self.control_plane.kubectl_access
         cluster = self.control_plane.cluster
         kubernetes = RELEASES[settings.cluster.kubernetes_version]
-        self.addons = CoreAddons(self, "Addons", cluster=cluster, kube_proxy=kubernetes.kube_proxy)
+        # An existing cluster has its own networking, DNS and kube-proxy (preflight checks them).
+        self.addons = (
+            CoreAddons(self, "Addons", cluster=cluster, kube_proxy=kubernetes.kube_proxy)
+            if existing is None
+            else None
+        )
         self.node_role = NodeRole(self, "NodeRole", description="Nodes of the serving cluster")
         if settings.serving.image_cache.enabled:
             ImageCache(
@@ -81,14 +106,19 @@ class ClusterStack(Stack):
         # Networking first (a node without the CNI never turns Ready), CoreDNS once nodes exist
         # (its pods would otherwise leave the add-on DEGRADED and the deployment failing). The
         # GPU nodes, in their own stack, come after this whole stack.
-        for addon in self.addons.needed_by_nodes:
-            self.system_nodes.nodegroup.node.add_dependency(addon)
-        for addon in self.addons.needing_nodes:
-            addon.node.add_dependency(self.system_nodes.nodegroup)
-        self.cluster_autoscaler = ClusterAutoscaler(
-            self, "ClusterAutoscaler", settings=settings, cluster=cluster
-        )
-        self.cluster_autoscaler.node.add_dependency(self.system_nodes.nodegroup)
+        if self.addons is not None:
+            for addon in self.addons.needed_by_nodes:
+                self.system_nodes.nodegroup.node.add_dependency(addon)
+            for addon in self.addons.needing_nodes:
+                addon.node.add_dependency(self.system_nodes.nodegroup)
+        self.cluster_autoscaler = None
+        if existing is None or existing.addons.installs("cluster_autoscaler"):
+            self.cluster_autoscaler = ClusterAutoscaler(
+                self, "ClusterAutoscaler", settings=settings, cluster=cluster
+            )
+            self.cluster_autoscaler.node.add_dependency(self.system_nodes.nodegroup)
+            if self.kubectl_access is not None:
+                self.cluster_autoscaler.node.add_dependency(self.kubectl_access)
         self._observability(settings)
         self._outputs(settings)
 

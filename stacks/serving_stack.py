@@ -38,8 +38,18 @@ class ServingStack(Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         gcs = settings.serving.gcs_fault_tolerance
+        existing = settings.cluster.existing
+
+        def installs(addon: str) -> bool:
+            return existing is None or existing.addons.installs(addon)
+
         self.device_plugins = DevicePlugins(
-            self, "DevicePlugins", cluster=cluster, gpu_placements=gpu_placements
+            self,
+            "DevicePlugins",
+            cluster=cluster,
+            gpu_placements=gpu_placements,
+            install_efa=installs("efa_device_plugin"),
+            install_nvidia=installs("nvidia_device_plugin"),
         )
         self.operators = ServingOperators(
             self,
@@ -50,6 +60,8 @@ class ServingStack(Stack):
             with_secrets_store=settings.serving.model.hf_token_secret_arn is not None
             or gcs.enabled,
             sync_secrets=gcs.enabled,
+            install_kuberay=installs("kuberay"),
+            install_load_balancer_controller=installs("load_balancer_controller"),
         )
         self.endpoint = ServingEndpoint(
             self,

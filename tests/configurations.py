@@ -111,6 +111,7 @@ EXAMPLES = (
     "deepseek-v3-pd-one-node",
     "qwen3-235b-a22b-pd",
     "existing-vpc",
+    "existing-cluster",
 )
 for _example in EXAMPLES:
     CONFIGURATIONS[_example] = {"config": str(PROJECT_ROOT / "examples" / f"{_example}.yaml")}

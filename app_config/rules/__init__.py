@@ -63,6 +63,7 @@ def _registry() -> tuple[Rule, ...]:
         capacity,
         derived_names,
         engine_options,
+        existing_cluster,
         existing_vpc,
         image,
         kv_transfer,
@@ -78,6 +79,7 @@ def _registry() -> tuple[Rule, ...]:
     return (
         *network.RULES,
         *existing_vpc.RULES,
+        *existing_cluster.RULES,
         *replica_fit.RULES,
         *engine_options.RULES,
         *image.RULES,

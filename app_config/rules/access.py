@@ -92,6 +92,23 @@ def documentation_placeholders(settings: Settings) -> Iterator[Finding]:
                 f"{', '.join(examples)}: example ids, not resources of your VPC; replace "
                 "them with your own before deploying (`pdctl preflight` refuses them)",
             )
+    cluster = settings.cluster.existing
+    if cluster is not None:
+        # The endpoint's and the OIDC issuer's id is the cluster's, 32 hexadecimal capitals.
+        issuer = cluster.oidc_provider_arn.rpartition("/")[2]
+        named = {
+            "cluster_security_group_id": is_example_resource_id(cluster.cluster_security_group_id),
+            "oidc_provider_arn": is_example_account(cluster.oidc_provider_arn.split(":")[4])
+            or is_example_resource_id(f"id-{issuer}"),
+            "endpoint": is_example_resource_id(f"id-{cluster.endpoint.removeprefix('https://')}"),
+        }
+        examples = [where for where, example in named.items() if example]
+        if examples:
+            yield Finding(
+                "cluster.existing",
+                f"{', '.join(examples)}: example values, not your cluster's; replace them with "
+                "`aws eks describe-cluster`'s before deploying (`pdctl preflight` refuses them)",
+            )
     for role, group in settings.gpu_nodes.groups().items():
         reservation = group.capacity.reservation_id
         if reservation and is_example_resource_id(reservation):

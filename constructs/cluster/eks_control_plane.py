@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from aws_cdk import Annotations, RemovalPolicy, Stack, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_kms as kms
 
 from app_config.derived_names import control_plane_log_group
 from app_config.model import Cluster as ClusterSettings
-from catalog.eks_versions import RELEASES
+from catalog.eks_versions import CLUSTER_ADMIN_POLICY, RELEASES
 from constructs import Construct
 from constructs.cluster.kubectl_provider_guard import KubectlProviderGuard
 from constructs.common.checkov_skips import PROVIDER_LAMBDA_SKIPS, resources_of_type, skip_checks
@@ -28,8 +29,6 @@ ALL_CONTROL_PLANE_LOGS = [
     eks.ClusterLoggingTypes.SCHEDULER,
 ]
 
-CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
-
 # Managed policies aws-cdk-lib attaches to the kubectl provider's Lambda roles and this app keeps.
 KUBECTL_HANDLER_MANAGED_POLICIES = (
     "service-role/AWSLambdaBasicExecutionRole",
@@ -39,12 +38,15 @@ KUBECTL_HANDLER_MANAGED_POLICIES = (
 # an HTTPS repository (catalog/helm_charts.py), so the handler loses it: read access to every
 # image repository of the account is more than applying manifests needs.
 KUBECTL_HANDLER_UNNEEDED_POLICY = "AmazonEC2ContainerRegistryReadOnly"
+
+
 # cdk-nag prints this conditional attachment verbatim (the condition is the handler's own).
-KUBECTL_HANDLER_ECR_PUBLIC_POLICY = (
-    '{"Fn::If":["ControlPlaneClusterKubectlProviderHandlerHasEcrPublic6AA9E5D7",{"Fn::Join":["",'
-    '["arn:",{"Ref":"AWS::Partition"},":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"'
-    ']]},{"Ref":"AWS::NoValue"}]}'
-)
+def kubectl_handler_ecr_public_policy(condition: str) -> str:
+    return (
+        '{"Fn::If":["' + condition + '",{"Fn::Join":["",'
+        '["arn:",{"Ref":"AWS::Partition"},":iam::aws:policy/AmazonElasticContainerRegistryPublicReadOnly"'
+        ']]},{"Ref":"AWS::NoValue"}]}'
+    )
 
 
 @dataclass(frozen=True)
@@ -144,36 +146,14 @@ class EksControlPlane(Construct):
                 ],
             )
         for index, principal_arn in enumerate(settings.operator_principal_arns):
-            # No EKS access policy: AmazonEKSEditPolicy would let an operator read the Ray
-            # token's Secret, exec into pods, run pods as the Ray service accounts and delete
-            # the network policies. Kubernetes RBAC bound to this group decides instead.
-            entry = eks.AccessEntry(
-                self.cluster,
-                f"OperatorAccess{index}",  # the id grant_access used: updated in place
-                cluster=self.cluster,
-                principal=principal_arn,
-                access_policies=[],
-                access_entry_type=eks.AccessEntryType.STANDARD,
-            )
-            entry.node.default_child.add_property_override(
-                "KubernetesGroups", [props.operators_group]
-            )
+            # The id grant_access used: updated in place.
+            operator_access(
+                self.cluster, f"OperatorAccess{index}", self.cluster, principal_arn,
+                props.operators_group,
+            )  # fmt: skip
 
     def _harden_kubectl_provider(self) -> None:
-        """Encrypt the provider's log groups (aws-cdk-lib leaves them on the default key) and
-        record why checkov's Lambda checks do not apply to its functions."""
-        provider = self.cluster.kubectl_provider
-        for log_group in resources_of_type(provider, "AWS::Logs::LogGroup"):
-            log_group.add_property_override("KmsKeyId", self.log_key.key_arn)
-        for function in resources_of_type(provider, "AWS::Lambda::Function"):
-            skip_checks(function, PROVIDER_LAMBDA_SKIPS)
-        stack = Stack.of(self)
-        for role in resources_of_type(provider, "AWS::IAM::Role"):
-            attached = stack.resolve(role.managed_policy_arns) or []
-            kept = [p for p in attached if KUBECTL_HANDLER_UNNEEDED_POLICY not in json.dumps(p)]
-            if kept != attached:
-                # On the L1 itself, so cdk-nag judges what remains.
-                role.managed_policy_arns = [Token.as_string(Token.as_any(p)) for p in kept]
+        harden_kubectl_provider(self.cluster.kubectl_provider, self.log_key)
 
     def _acknowledge_cdk_managed_parts(self) -> None:
         """Findings on resources aws-cdk-lib creates for the cluster, not shaped by this app."""
@@ -183,33 +163,77 @@ class EksControlPlane(Construct):
             "The EKS cluster service role must carry AmazonEKSClusterPolicy (EKS user guide, "
             "'Amazon EKS cluster IAM role'); EKS itself is the only principal that assumes it.",
         )
-        kubectl_provider = self.cluster.kubectl_provider
-        handler_reason = (
-            "aws-cdk-lib's kubectl provider (Lambda in the VPC, applies manifests and Helm charts "
-            "for CloudFormation) needs the AWS managed Lambda execution and VPC access policies "
-            "(logs, interfaces in the VPC); its functions can be invoked by any principal IAM "
-            "allows, which is why the stack prints a guard SCP (docs/security.md, 'The deploy "
-            "path')."
-        )
-        for policy in KUBECTL_HANDLER_MANAGED_POLICIES:
-            acknowledge(kubectl_provider, aws_managed_policy_finding(policy), handler_reason)
-        acknowledge(
-            kubectl_provider,
-            "AwsSolutions-IAM4[Policy::" + KUBECTL_HANDLER_ECR_PUBLIC_POLICY + "]",
-            handler_reason + " This one is attached only if the stack uses ECR Public images.",
-        )
-        acknowledge(
-            kubectl_provider,
-            "AwsSolutions-L1",
-            "The kubectl handler's Python runtime is chosen by aws-cdk-lib to match its kubectl "
-            "and AWS CLI layers; it moves with aws-cdk-lib upgrades, not with this app.",
-        )
-        acknowledge(
-            kubectl_provider,
-            "AwsSolutions-IAM5[Resource::<ControlPlaneClusterKubectlProviderHandler4C29DBB3.Arn>:*]",
-            "The custom resource framework may invoke any version of its own handler function "
-            "(arn:...:function:name:*); the wildcard covers versions of that one function only.",
-        )
+        acknowledge_kubectl_provider(self.cluster.kubectl_provider)
+
+
+def operator_access(
+    scope: Construct, construct_id: str, cluster: eks.ICluster, principal_arn: str, group: str
+) -> eks.AccessEntry:
+    """An operator's access entry: no EKS access policy (AmazonEKSEditPolicy would let an
+    operator read the Ray token's Secret, exec into pods, run pods as the Ray service accounts
+    and delete the network policies); Kubernetes RBAC bound to ``group`` decides instead."""
+    entry = eks.AccessEntry(
+        scope,
+        construct_id,
+        cluster=cluster,
+        principal=principal_arn,
+        access_policies=[],
+        access_entry_type=eks.AccessEntryType.STANDARD,
+    )
+    entry.node.default_child.add_property_override("KubernetesGroups", [group])
+    return entry
+
+
+def harden_kubectl_provider(provider: Construct, log_key: kms.IKey) -> None:
+    """Encrypt the provider's log groups (aws-cdk-lib leaves them on the default key) and
+    record why checkov's Lambda checks do not apply to its functions. Shared by the cluster the
+    app creates and the provider it adds to an existing one."""
+    for log_group in resources_of_type(provider, "AWS::Logs::LogGroup"):
+        log_group.add_property_override("KmsKeyId", log_key.key_arn)
+    for function in resources_of_type(provider, "AWS::Lambda::Function"):
+        skip_checks(function, PROVIDER_LAMBDA_SKIPS)
+    stack = Stack.of(provider)
+    for role in resources_of_type(provider, "AWS::IAM::Role"):
+        attached = stack.resolve(role.managed_policy_arns) or []
+        kept = [p for p in attached if KUBECTL_HANDLER_UNNEEDED_POLICY not in json.dumps(p)]
+        if kept != attached:
+            # On the L1 itself, so cdk-nag judges what remains.
+            role.managed_policy_arns = [Token.as_string(Token.as_any(p)) for p in kept]
+
+
+def acknowledge_kubectl_provider(provider: Construct) -> None:
+    """The cdk-nag findings on aws-cdk-lib's kubectl provider, which this app does not shape;
+    the logical ids in them are read from the provider, wherever it lives."""
+    stack = Stack.of(provider)
+    handler = provider.node.find_child("Handler")
+    handler_id = stack.get_logical_id(handler.node.default_child)
+    condition = stack.get_logical_id(handler.node.find_child("HasEcrPublic"))
+    handler_reason = (
+        "aws-cdk-lib's kubectl provider (Lambda in the VPC, applies manifests and Helm charts "
+        "for CloudFormation) needs the AWS managed Lambda execution and VPC access policies "
+        "(logs, interfaces in the VPC); its functions can be invoked by any principal IAM "
+        "allows, which is why the stack prints a guard SCP (docs/security.md, 'The deploy "
+        "path')."
+    )
+    for policy in KUBECTL_HANDLER_MANAGED_POLICIES:
+        acknowledge(provider, aws_managed_policy_finding(policy), handler_reason)
+    acknowledge(
+        provider,
+        "AwsSolutions-IAM4[Policy::" + kubectl_handler_ecr_public_policy(condition) + "]",
+        handler_reason + " This one is attached only if the stack uses ECR Public images.",
+    )
+    acknowledge(
+        provider,
+        "AwsSolutions-L1",
+        "The kubectl handler's Python runtime is chosen by aws-cdk-lib to match its kubectl "
+        "and AWS CLI layers; it moves with aws-cdk-lib upgrades, not with this app.",
+    )
+    acknowledge(
+        provider,
+        f"AwsSolutions-IAM5[Resource::<{handler_id}.Arn>:*]",
+        "The custom resource framework may invoke any version of its own handler function "
+        "(arn:...:function:name:*); the wildcard covers versions of that one function only.",
+    )
 
 
 def _endpoint_access(settings: ClusterSettings) -> eks.EndpointAccess:

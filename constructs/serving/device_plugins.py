@@ -52,16 +52,19 @@ class DevicePlugins(Construct):
         *,
         cluster: eks.ICluster,
         gpu_placements: list[NodePlacement],
+        install_efa: bool = True,
+        install_nvidia: bool = True,
     ) -> None:
         super().__init__(scope, construct_id)
         self.efa_values = efa_plugin_values(gpu_placements)
         self.nvidia_values = nvidia_plugin_values(gpu_placements)
         # wait=False: DaemonSets on GPU node groups scaled to zero would never report ready.
+        # None where an existing cluster's owner runs the plugin (cluster.existing.addons).
         self.efa = helm_release(
             self, "EfaDevicePlugin", cluster=cluster, chart=EFA_DEVICE_PLUGIN,
             values=self.efa_values, wait=False,
-        )  # fmt: skip
+        ) if install_efa else None  # fmt: skip
         self.nvidia = helm_release(
             self, "NvidiaDevicePlugin", cluster=cluster, chart=NVIDIA_DEVICE_PLUGIN,
             values=self.nvidia_values, wait=False,
-        )  # fmt: skip
+        ) if install_nvidia else None  # fmt: skip

@@ -64,7 +64,8 @@ class PdRayService(Construct):
         # the namespace comes first. Deleted in reverse: the RayService (which depends on the
         # operator) goes before the operator, whose finalizers on the Ray clusters must still
         # run; the namespace goes last but before the GCS store (the cleanup Job reads it).
-        operators.kuberay.node.add_dependency(namespace)
+        if operators.kuberay is not None:
+            operators.kuberay.node.add_dependency(namespace)
         if props.gcs_store:
             namespace.node.add_dependency(props.gcs_store)
         identity = self._apply("Identity", cluster, [*m.service_accounts, *m.network_policies])
@@ -82,7 +83,9 @@ class PdRayService(Construct):
         )
         extensions.node.add_dependency(namespace)
         ray_service = self._apply("RayService", cluster, [m.rayservice])
-        ray_service.node.add_dependency(identity, model_cache, operators.kuberay, extensions)
+        ray_service.node.add_dependency(identity, model_cache, extensions)
+        if operators.kuberay is not None:
+            ray_service.node.add_dependency(operators.kuberay)
         for construct_id, provider_class in (
             ("HfTokenProvider", m.secret_provider_class),
             ("GcsStoreAuthProvider", m.gcs_store_provider_class),
@@ -97,7 +100,9 @@ class PdRayService(Construct):
         binding = self._apply(
             "EndpointBinding", cluster, [m.endpoint_service, m.target_group_binding]
         )
-        binding.node.add_dependency(namespace, operators.load_balancer_controller)
+        binding.node.add_dependency(namespace)
+        if operators.load_balancer_controller is not None:
+            binding.node.add_dependency(operators.load_balancer_controller)
 
     def _gcs_store_binding(self, props: PdRayServiceProps) -> GcsStoreBinding | None:
         """The head reads the store's token with its own IRSA role; the workers never see it."""

@@ -71,33 +71,44 @@ class ServingOperators(Construct):
         serving_namespace: str,
         with_secrets_store: bool,
         sync_secrets: bool = False,
+        install_kuberay: bool = True,
+        install_load_balancer_controller: bool = True,
     ) -> None:
         super().__init__(scope, construct_id)
         # Its Role and RoleBinding land in the serving namespace, which must exist first: the
-        # caller makes this release depend on the namespace.
-        self.kuberay = helm_release(
-            self,
-            "KubeRayOperator",
-            cluster=cluster,
-            chart=KUBERAY_OPERATOR,
-            values=kuberay_values(serving_namespace),
+        # caller makes this release depend on the namespace. None where an existing cluster's
+        # owner runs it (cluster.existing.addons).
+        self.kuberay = (
+            helm_release(
+                self,
+                "KubeRayOperator",
+                cluster=cluster,
+                chart=KUBERAY_OPERATOR,
+                values=kuberay_values(serving_namespace),
+            )
+            if install_kuberay
+            else None
         )
         self.cluster = cluster
-        self.load_balancer_controller = eks.AlbController(
-            self,
-            "LoadBalancerController",
-            cluster=cluster,
-            version=LOAD_BALANCER_CONTROLLER,
-            # Region and VPC are passed explicitly by the construct: IMDS is out of reach (hop 1).
-            additional_helm_chart_values=TARGET_GROUP_BINDING_ONLY,
-        )
-        acknowledge(
-            self.load_balancer_controller,
-            "AwsSolutions-IAM5[Resource::*]",
-            "Only the controller's Describe calls (target groups, target health, VPCs, security "
-            "groups, instances, network interfaces), which AWS cannot scope to a resource; its "
-            "only writes (register and deregister targets) are scoped to the one target group.",
-        )
+        self.load_balancer_controller = None
+        if install_load_balancer_controller:
+            self.load_balancer_controller = eks.AlbController(
+                self,
+                "LoadBalancerController",
+                cluster=cluster,
+                version=LOAD_BALANCER_CONTROLLER,
+                # Region and VPC are passed explicitly by the construct: IMDS is out of reach
+                # (hop 1).
+                additional_helm_chart_values=TARGET_GROUP_BINDING_ONLY,
+            )
+            acknowledge(
+                self.load_balancer_controller,
+                "AwsSolutions-IAM5[Resource::*]",
+                "Only the controller's Describe calls (target groups, target health, VPCs, "
+                "security groups, instances, network interfaces), which AWS cannot scope to a "
+                "resource; its only writes (register and deregister targets) are scoped to the "
+                "one target group.",
+            )
         self.secrets_store = None
         if with_secrets_store:
             # The driver's and the provider's DaemonSets must run where the Ray pods mount the
@@ -151,6 +162,8 @@ class ServingOperators(Construct):
                 },
             ],
         }
+        if self.load_balancer_controller is None:
+            return  # the cluster owner's controller, with the owner's policy
         # Set on the L1 itself (not as an override), so cdk-nag and checkov judge this document.
         (policy,) = resources_of_type(self.load_balancer_controller, "AWS::IAM::Policy")
         policy.policy_document = document

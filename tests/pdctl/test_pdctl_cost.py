@@ -97,6 +97,27 @@ def test_in_an_existing_vpc_the_owners_nat_and_endpoints_are_not_the_apps_cost(
     assert lines["interface endpoint ENIs"].quantity == expected
 
 
+@pytest.mark.parametrize(
+    ("configuration", "control_planes"), [("existing-vpc", 1), ("existing-cluster", 0)]
+)
+def test_on_an_existing_cluster_the_control_plane_is_not_the_apps_cost(
+    pricing, configuration: str, control_planes: int
+) -> None:
+    client, stubber = pricing
+    settings = load_settings(context_for(configuration))
+    for _ in range(6):  # prefill, decode, system nodes, EKS, NAT, endpoint: one price each
+        stubber.add_response(
+            "get_products",
+            {"PriceList": [_product("0.5")]},
+            {"ServiceCode": ANY, "Filters": ANY, "MaxResults": 10},
+        )
+    with stubber:
+        lines = {line.item.split(" (")[0]: line for line in cost_lines(ApiPrices(client), settings)}
+    assert lines["EKS control plane"].quantity == control_planes
+    # the app's own system nodes stay its cost either way
+    assert lines["system nodes"].quantity == settings.cluster.system_nodes.scaling.desired_size
+
+
 def test_reserved_capacity_is_marked_as_billed_elsewhere(pricing) -> None:
     client, stubber = pricing
     settings = load_settings(context_for("reserved-capacity"))

@@ -44,9 +44,15 @@ def _resource_type(template: dict[str, Any], logical_id: str) -> str:
 
 def _cluster_tokens(template: dict[str, Any]) -> Callable[[Any], str]:
     def resolve(token: Any) -> str:
+        if isinstance(token, str):  # an existing cluster's host, as configured
+            return token
+        if token == {"Ref": "AWS::AccountId"}:  # in an existing cluster's ARN
+            return "123456789012"
         if "Fn::Select" in token:  # the host of the cluster's endpoint URL
             index, split = token["Fn::Select"]
             separator, source = split["Fn::Split"]
+            if isinstance(source, str):  # an existing cluster's, as configured
+                return source.split(separator)[index]
             logical_id, attribute = source["Fn::GetAtt"]
             assert (index, separator, attribute) == (2, "/", "Endpoint")
             assert _resource_type(template, logical_id) == "AWS::EKS::Cluster"
@@ -136,11 +142,10 @@ def test_the_api_tunnel_reaches_the_clusters_endpoint_through_one_of_its_nodes(
 ) -> None:
     synthesized = synthesize(configuration)
     template = synthesized.templates["cluster"]
-    (cluster,) = synthesized.resources("cluster", "AWS::EKS::Cluster").values()
     words = _command(template, "ApiTunnelCommand", _cluster_tokens(template))
     _check_port_forward(
         words,
-        cluster["Properties"]["Name"],
+        _cluster_name(synthesized),
         EXAMPLE_API_HOST,
         443,
         API_LOCAL_PORT,
@@ -164,13 +169,25 @@ def test_kubectl_goes_through_the_tunnel_and_still_checks_the_servers_name(
         "--region", settings.region,
     ]  # fmt: skip
     # update-kubeconfig names the kubeconfig cluster entry after the cluster's ARN.
-    assert set_cluster[:4] == ["kubectl", "config", "set-cluster", _cluster_tokens(template)(
-        {"Fn::GetAtt": [_cluster_id(synthesized), "Arn"]}
-    )]  # fmt: skip
+    if settings.cluster.existing is None:
+        arn = _cluster_tokens(template)({"Fn::GetAtt": [_cluster_id(synthesized), "Arn"]})
+    else:  # imported: the ARN of the name, in the deploying account
+        arn = f"arn:aws:eks:{settings.region}:123456789012:cluster/{settings.cluster_name}"
+    assert set_cluster[:4] == ["kubectl", "config", "set-cluster", arn]
     options = _options(set_cluster)
     assert options["--server"] == f"https://localhost:{API_LOCAL_PORT}"
     assert options["--tls-server-name"] == EXAMPLE_API_HOST
     assert "--insecure-skip-tls-verify" not in set_cluster
+
+
+def _cluster_name(synthesized: Synthesized) -> str:
+    """The created cluster's Name property, or an existing cluster's configured name (the
+    templates hold no AWS::EKS::Cluster of it)."""
+    if synthesized.settings.cluster.existing is not None:
+        assert not synthesized.resources("cluster", "AWS::EKS::Cluster")
+        return synthesized.settings.cluster_name
+    (cluster,) = synthesized.resources("cluster", "AWS::EKS::Cluster").values()
+    return cluster["Properties"]["Name"]
 
 
 def _cluster_id(synthesized: Synthesized) -> str:
@@ -257,7 +274,7 @@ def test_the_endpoint_tunnel_goes_where_the_model_api_is_and_says_whether_a_node
         assert "EndpointTunnelCommand" not in template["Outputs"]
         return
     output = template["Outputs"]["EndpointTunnelCommand"]
-    (cluster,) = synthesized.resources("cluster", "AWS::EKS::Cluster").values()
+    cluster_name = _cluster_name(synthesized)
     words = _command(template, "EndpointTunnelCommand", _serving_tokens(template))
     description = output["Description"]
     assert isinstance(description, str)  # CloudFormation takes no tokens in a description
@@ -287,7 +304,7 @@ def test_the_endpoint_tunnel_goes_where_the_model_api_is_and_says_whether_a_node
         assert local in description
     _check_port_forward(
         words,
-        cluster["Properties"]["Name"],
+        cluster_name,
         host,
         port,
         ENDPOINT_LOCAL_PORT,
