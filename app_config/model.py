@@ -888,13 +888,15 @@ class Cluster(Section):
                 "digit (EKS cluster names)"
             ),
         ),
-        description="EKS cluster name; defaults to the prefix.",
+        description="EKS cluster name; defaults to the prefix. With cluster.existing: that "
+        "cluster's name, required.",
     )
     kubernetes_version: Literal["1.36", "1.35"] = Field(
         "1.36",
         description="EKS Kubernetes minor version of the control plane and every node group; the "
         "kubectl layer, kube-proxy and the Cluster Autoscaler follow it (catalog/eks_versions.py). "
-        "Raising it upgrades in place, one minor at a time; EKS cannot go back.",
+        "Raising it upgrades in place, one minor at a time; EKS cannot go back. With "
+        "cluster.existing: the minor that cluster runs (`pdctl preflight` compares).",
     )
     endpoint_access: Literal["private", "public_and_private"] = Field(
         "private",
@@ -908,8 +910,8 @@ class Cluster(Section):
     )
     admin_principal_arns: list[str] = Field(
         [],
-        description="IAM roles/users given cluster-admin through EKS access entries; nobody else "
-        "can use kubectl on the cluster.",
+        description="IAM roles/users given cluster-admin through EKS access entries; on a "
+        "cluster the app creates, nobody else can use kubectl.",
     )
     operator_principal_arns: list[str] = Field(
         [],

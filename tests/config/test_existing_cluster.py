@@ -278,3 +278,12 @@ def test_the_examples_values_are_placeholders_to_replace() -> None:
     assert "cluster.existing" in paths()
     real = {**REAL, "cluster.existing.cluster_security_group_id": "sg-0a1b2c3d4e5f60718"}
     assert "cluster.existing" not in paths(**real)
+
+
+@pytest.mark.parametrize(("configuration", "warned"), [("default", True), (CONFIGURATION, False)])
+def test_no_admins_is_a_warning_only_on_a_cluster_the_app_creates(
+    configuration: str, warned: bool
+) -> None:
+    settings = settings_for(configuration, **{"cluster.admin_principal_arns": "[]"})
+    codes = {finding.code for finding in warnings(evaluate(settings))}
+    assert ("no-cluster-admin" in codes) is warned
