@@ -788,8 +788,9 @@ class ExistingClusterAddons(Section):
     )
     load_balancer_controller: AddonChoice = Field(
         AddonChoice(),
-        description="The AWS Load Balancer Controller (TargetGroupBinding). installed: its "
-        "role must be allowed to register targets in the app's target group.",
+        description="The AWS Load Balancer Controller (TargetGroupBinding). Must be installed "
+        "on an existing cluster (aws-cdk-lib's AlbController takes only a cluster the app "
+        "creates); its role must be allowed to register targets in the app's target group.",
     )
     cluster_autoscaler: AddonChoice = Field(
         AddonChoice(),
@@ -888,13 +889,15 @@ class Cluster(Section):
                 "digit (EKS cluster names)"
             ),
         ),
-        description="EKS cluster name; defaults to the prefix.",
+        description="EKS cluster name; defaults to the prefix. With cluster.existing: that "
+        "cluster's name, required.",
     )
     kubernetes_version: Literal["1.36", "1.35"] = Field(
         "1.36",
         description="EKS Kubernetes minor version of the control plane and every node group; the "
         "kubectl layer, kube-proxy and the Cluster Autoscaler follow it (catalog/eks_versions.py). "
-        "Raising it upgrades in place, one minor at a time; EKS cannot go back.",
+        "Raising it upgrades in place, one minor at a time; EKS cannot go back. With "
+        "cluster.existing: the minor that cluster runs (`pdctl preflight` compares).",
     )
     endpoint_access: Literal["private", "public_and_private"] = Field(
         "private",
@@ -908,8 +911,8 @@ class Cluster(Section):
     )
     admin_principal_arns: list[str] = Field(
         [],
-        description="IAM roles/users given cluster-admin through EKS access entries; nobody else "
-        "can use kubectl on the cluster.",
+        description="IAM roles/users given cluster-admin through EKS access entries; on a "
+        "cluster the app creates, nobody else can use kubectl.",
     )
     operator_principal_arns: list[str] = Field(
         [],

@@ -6,9 +6,10 @@ ask EKS and IAM whether they are true, and whether the cluster can run what the 
 Read-only: eks:DescribeCluster, eks:ListAddons, eks:DescribeAddon,
 eks:DescribeAccessEntry, eks:ListAssociatedAccessPolicies, iam:GetOpenIDConnectProvider.
 
-What these checks cannot see: Helm releases and anything else inside Kubernetes (an add-on set
-to installed, its version and values, a self-managed VPC CNI's settings) are not in any AWS API;
-they are reported as undecided, with the kubectl command that shows them.
+What these checks cannot see: Helm releases and anything else inside Kubernetes are not in any
+AWS API. The add-ons set to installed (their versions, values, namespaces) are one line saying
+so, with the commands that show them; a self-managed core add-on is undecided, since the VPC
+CNI's network policy enforcement is something the app cannot do without.
 
 Sources: EKS API reference, DescribeCluster (status, version, resourcesVpcConfig, identity.oidc,
 accessConfig.authenticationMode), ListAddons / DescribeAddon (addonVersion, status,
@@ -304,16 +305,18 @@ def _self_managed(addon: str) -> Check:
 
 def installed_addons(settings: Settings) -> Check | None:
     """The add-ons the configuration says the cluster runs: no AWS API shows Helm releases, so
-    synth's version rule is all that judged them; said here, with where to look."""
+    synth's version rule is all that judged them. Said as the image mirror's registry outside
+    ECR is (pdctl/image_mirror.py): one line, not checked, with where to look; the owner
+    declared them, and a deploy is not held on what no check here can ever see."""
     installed = _existing(settings).addons.installed()
     if not installed:
         return None
     listed = ", ".join(f"{name} {choice.version}" for name, choice in installed.items())
-    return undecided(
+    return passed(
         "existing cluster: add-ons it runs",
-        f"{listed}: inside Kubernetes, not visible to AWS",
-        f"confirm each with {IN_CLUSTER}; the device plugins must tolerate the GPU groups' "
-        "taints, KubeRay must watch serving.namespace",
+        f"not checked: {listed} run inside Kubernetes, which no AWS API shows; confirm each "
+        f"with {IN_CLUSTER} (the device plugins must tolerate the GPU groups' taints, KubeRay "
+        "must watch serving.namespace)",
     )
 
 

@@ -169,6 +169,11 @@ REFUSED = [
         "existing-cluster-kubectl",
         "cluster.existing.kubectl_provider.role_arn",
     ),
+    (  # aws-cdk-lib's AlbController takes only a cluster the app creates
+        _addon("load_balancer_controller", source="install"),
+        "existing-cluster-addons",
+        "cluster.existing.addons.load_balancer_controller.source",
+    ),
     (
         _addon("kuberay", source="install", namespace="ray-system"),
         "existing-cluster-addons",
@@ -278,3 +283,12 @@ def test_the_examples_values_are_placeholders_to_replace() -> None:
     assert "cluster.existing" in paths()
     real = {**REAL, "cluster.existing.cluster_security_group_id": "sg-0a1b2c3d4e5f60718"}
     assert "cluster.existing" not in paths(**real)
+
+
+@pytest.mark.parametrize(("configuration", "warned"), [("default", True), (CONFIGURATION, False)])
+def test_no_admins_is_a_warning_only_on_a_cluster_the_app_creates(
+    configuration: str, warned: bool
+) -> None:
+    settings = settings_for(configuration, **{"cluster.admin_principal_arns": "[]"})
+    codes = {finding.code for finding in warnings(evaluate(settings))}
+    assert ("no-cluster-admin" in codes) is warned

@@ -31,10 +31,8 @@ from tests.config.test_existing_cluster import REAL
 from tests.config.test_existing_cluster import _provider as owners_provider
 from tests.configurations import settings_for
 
-INSTALL_ALL = {
-    "cluster.existing.addons.kuberay": '{"source": "install"}',
-    "cluster.existing.addons.load_balancer_controller": '{"source": "install"}',
-}
+# Every add-on the app can install on an existing cluster (not the load balancer controller).
+INSTALL_ALL = {"cluster.existing.addons.kuberay": '{"source": "install"}'}
 
 
 def _settings(**overrides: str):
@@ -126,7 +124,9 @@ def test_a_healthy_existing_cluster_passes_every_check() -> None:
     assert [c.name for c in checks if not c.ok] == []
     # the cluster, its version, access entries; the provider; the CNI, DNS and proxy, clashes
     assert len(checks) == 7
-    assert installed_addons(settings) is None  # nothing the owner runs: nothing unseen
+    unseen = installed_addons(settings)  # what the owner runs: said not checked
+    assert unseen is not None
+    assert unseen.detail.startswith("not checked: load_balancer_controller ")
 
 
 OTHER_MINOR = next(minor for minor in RELEASES if minor != "1.35")
@@ -256,14 +256,14 @@ def test_a_self_managed_core_add_on_is_undecided_not_passed(
     assert "kubectl" in unseen.fix
 
 
-def test_the_add_ons_the_owner_runs_are_undecided_with_where_to_look() -> None:
+def test_the_add_ons_the_owner_runs_are_said_not_checked_with_where_to_look() -> None:
     settings = _settings()  # the example: KubeRay and the load balancer controller installed
     check = installed_addons(settings)
     assert check is not None
-    assert (check.ok, check.inconclusive) == (False, True)
+    assert check.detail.startswith("not checked: ")
     for name, choice in settings.cluster.existing.addons.installed().items():
         assert f"{name} {choice.version}" in check.detail
-    assert "helm list -A" in check.fix
+    assert "helm list -A" in check.detail
 
 
 class _Unanswered:
@@ -286,7 +286,9 @@ def test_preflight_runs_the_existing_cluster_checks_only_for_an_existing_cluster
     checks = run_preflight(clients, _settings())
     names = {check.name for check in checks}
     assert names >= EXISTING_CLUSTER_CHECKS
-    assert not any(c.ok for c in checks if c.name.startswith("existing cluster"))  # no pass
+    asked = [c for c in checks if c.name.startswith("existing cluster")]
+    # No check that asks AWS passes on no answer; the one that asks nothing says so.
+    assert [c.name for c in asked if c.ok] == ["existing cluster: add-ons it runs"]
     default = run_preflight(clients, settings_for("existing-vpc"))
     assert not any(check.name.startswith("existing cluster") for check in default)
 

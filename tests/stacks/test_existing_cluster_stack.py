@@ -167,8 +167,16 @@ def test_irsa_roles_trust_the_existing_clusters_oidc_provider(existing: Synthesi
     [
         (None, {n for n, c in CHARTS.items() if n not in {"kuberay", "load_balancer_controller"}}),
         (ALL_INSTALLED, set()),
+        (
+            {
+                key: '{"source": "install"}'
+                for key in ALL_INSTALLED
+                if not key.endswith("load_balancer_controller")
+            },
+            set(CHARTS) - {"load_balancer_controller"},
+        ),
     ],
-    ids=["example", "all-installed"],
+    ids=["example", "all-installed", "all-it-can-install"],
 )
 def test_the_app_installs_exactly_the_add_ons_set_to_install(
     synthesize: Callable[..., Synthesized], overrides: dict[str, str] | None, installs: set[str]
