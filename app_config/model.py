@@ -788,9 +788,8 @@ class ExistingClusterAddons(Section):
     )
     load_balancer_controller: AddonChoice = Field(
         AddonChoice(),
-        description="The AWS Load Balancer Controller (TargetGroupBinding). Must be installed "
-        "on an existing cluster (aws-cdk-lib's AlbController takes only a cluster the app "
-        "creates); its role must be allowed to register targets in the app's target group.",
+        description="The AWS Load Balancer Controller (TargetGroupBinding). installed: its "
+        "role must be allowed to register targets in the app's target group.",
     )
     cluster_autoscaler: AddonChoice = Field(
         AddonChoice(),

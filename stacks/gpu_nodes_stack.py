@@ -35,7 +35,7 @@ class GpuNodesStack(Stack):
         settings: Settings,
         vpc: ec2.IVpc,
         gpu_subnets: ec2.SubnetSelection,
-        cluster: eks.Cluster,
+        cluster: eks.ICluster,
         node_role: iam.IRole,
         topic: sns.ITopic,
         **kwargs,

@@ -28,7 +28,7 @@ class ObservabilityStack(Stack):
         construct_id: str,
         *,
         settings: Settings,
-        cluster: eks.Cluster,
+        cluster: eks.ICluster,
         topic: sns.ITopic,
         node_group_alarms: dict[str, cloudwatch.IAlarm],
         **kwargs,

@@ -32,7 +32,7 @@ class ServingStack(Stack):
         construct_id: str,
         *,
         settings: Settings,
-        cluster: eks.Cluster,
+        cluster: eks.ICluster,
         gpu_placements: list[NodePlacement],
         **kwargs,
     ) -> None:

@@ -196,17 +196,6 @@ def addons(settings: Settings) -> Iterator[Finding]:
     if existing is None:
         return
     minor = settings.cluster.kubernetes_version
-    if existing.addons.installs("load_balancer_controller"):
-        # aws-cdk-lib 2.275's AlbController takes a Cluster, not the ICluster an import gives
-        # (its jsii type check refuses it at synth).
-        yield Finding(
-            f"{PATH}.addons.load_balancer_controller.source",
-            "install is not offered on an existing cluster: aws-cdk-lib's AlbController, which "
-            "installs it, accepts only a cluster the app creates; run the AWS Load Balancer "
-            "Controller on the cluster (v3.2.2 or later) and set source installed with its "
-            "version",
-            "install",
-        )
     for name, choice in existing.addons.installed().items():
         path = f"{PATH}.addons.{name}"
         if choice.version is None:

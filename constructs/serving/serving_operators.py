@@ -3,8 +3,10 @@ for gated models, the Secrets Store CSI driver with its AWS provider."""
 
 from __future__ import annotations
 
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
 
 from app_config.model import NodePlacement
 from app_config.node_labels import ROLE_LABEL, SYSTEM_ROLE
@@ -66,7 +68,7 @@ class ServingOperators(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        cluster: eks.Cluster,
+        cluster: eks.ICluster,
         gpu_placements: list[NodePlacement],
         serving_namespace: str,
         with_secrets_store: bool,
@@ -91,7 +93,10 @@ class ServingOperators(Construct):
         )
         self.cluster = cluster
         self.load_balancer_controller = None
-        if install_load_balancer_controller:
+        self._controller_account: eks.ServiceAccount | None = None
+        if install_load_balancer_controller and not isinstance(cluster, eks.Cluster):
+            self.load_balancer_controller = self._on_imported_cluster(cluster)
+        elif install_load_balancer_controller:
             self.load_balancer_controller = eks.AlbController(
                 self,
                 "LoadBalancerController",
@@ -164,6 +169,60 @@ class ServingOperators(Construct):
         }
         if self.load_balancer_controller is None:
             return  # the cluster owner's controller, with the owner's policy
+        if self._controller_account is not None:  # rebuilt on an imported cluster: no policy yet
+            for statement in document["Statement"]:
+                self._controller_account.add_to_principal_policy(
+                    iam.PolicyStatement.from_json(statement)
+                )
+            return
         # Set on the L1 itself (not as an override), so cdk-nag and checkov judge this document.
         (policy,) = resources_of_type(self.load_balancer_controller, "AWS::IAM::Policy")
         policy.policy_document = document
+
+    def _on_imported_cluster(self, cluster: eks.ICluster) -> Construct:
+        """aws-cdk-lib's AlbController, rebuilt for an existing cluster: its props take a
+        Cluster and jsii refuses the ICluster an import gives, though what it builds needs only
+        the name, VPC and OIDC provider. The same service account, release, chart version and
+        values as lib/aws-eks-v2/lib/alb-controller.js (2.275.0) renders; its IAM policy is
+        bind_only's document from the start."""
+        controller = Construct(self, "LoadBalancerController")
+        namespace, name = "kube-system", "aws-load-balancer-controller"
+        account = eks.ServiceAccount(
+            controller, "alb-sa", cluster=cluster, namespace=namespace, name=name
+        )
+        self._controller_account = account
+        chart = eks.HelmChart(
+            controller,
+            "Resource",
+            cluster=cluster,
+            chart=name,
+            repository="https://aws.github.io/eks-charts",
+            namespace=namespace,
+            release=name,
+            version=LOAD_BALANCER_CONTROLLER.helm_chart_version,
+            wait=True,
+            timeout=Duration.minutes(15),
+            values={
+                "clusterName": cluster.cluster_name,
+                "serviceAccount": {"create": False, "name": account.service_account_name},
+                "region": Stack.of(self).region,
+                "vpcId": cluster.vpc.vpc_id,
+                # AlbController's default repository, in every region.
+                "image": {
+                    "repository": "602401143452.dkr.ecr.us-west-2.amazonaws.com/amazon/"
+                    "aws-load-balancer-controller",
+                    "tag": LOAD_BALANCER_CONTROLLER.version,
+                },
+                **TARGET_GROUP_BINDING_ONLY,
+            },
+        )
+        chart.node.add_dependency(account)
+        acknowledge(
+            controller,
+            "AwsSolutions-IAM5[Resource::*]",
+            "Only the controller's Describe calls (target groups, target health, VPCs, "
+            "security groups, instances, network interfaces), which AWS cannot scope to a "
+            "resource; its only writes (register and deregister targets) are scoped to the "
+            "one target group.",
+        )
+        return controller

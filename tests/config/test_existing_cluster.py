@@ -169,11 +169,6 @@ REFUSED = [
         "existing-cluster-kubectl",
         "cluster.existing.kubectl_provider.role_arn",
     ),
-    (  # aws-cdk-lib's AlbController takes only a cluster the app creates
-        _addon("load_balancer_controller", source="install"),
-        "existing-cluster-addons",
-        "cluster.existing.addons.load_balancer_controller.source",
-    ),
     (
         _addon("kuberay", source="install", namespace="ray-system"),
         "existing-cluster-addons",

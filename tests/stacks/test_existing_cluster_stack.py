@@ -167,16 +167,9 @@ def test_irsa_roles_trust_the_existing_clusters_oidc_provider(existing: Synthesi
     [
         (None, {n for n, c in CHARTS.items() if n not in {"kuberay", "load_balancer_controller"}}),
         (ALL_INSTALLED, set()),
-        (
-            {
-                key: '{"source": "install"}'
-                for key in ALL_INSTALLED
-                if not key.endswith("load_balancer_controller")
-            },
-            set(CHARTS) - {"load_balancer_controller"},
-        ),
+        ({key: '{"source": "install"}' for key in ALL_INSTALLED}, set(CHARTS)),
     ],
-    ids=["example", "all-installed", "all-it-can-install"],
+    ids=["example", "all-installed", "all-install"],
 )
 def test_the_app_installs_exactly_the_add_ons_set_to_install(
     synthesize: Callable[..., Synthesized], overrides: dict[str, str] | None, installs: set[str]
@@ -208,3 +201,50 @@ def test_with_the_owners_kubectl_provider_the_app_brings_no_handler_and_no_acces
     ]
     assert applied
     assert {json.dumps(r["Properties"]["ServiceToken"]) for r in applied} == {json.dumps(token)}
+
+
+def _controller(synthesized: Synthesized) -> tuple[dict, str]:
+    """The load balancer controller's chart properties, and its values as text with every
+    token (the cluster's name, the VPC id) replaced by <token>."""
+    (chart,) = [
+        r["Properties"]
+        for r in synthesized.resources("serving", "Custom::AWSCDK-EKS-HelmChart").values()
+        if r["Properties"]["Chart"] == CHARTS["load_balancer_controller"]
+    ]
+    values = chart["Values"]
+    parts = values["Fn::Join"][1] if isinstance(values, dict) else [values]
+    text = "".join(part if isinstance(part, str) else "<token>" for part in parts)
+    return chart, text
+
+
+def test_the_rebuilt_load_balancer_controller_is_the_one_aws_cdk_lib_renders(
+    synthesize: Callable[..., Synthesized], default_app: Synthesized
+) -> None:
+    install = {key: '{"source": "install"}' for key in ALL_INSTALLED}
+    rebuilt, rebuilt_values = _controller(synthesize(CONFIGURATION, install))
+    created, created_values = _controller(default_app)
+    same = ("Release", "Chart", "Version", "Wait", "Timeout", "Namespace", "Repository")
+    assert {k: rebuilt.get(k) for k in same} == {k: created.get(k) for k in same}
+    name = synthesize(CONFIGURATION, install).settings.cluster_name
+    vpc = synthesize(CONFIGURATION, install).settings.network.existing_vpc.vpc_id
+    assert rebuilt_values == created_values.replace("<token>", name, 1).replace("<token>", vpc, 1)
+
+
+def test_the_rebuilt_controllers_role_may_only_bind_the_endpoints_target_group(
+    synthesize: Callable[..., Synthesized],
+) -> None:
+    synthesized = synthesize(CONFIGURATION, {key: '{"source": "install"}' for key in ALL_INSTALLED})
+    policies = [
+        p["Properties"]["PolicyDocument"]["Statement"]
+        for p in synthesized.resources("serving", "AWS::IAM::Policy").values()
+        if "elasticloadbalancing:RegisterTargets" in json.dumps(p)
+    ]
+    ((reads, writes),) = policies
+    assert reads["Resource"] == "*"
+    assert all(action.split(":")[1].startswith("Describe") for action in reads["Action"])
+    assert sorted(writes["Action"]) == [
+        "elasticloadbalancing:DeregisterTargets",
+        "elasticloadbalancing:RegisterTargets",
+    ]
+    (target_group,) = synthesized.resources("serving", "AWS::ElasticLoadBalancingV2::TargetGroup")
+    assert writes["Resource"] == {"Ref": target_group}
