@@ -42,31 +42,22 @@ class ClusterStack(Stack):
         # The barrier the Helm releases of this stack wait for: the kubectl handler's access
         # entry on an existing cluster (a created cluster has its own barrier).
         self.kubectl_access: Construct | None = None
+        # One set of properties: the control plane the app creates, or the cluster it imports.
+        props = {
+            "cluster_name": settings.cluster_name,
+            "settings": settings.cluster,
+            "vpc": vpc,
+            "removal_policy": removal_policy(settings),
+            "operators_group": OPERATORS_GROUP,
+            "bootstrap_qualifier": settings.bootstrap_qualifier,
+        }
         if existing is None:
             self.control_plane = EksControlPlane(
-                self,
-                "ControlPlane",
-                EksControlPlaneProps(
-                    cluster_name=settings.cluster_name,
-                    settings=settings.cluster,
-                    vpc=vpc,
-                    removal_policy=removal_policy(settings),
-                    operators_group=OPERATORS_GROUP,
-                    bootstrap_qualifier=settings.bootstrap_qualifier,
-                ),
+                self, "ControlPlane", EksControlPlaneProps(**props)
             )
         else:
             self.control_plane = ExistingClusterImport(
-                self,
-                "ExistingCluster",
-                ExistingClusterProps(
-                    cluster_name=settings.cluster_name,
-                    settings=settings.cluster,
-                    vpc=vpc,
-                    removal_policy=removal_policy(settings),
-                    operators_group=OPERATORS_GROUP,
-                    bootstrap_qualifier=settings.bootstrap_qualifier,
-                ),
+                self, "ExistingCluster", ExistingClusterProps(**props)
             )
             self.kubectl_access = self.control_plane.kubectl_access
         cluster = self.control_plane.cluster
