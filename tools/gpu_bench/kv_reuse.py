@@ -66,7 +66,7 @@ ENVIRONMENT = {
     # Counters reach the nodes' metrics ports every report interval (Ray's default 10 s).
     "RAY_metrics_report_interval_ms": "2000",
 }
-METRICS_SETTLE_S = 8.0
+METRICS_SETTLE_S = 5.0
 
 PREFILL_REPLICAS = 2
 PREFILL_GPU_BLOCKS = 192
@@ -132,7 +132,7 @@ class Sessions:
 
 WORKLOADS = (
     Sessions("fit-two", prefixes=24, prompts=384, seed=20261206),
-    Sessions("exceed-two", prefixes=72, prompts=432, seed=20261207),
+    Sessions("exceed-two", prefixes=72, prompts=288, seed=20261207),
 )
 
 
