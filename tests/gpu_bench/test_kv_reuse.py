@@ -191,7 +191,41 @@ def test_the_targets_read_the_variants_side_by_side(points, verdicts) -> None:
     assert tuple(held for _, held in targets(_run(points)).values()) == verdicts
 
 
-@pytest.mark.skipif(not RESULTS, reason="no recorded run")
+def _ttft_page(replicas: dict[str, tuple[float, float]]) -> str:
+    """Ray's export of vLLM's TTFT histogram: one series per replica (sum, count)."""
+    return "".join(
+        f'ray_vllm_time_to_first_token_seconds_{key}{{ReplicaId="{replica}"}} {value}\n'
+        for replica, (total, count) in replicas.items()
+        for key, value in (("sum", total), ("count", count))
+    )
+
+
+def test_a_variants_engine_ttft_leaves_out_the_series_of_earlier_variants_replicas(
+    tmp_path,
+) -> None:
+    (tmp_path / "a-prefill-1.txt").write_text(_ttft_page({"r1": (3.0, 20)}))
+    (tmp_path / "a-prefill-2.txt").write_text(_ttft_page({"r2": (1.0, 20)}))
+    # Ray still exports a's replicas on the nodes that then host b's.
+    (tmp_path / "b-prefill-1.txt").write_text(_ttft_page({"r1": (3.0, 20), "r3": (0.5, 10)}))
+    (tmp_path / "b-prefill-2.txt").write_text(_ttft_page({"r2": (1.0, 20), "r4": (1.5, 10)}))
+    found = kv_reuse.prefill_engine_ttft_ms(tmp_path, ["a", "b", "c"])
+    assert found["a"] == pytest.approx(1000 * 4.0 / 40)
+    assert found["b"] == pytest.approx(1000 * 2.0 / 20)
+    assert found["c"] is None
+
+
+def test_the_recorded_runs_have_their_metrics_beside_them() -> None:
+    for path in RESULTS:
+        folder = kv_reuse.metrics_folder(path)
+        assert folder is not None, path
+        run = KvReuseRun.read(path)
+        assert all(
+            value for value in kv_reuse.prefill_engine_ttft_ms(folder, run.variants).values()
+        )
+
+
 def test_the_docs_table_is_generated_from_the_recorded_runs() -> None:
+    assert RESULTS, "no recorded run in docs/gpu-bench/kv-reuse/"
     page = (ROOT / "docs" / "verification.md").read_text()
-    assert markdown_report(KvReuseRun.read(path) for path in RESULTS) in page
+    runs = ((KvReuseRun.read(path), kv_reuse.metrics_folder(path)) for path in RESULTS)
+    assert markdown_report(runs) in page

@@ -267,6 +267,34 @@ def cache_figures(delta: CacheCounts) -> dict[str, float | None]:
     }
 
 
+PREFILL_TTFT = "ray_vllm_time_to_first_token_seconds"
+
+
+def prefill_engine_ttft_ms(metrics: Path, variants: Iterable[str]) -> dict[str, float | None]:
+    """Each variant's prefill engines' own time to first token (arrival to the one token prefill
+    makes: queue, prefix-cache lookup, computation), the mean over its whole sweep, from the
+    pages `sweep` saved. A Ray node keeps exporting the series of replicas that are gone, so a
+    variant's are the ``ReplicaId``s its pages show that no earlier variant's pages did."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    seen: set[str] = set()
+    found: dict[str, float | None] = {}
+    for variant in variants:
+        totals = {"_sum": 0.0, "_count": 0.0}
+        replicas = set()
+        for page in sorted(metrics.glob(f"{variant}-prefill-*.txt")):
+            for family in text_string_to_metric_families(page.read_text()):
+                for sample in family.samples:
+                    suffix = sample.name.removeprefix(PREFILL_TTFT)
+                    replica = sample.labels.get("ReplicaId", "")
+                    if suffix in totals and replica not in seen:
+                        totals[suffix] += sample.value
+                        replicas.add(replica)
+        seen |= replicas
+        found[variant] = 1000 * totals["_sum"] / totals["_count"] if totals["_count"] else None
+    return found
+
+
 ROUTER_PROMPT_BLOCKS = "ray_pd_llm_router_prompt_blocks_total"
 ROUTER_MATCHED_BLOCKS = "ray_pd_llm_router_matched_blocks_total"
 
@@ -342,9 +370,10 @@ def _number(value: Any, digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
-def markdown_report(runs: Iterable[KvReuseRun]) -> str:
+def markdown_report(runs: Iterable[tuple[KvReuseRun, Path | None]]) -> str:
+    """The docs' table of each run; with its saved metrics folder, prefill engines' own TTFT."""
     parts = []
-    for run in runs:
+    for run, metrics in runs:
         versions_line = ", ".join(f"{name} {version}" for name, version in run.versions.items())
         lines = [
             f"**{run.date}, {run.gpu}: {run.architecture}, dummy weights**, served as "
@@ -354,7 +383,7 @@ def markdown_report(runs: Iterable[KvReuseRun]) -> str:
             "Workloads: " + "; ".join(f"*{name}*: {text}" for name, text in run.workloads.items()),
             "",
             "| variant | workload | prefill GPU hits | offload hits | router predicted | "
-            "TTFT p50 / p99 (ms) | ITL p50 (ms) | output tok/s | failed |",
+            "TTFT p50 / p99 (ms) | TPOT p50 (ms) | output tok/s | failed |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
         for variant in run.variants:
@@ -364,7 +393,7 @@ def markdown_report(runs: Iterable[KvReuseRun]) -> str:
                     f"{_share(f.get('offload_hit_rate'))} | "
                     f"{_share(f.get('router_predicted_hit_rate'))} | "
                     f"{_number(f.get('median_ttft_ms'))} / {_number(f.get('p99_ttft_ms'))} | "
-                    f"{_number(f.get('median_itl_ms'), 2)} | "
+                    f"{_number(f.get('median_tpot_ms'), 1)} | "
                     f"{_number(f.get('output_throughput'), 0)} | {f.get('failed', '-')} |"
                 )
         lines += [
@@ -377,6 +406,14 @@ def markdown_report(runs: Iterable[KvReuseRun]) -> str:
                 for name, (value, held) in targets(run).items()
             ),
         ]
+        if metrics is not None:
+            engine = prefill_engine_ttft_ms(metrics, run.variants)
+            lines += [
+                "",
+                "Prefill engines' own TTFT (vLLM's histogram: arrival to prefill's one token), "
+                "mean over both workloads: "
+                + ", ".join(f"{name} {_number(value)} ms" for name, value in engine.items()),
+            ]
         if run.startup:
             lines += [
                 "",
@@ -602,8 +639,15 @@ def collect(args: argparse.Namespace) -> None:
                 tar.add(STATE / folder, arcname=folder)
 
 
+def metrics_folder(result: Path) -> Path | None:
+    """The metrics pages recorded beside a result: ``<result stem>-metrics/``."""
+    folder = result.with_name(f"{result.stem}-metrics")
+    return folder if folder.is_dir() else None
+
+
 def report(args: argparse.Namespace) -> None:
-    print(markdown_report(KvReuseRun.read(Path(path)) for path in args.results))
+    results = [Path(path) for path in args.results]
+    print(markdown_report((KvReuseRun.read(path), metrics_folder(path)) for path in results))
 
 
 def main(argv: list[str] | None = None) -> int:
