@@ -19,6 +19,7 @@ from constructs.cluster.image_mirror import ImageMirrorImport
 from constructs.cluster.node_role import NodeRole
 from constructs.cluster.observability_addons import ObservabilityAddons, ObservabilityAddonsProps
 from constructs.cluster.system_node_group import SystemNodeGroup
+from constructs.common.auto_scaling_group import DeploymentTag, harden_lookup_provider
 from constructs.common.log_encryption_key import LogEncryptionKey
 from constructs.common.session_tunnel import TunnelDestination, TunnelDocument, TunnelPolicy
 from serving_manifests.image import mirror_repository
@@ -110,6 +111,19 @@ class ClusterStack(Stack):
             self.cluster_autoscaler.node.add_dependency(self.system_nodes.nodegroup)
             if self.kubectl_access is not None:
                 self.cluster_autoscaler.node.add_dependency(self.kubectl_access)
+        # The app's autoscaler (or an owner's that discovers by it) resizes only tagged groups.
+        DeploymentTag(
+            self,
+            "SystemNodesDeploymentTag",
+            cluster_name=settings.cluster_name,
+            nodegroup=self.system_nodes.nodegroup,
+            prefix=settings.prefix,
+        )
+        harden_lookup_provider(
+            self,
+            removal_policy=removal_policy(settings),
+            key_description="Encrypts the system node group's lookup function logs",
+        )
         self._observability(settings)
         self._outputs(settings)
 
