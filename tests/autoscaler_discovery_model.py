@@ -44,7 +44,8 @@ def discovery_spec(values: dict[str, Any]) -> str | None:
 def _filters(spec: str) -> dict[str, str]:
     kind, _, param = spec.partition(":")
     key, _, value = param.partition("=")
-    assert (kind, key) == ("asg", "tag") and value, spec
+    assert (kind, key) == ("asg", "tag"), spec
+    assert value, spec
     return {item.partition("=")[0]: item.partition("=")[2] for item in value.split(",")}
 
 

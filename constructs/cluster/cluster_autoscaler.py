@@ -3,9 +3,10 @@
 It discovers this deployment's managed node groups, and no other node group of the cluster: by
 the tags EKS puts on their Auto Scaling groups (k8s.io/cluster-autoscaler/enabled and
 .../<cluster>; EKS user guide, "Managed node groups") and the deployment's own tag, which the app
-puts on the groups it creates (app_config/autoscaler_discovery.py), builds an empty GPU group's node from the group's own tags (app_config/node_template.py)
-and never removes a node that holds a Ray worker: those pods carry
-cluster-autoscaler.kubernetes.io/safe-to-evict=false, and Ray removes its idle workers itself.
+puts on the groups it creates (app_config/autoscaler_discovery.py). It builds an empty GPU
+group's node from the group's own tags (app_config/node_template.py) and never removes a node
+that holds a Ray worker: those pods carry cluster-autoscaler.kubernetes.io/safe-to-evict=false,
+and Ray removes its idle workers itself.
 
 IAM is the project's documented policy (kubernetes/autoscaler cluster-autoscaler/cloudprovider/
 aws/README.md, "Full Cluster Autoscaler Features Policy", at cluster-autoscaler-1.35.2) with the

@@ -13,9 +13,9 @@ import json
 import pytest
 from ray.serve._private.config import DeploymentConfig
 
+from app_config.autoscaler_discovery import CLUSTER_NAME_TAG, DEPLOYMENT_TAG
 from app_config.node_labels import GPU_ROLES
 from catalog.instances import CATALOG
-from app_config.autoscaler_discovery import CLUSTER_NAME_TAG, DEPLOYMENT_TAG
 from constructs.cluster.cluster_autoscaler import DEPLOYMENT_NAME, READS, WRITES
 from pdctl import efa_jobs
 from tests.conftest import Synthesized, cfn_text
