@@ -19,9 +19,14 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from app_config.errors import Finding
-from app_config.rules import Rule
+from app_config.rules import WARNING, Rule
 from catalog.eks_versions import RELEASES
-from catalog.helm_charts import ADDON_FLOORS
+from catalog.helm_charts import (
+    ADDON_FLOORS,
+    NVIDIA_MOFED_BY_DEFAULT,
+    AddonFloor,
+    efa_device_plugin_floor,
+)
 from catalog.regions import partition
 
 if TYPE_CHECKING:
@@ -188,10 +193,41 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.lstrip("v").split("."))
 
 
+def _floor(settings: Settings, name: str) -> AddonFloor:
+    """The EFA device plugin's floor follows the GPU instance types configured; the others'
+    are fixed (catalog/helm_charts.py)."""
+    if name == "efa_device_plugin":
+        return efa_device_plugin_floor(
+            [group.instance_type for group in settings.gpu_nodes.groups().values()]
+        )
+    return ADDON_FLOORS[name]
+
+
+def nvidia_mofed(settings: Settings) -> Iterator[Finding]:
+    """An owner's NVIDIA device plugin of the releases that enable MOFED by default takes the
+    EFA devices unless it runs with mofedEnabled=false, which no setting or AWS API shows."""
+    existing = settings.cluster.existing
+    if existing is None:
+        return
+    choice = existing.addons.nvidia_device_plugin
+    if choice.source != "installed" or choice.version is None:
+        return
+    first, fixed = NVIDIA_MOFED_BY_DEFAULT
+    if _version(first) <= _version(choice.version) < _version(fixed):
+        yield Finding(
+            f"{PATH}.addons.nvidia_device_plugin.version",
+            f"releases {first} to before {fixed} default to --mofed-enabled=true "
+            "(NVIDIA/k8s-device-plugin#1550, reverted by #1837): GPU containers then get "
+            "/dev/infiniband/uverbs* and EFA breaks. Check that it runs with mofedEnabled=false "
+            f"(`kubectl -n <namespace> get ds -o yaml`, MOFED_ENABLED=false), or upgrade to {fixed}",
+            choice.version,
+        )
+
+
 def addons(settings: Settings) -> Iterator[Finding]:
     """An add-on the owner runs names its version, and that version is one the app works with:
-    not older than the floor (catalog/helm_charts.py), the Cluster Autoscaler of the cluster's
-    minor."""
+    not older than the oldest release with what the app relies on (catalog/helm_charts.py,
+    each floor with its source), the Cluster Autoscaler of the cluster's minor."""
     existing = settings.cluster.existing
     if existing is None:
         return
@@ -217,15 +253,15 @@ def addons(settings: Settings) -> Iterator[Finding]:
                     choice.version,
                 )
             continue
-        floor = ADDON_FLOORS[name]
-        if _version(choice.version) < _version(floor.minimum):
+        floor = _floor(settings, name)
+        if floor.minimum is not None and _version(choice.version) < _version(floor.minimum):
             yield Finding(
                 f"{path}.version",
-                f"is older than {floor.minimum}, {floor.why}: upgrade it, or set source "
-                "install to let the app install its own",
+                f"is older than {floor.minimum}: {floor.why} ({floor.source}). Upgrade it, or "
+                "set source install to let the app install its own",
                 choice.version,
             )
-    for name in existing.addons.model_fields:
+    for name in type(existing.addons).model_fields:
         choice = getattr(existing.addons, name)
         for setting in ("version", "namespace"):
             value = getattr(choice, setting)
@@ -244,5 +280,12 @@ RULES = (
     Rule("existing-cluster-ids", frozenset({"cluster", "region", "account"}), identity),
     Rule("existing-cluster-kubectl", frozenset({"cluster", "region", "account"}), kubectl_provider),
     Rule("existing-cluster-created-only", frozenset({"cluster"}), created_only_settings),
-    Rule("existing-cluster-addons", frozenset({"cluster"}), addons),
+    Rule("existing-cluster-addons", frozenset({"cluster", "gpu_nodes"}), addons),
+    Rule(
+        "existing-cluster-nvidia-mofed",
+        frozenset({"cluster"}),
+        nvidia_mofed,
+        severity=WARNING,
+        stack="serving",
+    ),
 )
