@@ -218,8 +218,9 @@ def nvidia_mofed(settings: Settings) -> Iterator[Finding]:
             f"{PATH}.addons.nvidia_device_plugin.version",
             f"releases {first} to before {fixed} default to --mofed-enabled=true "
             "(NVIDIA/k8s-device-plugin#1550, reverted by #1837): GPU containers then get "
-            "/dev/infiniband/uverbs* and EFA breaks. Check that it runs with mofedEnabled=false "
-            f"(`kubectl -n <namespace> get ds -o yaml`, MOFED_ENABLED=false), or upgrade to {fixed}",
+            "/dev/infiniband/uverbs* and EFA breaks. Check that it runs with "
+            "mofedEnabled=false (`kubectl -n <namespace> get ds -o yaml`: MOFED_ENABLED=false), "
+            f"or upgrade to {fixed}",
             choice.version,
         )
 
