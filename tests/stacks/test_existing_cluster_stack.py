@@ -248,3 +248,48 @@ def test_the_rebuilt_controllers_role_may_only_bind_the_endpoints_target_group(
     ]
     (target_group,) = synthesized.resources("serving", "AWS::ElasticLoadBalancingV2::TargetGroup")
     assert writes["Resource"] == {"Ref": target_group}
+
+
+# What aws-cdk-lib's kubectl handlers read from each resource (custom-resource-handlers/dist,
+# 2.275.0): aws_eks's apply and helm handlers need `RoleArn` (props['RoleArn'], the role they
+# pass to `aws eks update-kubeconfig --role-arn`); aws_eks_v2's use their own role and read none.
+AWS_EKS_V1_HANDLER_PROPERTY = "RoleArn"
+KUBECTL_RESOURCES = ("Custom::AWSCDK-EKS-HelmChart", "Custom::AWSCDK-EKS-KubernetesResource")
+
+
+def test_an_owners_provider_must_be_aws_eks_v2s(synthesize: Callable[..., Synthesized]) -> None:
+    """The app's manifests and charts carry no RoleArn, so an aws_eks (v1) provider's handler
+    fails on every one of them (KeyError): cluster.existing.kubectl_provider says v2's."""
+    owners = synthesize(CONFIGURATION, _provider())
+    sent = [
+        resource
+        for kind in KUBECTL_RESOURCES
+        for resource in _all(owners, kind)
+        if AWS_EKS_V1_HANDLER_PROPERTY in resource["Properties"]
+    ]
+    assert _all(owners, KUBECTL_RESOURCES[0])
+    assert sent == []
+
+
+def test_the_owners_cluster_security_group_gets_one_rule_and_members(
+    existing: Synthesized,
+) -> None:
+    """What the app changes on the owner's cluster security group (docs/architecture.md, 'An
+    existing cluster'): one ingress rule, the endpoint's load balancer to the Serve port, which
+    `cdk destroy` removes; and as members its own nodes, its kubectl handler and the managed
+    Prometheus scraper's interfaces."""
+    group = existing.settings.cluster.existing.cluster_security_group_id
+    naming = {}
+    for role in STACK_ROLES:
+        for logical_id, resource in existing.templates[role]["Resources"].items():
+            if group in json.dumps(resource.get("Properties", {})):
+                naming.setdefault(resource["Type"], []).append(logical_id)
+    (rule_id,) = naming.pop("AWS::EC2::SecurityGroupIngress")
+    (rule,) = [
+        r["Properties"]
+        for role in STACK_ROLES
+        for i, r in existing.templates[role]["Resources"].items()
+        if i == rule_id
+    ]
+    assert (rule["FromPort"], rule["ToPort"], rule["IpProtocol"]) == (8000, 8000, "tcp")
+    assert set(naming) <= {"AWS::EC2::LaunchTemplate", "AWS::Lambda::Function", "AWS::APS::Scraper"}
