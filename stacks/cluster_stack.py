@@ -12,8 +12,8 @@ from constructs import Construct
 from constructs.cluster.alarm_topic import AlarmTopic
 from constructs.cluster.cluster_autoscaler import ClusterAutoscaler
 from constructs.cluster.core_addons import CoreAddons
-from constructs.cluster.eks_control_plane import EksControlPlane, EksControlPlaneProps
-from constructs.cluster.existing_cluster import ExistingClusterImport, ExistingClusterProps
+from constructs.cluster.eks_control_plane import ClusterProps, EksControlPlane
+from constructs.cluster.existing_cluster import ExistingClusterImport
 from constructs.cluster.image_cache import ImageCache
 from constructs.cluster.image_mirror import ImageMirrorImport
 from constructs.cluster.node_role import NodeRole
@@ -44,22 +44,18 @@ class ClusterStack(Stack):
         # entry on an existing cluster (a created cluster has its own barrier).
         self.kubectl_access: Construct | None = None
         # One set of properties: the control plane the app creates, or the cluster it imports.
-        props = {
-            "cluster_name": settings.cluster_name,
-            "settings": settings.cluster,
-            "vpc": vpc,
-            "removal_policy": removal_policy(settings),
-            "operators_group": OPERATORS_GROUP,
-            "bootstrap_qualifier": settings.bootstrap_qualifier,
-        }
+        props = ClusterProps(
+            cluster_name=settings.cluster_name,
+            settings=settings.cluster,
+            vpc=vpc,
+            removal_policy=removal_policy(settings),
+            operators_group=OPERATORS_GROUP,
+            bootstrap_qualifier=settings.bootstrap_qualifier,
+        )
         if existing is None:
-            self.control_plane = EksControlPlane(
-                self, "ControlPlane", EksControlPlaneProps(**props)
-            )
+            self.control_plane = EksControlPlane(self, "ControlPlane", props)
         else:
-            self.control_plane = ExistingClusterImport(
-                self, "ExistingCluster", ExistingClusterProps(**props)
-            )
+            self.control_plane = ExistingClusterImport(self, "ExistingCluster", props)
             self.kubectl_access = self.control_plane.kubectl_access
         cluster = self.control_plane.cluster
         kubernetes = RELEASES[settings.cluster.kubernetes_version]

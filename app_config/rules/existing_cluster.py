@@ -15,7 +15,7 @@ cluster-autoscaler/README.md, "Releases" (run the autoscaler of the control plan
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING
 
 from app_config.errors import Finding
@@ -81,17 +81,15 @@ def identity(settings: Settings) -> Iterator[Finding]:
             "(EC2 user guide, 'Resource IDs'), e.g. sg-0123456789abcdef0",
             group,
         )
-    arn = OIDC_PROVIDER_ARN.fullmatch(existing.oidc_provider_arn)
-    if arn is None:
-        yield Finding(
-            f"{PATH}.oidc_provider_arn",
-            "not an EKS cluster's IAM OIDC provider ARN: arn:aws:iam::<account>:oidc-provider/"
-            "oidc.eks.<region>.amazonaws.com/id/<32 hexadecimal capitals> (`aws iam "
-            "list-open-id-connect-providers`)",
-            existing.oidc_provider_arn,
-        )
-    else:
-        yield from _of_this_deployment(settings, arn, f"{PATH}.oidc_provider_arn")
+    arn = yield from _arn_of_this_deployment(
+        settings,
+        OIDC_PROVIDER_ARN,
+        existing.oidc_provider_arn,
+        f"{PATH}.oidc_provider_arn",
+        "not an EKS cluster's IAM OIDC provider ARN: arn:aws:iam::<account>:oidc-provider/"
+        "oidc.eks.<region>.amazonaws.com/id/<32 hexadecimal capitals> (`aws iam "
+        "list-open-id-connect-providers`)",
+    )
     endpoint = ENDPOINT.fullmatch(existing.endpoint)
     if endpoint is None:
         yield Finding(
@@ -125,16 +123,14 @@ def kubectl_provider(settings: Settings) -> Iterator[Finding]:
         return
     provider = existing.kubectl_provider
     path = f"{PATH}.kubectl_provider"
-    function = LAMBDA_FUNCTION_ARN.fullmatch(provider.service_token)
-    if function is None:
-        yield Finding(
-            f"{path}.service_token",
-            "not a Lambda function ARN: arn:aws:lambda:<region>:<account>:function:<name> "
-            "(the provider's onEvent function)",
-            provider.service_token,
-        )
-    else:
-        yield from _of_this_deployment(settings, function, f"{path}.service_token")
+    yield from _arn_of_this_deployment(
+        settings,
+        LAMBDA_FUNCTION_ARN,
+        provider.service_token,
+        f"{path}.service_token",
+        "not a Lambda function ARN: arn:aws:lambda:<region>:<account>:function:<name> "
+        "(the provider's onEvent function)",
+    )
     role = ROLE_ARN.fullmatch(provider.role_arn)
     if role is None:
         yield Finding(
@@ -149,6 +145,20 @@ def kubectl_provider(settings: Settings) -> Iterator[Finding]:
             "entries name principals of the cluster's account",
             provider.role_arn,
         )
+
+
+def _arn_of_this_deployment(
+    settings: Settings, shape: re.Pattern[str], value: str, path: str, not_shaped: str
+) -> Generator[Finding, None, re.Match[str] | None]:
+    """An ARN setting: of the shape AWS gives it (else ``not_shaped``), in this deployment's
+    partition, region and account. Returns the match (None when the shape is wrong), for the
+    caller's own checks of its parts."""
+    arn = shape.fullmatch(value)
+    if arn is None:
+        yield Finding(path, not_shaped, value)
+    else:
+        yield from _of_this_deployment(settings, arn, path)
+    return arn
 
 
 def _of_this_deployment(settings: Settings, arn: re.Match[str], path: str) -> Iterator[Finding]:

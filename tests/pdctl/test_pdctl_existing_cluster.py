@@ -290,11 +290,6 @@ def test_the_add_ons_the_owner_runs_are_said_not_checked_with_where_to_look() ->
     assert "helm list -A" in check.detail
 
 
-class _Unanswered:
-    def __getattr__(self, operation: str):
-        return lambda *args, **kwargs: {}
-
-
 # The planned names (a check that cannot read its answer is reported under its planned name).
 EXISTING_CLUSTER_CHECKS = {
     "existing cluster",
@@ -306,7 +301,7 @@ EXISTING_CLUSTER_CHECKS = {
 
 
 def test_preflight_runs_the_existing_cluster_checks_only_for_an_existing_cluster() -> None:
-    clients = {name: _Unanswered() for name in CLIENTS}
+    clients = {name: aws_stubs.Unanswered() for name in CLIENTS}
     checks = run_preflight(clients, _settings())
     names = {check.name for check in checks}
     assert names >= EXISTING_CLUSTER_CHECKS

@@ -48,21 +48,17 @@ def existing(synthesize: Callable[..., Synthesized]) -> Synthesized:
     return synthesize(CONFIGURATION)
 
 
-def _all(synthesized: Synthesized, resource_type: str) -> list[dict]:
-    return [
-        resource
-        for role in STACK_ROLES
-        for resource in synthesized.resources(role, resource_type).values()
-    ]
-
-
 def _charts(synthesized: Synthesized) -> set[str]:
-    return {r["Properties"]["Chart"] for r in _all(synthesized, "Custom::AWSCDK-EKS-HelmChart")}
+    return {
+        r["Properties"]["Chart"] for r in synthesized.in_every_stack("Custom::AWSCDK-EKS-HelmChart")
+    }
 
 
 def test_no_stack_creates_a_control_plane_or_a_core_add_on(existing: Synthesized) -> None:
-    assert _all(existing, "AWS::EKS::Cluster") == []
-    added = {addon["Properties"]["AddonName"] for addon in _all(existing, "AWS::EKS::Addon")}
+    assert existing.in_every_stack("AWS::EKS::Cluster") == []
+    added = {
+        addon["Properties"]["AddonName"] for addon in existing.in_every_stack("AWS::EKS::Addon")
+    }
     assert added
     assert not added & ({addon.name for addon in CORE_ADDONS} | {"kube-proxy"})
 
@@ -70,10 +66,10 @@ def test_no_stack_creates_a_control_plane_or_a_core_add_on(existing: Synthesized
 def test_what_the_app_adds_names_the_existing_cluster(existing: Synthesized) -> None:
     name = existing.settings.cluster_name
     for resource_type in ("AWS::EKS::Nodegroup", "AWS::EKS::Addon", "AWS::EKS::AccessEntry"):
-        found = _all(existing, resource_type)
+        found = existing.in_every_stack(resource_type)
         assert found
         assert {r["Properties"]["ClusterName"] for r in found} == {name}
-    charts = _all(existing, "Custom::AWSCDK-EKS-HelmChart")
+    charts = existing.in_every_stack("Custom::AWSCDK-EKS-HelmChart")
     assert {r["Properties"]["ClusterName"] for r in charts} == {name}
 
 
@@ -186,18 +182,19 @@ def test_with_the_owners_kubectl_provider_the_app_brings_no_handler_and_no_acces
     synthesized = synthesize(CONFIGURATION, _provider())
     token = synthesized.settings.cluster.existing.kubectl_provider.service_token
     descriptions = {
-        f["Properties"].get("Description") for f in _all(synthesized, "AWS::Lambda::Function")
+        f["Properties"].get("Description")
+        for f in synthesized.in_every_stack("AWS::Lambda::Function")
     }
     assert KUBECTL_HANDLER not in descriptions
     # Access entries only for the principals configured (literal ARNs), none for a role made here
     principals = [
-        e["Properties"]["PrincipalArn"] for e in _all(synthesized, "AWS::EKS::AccessEntry")
+        e["Properties"]["PrincipalArn"] for e in synthesized.in_every_stack("AWS::EKS::AccessEntry")
     ]
     assert principals == synthesized.settings.cluster.admin_principal_arns
     assert "KubectlProviderGuardScp" not in json.dumps(synthesized.templates["cluster"]["Outputs"])
     applied = [
-        *_all(synthesized, "Custom::AWSCDK-EKS-HelmChart"),
-        *_all(synthesized, "Custom::AWSCDK-EKS-KubernetesResource"),
+        *synthesized.in_every_stack("Custom::AWSCDK-EKS-HelmChart"),
+        *synthesized.in_every_stack("Custom::AWSCDK-EKS-KubernetesResource"),
     ]
     assert applied
     assert {json.dumps(r["Properties"]["ServiceToken"]) for r in applied} == {json.dumps(token)}
@@ -264,10 +261,10 @@ def test_an_owners_provider_must_be_aws_eks_v2s(synthesize: Callable[..., Synthe
     sent = [
         resource
         for kind in KUBECTL_RESOURCES
-        for resource in _all(owners, kind)
+        for resource in owners.in_every_stack(kind)
         if AWS_EKS_V1_HANDLER_PROPERTY in resource["Properties"]
     ]
-    assert _all(owners, KUBECTL_RESOURCES[0])
+    assert owners.in_every_stack(KUBECTL_RESOURCES[0])
     assert sent == []
 
 
