@@ -24,7 +24,9 @@ from constructs.common.log_encryption_key import LogEncryptionKey
 from constructs.common.nag_acknowledgments import acknowledge, aws_managed_policy_finding
 
 ASG_NAME_PATH = "nodegroup.resources.autoScalingGroups.0.name"
-NODEGROUP_NAME_TAG = "eks:nodegroup-name"  # EKS's own tag on the node group's Auto Scaling group
+# EKS's own tag on a managed node group's Auto Scaling group (the Cluster Autoscaler reads it to
+# find the node group: cloudprovider/aws/README.md, 1.35.2).
+NODEGROUP_NAME_TAG = "eks:nodegroup-name"
 
 
 def auto_scaling_group_lookup(
