@@ -28,7 +28,6 @@ import json
 import os
 import subprocess
 import sys
-import tarfile
 import time
 import urllib.request
 from pathlib import Path
@@ -37,7 +36,7 @@ from typing import Any
 from app_config.node_labels import GPU_ROLES
 from tools.gpu_bench import hand_off, real_size, stack
 from tools.gpu_bench.results import BenchRun, markdown_report, write_svg
-from tools.gpu_bench.run_facts import gpu_name, point_figures, versions
+from tools.gpu_bench.run_facts import archive, gpu_name, point_figures, versions
 from tools.gpu_bench.workload import CONCURRENCY, DATASETS, OUTPUT_TOKENS, PROMPTS
 from tools.gpu_check.deployed import DeployedRayService
 from tools.gpu_check.one_gpu import engine_kwargs, one_gpu_serve_config, served_model
@@ -329,13 +328,8 @@ def collect(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "result.json").write_bytes((STATE / "result.json").read_bytes())
-    with tarfile.open(out / "logs.tar.gz", "w:gz") as tar:
-        for path in sorted(STATE.glob("*.log")) + sorted(STATE.glob("*.json")):
-            if path.stat().st_size < 20 * 2**20:
-                tar.add(path, arcname=path.name)
-        for folder in ("metrics", "raw"):
-            if (STATE / folder).is_dir():
-                tar.add(STATE / folder, arcname=folder)
+    logs = sorted(STATE.glob("*.log")) + sorted(STATE.glob("*.json"))
+    archive(out / "logs.tar.gz", STATE, logs, ("metrics", "raw"))
 
 
 def report(args: argparse.Namespace) -> None:

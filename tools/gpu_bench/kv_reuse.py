@@ -50,7 +50,7 @@ from typing import Any
 from app_config.node_labels import GPU_ROLES
 from pdctl.verify import metric_totals
 from tools.gpu_bench import hand_off, real_size, stack, word_tokenizer
-from tools.gpu_bench.run_facts import gpu_name, point_figures, versions
+from tools.gpu_bench.run_facts import JsonRecord, archive, gpu_name, point_figures, versions
 from tools.gpu_bench.workload import PERCENTILES, WARMUPS
 from tools.gpu_check.deployed import DeployedRayService
 from tools.gpu_check.one_gpu import Change, one_gpu_serve_config, served_model
@@ -312,7 +312,7 @@ def sample_sum(texts: Iterable[str], name: str) -> float:
 
 
 @dataclass
-class KvReuseRun:
+class KvReuseRun(JsonRecord):
     date: str
     gpu: str
     model: str
@@ -327,13 +327,6 @@ class KvReuseRun:
     startup: dict[str, Any] = field(default_factory=dict)
     points: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-
-    def write(self, path: Path) -> None:
-        path.write_text(json.dumps(asdict(self), indent=2) + "\n")
-
-    @classmethod
-    def read(cls, path: Path) -> KvReuseRun:
-        return cls(**json.loads(path.read_text()))
 
 
 def _figure(run: KvReuseRun, variant: str, workload: str, key: str) -> float | None:
@@ -625,18 +618,11 @@ def sweep(args: argparse.Namespace) -> None:
 
 
 def collect(args: argparse.Namespace) -> None:
-    import tarfile
-
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "kv-reuse.json").write_bytes((STATE / "result.json").read_bytes())
-    with tarfile.open(out / "kv-reuse-logs.tar.gz", "w:gz") as tar:
-        for path in sorted(STATE.glob("*.log")) + sorted(STATE.glob("serve-*.json")):
-            if path.stat().st_size < 20 * 2**20:
-                tar.add(path, arcname=path.name)
-        for folder in ("metrics", "raw"):
-            if (STATE / folder).is_dir():
-                tar.add(STATE / folder, arcname=folder)
+    logs = sorted(STATE.glob("*.log")) + sorted(STATE.glob("serve-*.json"))
+    archive(out / "kv-reuse-logs.tar.gz", STATE, logs, ("metrics", "raw"))
 
 
 def metrics_folder(result: Path) -> Path | None:

@@ -1,12 +1,16 @@
-"""What a benchmark record says about the run itself: the machine's GPU, the engine packages'
-versions, and the figures kept from one `vllm bench serve` result file."""
+"""What a benchmark record says about the run itself (the machine's GPU, the engine packages'
+versions, the figures kept from one `vllm bench serve` result file), how a record is kept (a dated
+JSON file) and how a run's logs come back from the GPU machine."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
+import tarfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 from tools.gpu_bench.workload import FIGURES
 
@@ -23,11 +27,15 @@ def point_figures(raw: Path) -> dict[str, Any]:
     return figures
 
 
+ENGINE_PACKAGES = ("vllm", "ray", "nixl-cu13", "torch")
+LOG_LIMIT_BYTES = 20 * 2**20
+
+
 def versions() -> dict[str, str]:
     from importlib import metadata
 
     found = {}
-    for package in ("vllm", "ray", "nixl-cu13", "torch"):
+    for package in ENGINE_PACKAGES:
         try:
             found[package] = metadata.version(package)
         except metadata.PackageNotFoundError:
@@ -45,3 +53,26 @@ def gpu_name() -> str:
         ).stdout.split("\n")[0]
     except (OSError, subprocess.CalledProcessError):
         return "no GPU"
+
+
+class JsonRecord:
+    """A dataclass kept as one indented JSON file (a run's record under docs/)."""
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps(dataclasses.asdict(self), indent=2) + "\n")
+
+    @classmethod
+    def read(cls, path: Path) -> Self:
+        return cls(**json.loads(path.read_text()))
+
+
+def archive(tar_path: Path, state: Path, files: Iterable[Path], folders: Iterable[str]) -> None:
+    """The run's logs and saved pages in one tar (what a device call can bring back), files over
+    LOG_LIMIT_BYTES left out."""
+    with tarfile.open(tar_path, "w:gz") as tar:
+        for path in files:
+            if path.stat().st_size < LOG_LIMIT_BYTES:
+                tar.add(path, arcname=path.name)
+        for folder in folders:
+            if (state / folder).is_dir():
+                tar.add(state / folder, arcname=folder)
