@@ -23,12 +23,41 @@ from typing import Any
 
 import openai
 import pytest
-from harness import PROJECT_ROOT, LocalRay, Synthesized
+from harness import PROJECT_ROOT, Background, LocalRay, Synthesized
 
 CDK_OUT = Path(os.environ.get("PD_E2E_CDK_OUT", PROJECT_ROOT / "cdk.out"))
 RUN_DIR = Path(os.environ.get("PD_E2E_RUN_DIR", PROJECT_ROOT / "build" / "e2e"))
 PROJECT_PYTHON = Path(os.environ.get("PD_E2E_PROJECT_PYTHON", PROJECT_ROOT / ".venv/bin/python"))
 FIGURES: dict[str, Any] = {}
+BACKGROUND_TIMEOUT_S = 900  # each background scenario's bound
+_BACKGROUND: list[Background] = []
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the scenarios of the collected modules that define ``background_scenarios`` (a
+    function of the synthesized app and an output folder, returning {name: (script, *args)}),
+    one after another beside the session's tests (harness.Background says why)."""
+    if session.config.option.collectonly:
+        return
+    modules = dict.fromkeys(getattr(item, "module", None) for item in session.items)
+    plans = [m.background_scenarios for m in modules if hasattr(m, "background_scenarios")]
+    if not plans:
+        return
+    background = Background(RUN_DIR / "background", BACKGROUND_TIMEOUT_S)
+    synthesized = Synthesized.read(CDK_OUT)
+    for plan in plans:
+        for name, (script, *args) in plan(synthesized, background.log_dir).items():
+            background.add(name, script, *args)
+    background.start()
+    _BACKGROUND.append(background)
+
+
+@pytest.fixture(scope="session")
+def background() -> Background:
+    """The scenarios started at collection (pytest_collection_finish)."""
+    if not _BACKGROUND:
+        pytest.fail("no background scenarios were started (collection did not select them)")
+    return _BACKGROUND[0]
 
 
 @pytest.fixture(scope="session")
@@ -75,6 +104,8 @@ def figures() -> dict[str, Any]:
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    for background in _BACKGROUND:
+        background.stop()
     if FIGURES:
         RUN_DIR.mkdir(parents=True, exist_ok=True)
         (RUN_DIR / "figures.json").write_text(json.dumps(FIGURES, indent=2) + "\n")

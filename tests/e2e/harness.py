@@ -672,16 +672,106 @@ def rendered(rayservice: Path) -> Synthesized:
     )
 
 
+def _script_command(script: str, *args: str) -> list[str]:
+    return [sys.executable, str(HERE / script), *args]
+
+
+def _script_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(HERE)}
+
+
 def run_script(script: str, *args: str, timeout: float) -> None:
     """A scenario script of this folder in its own interpreter (each starts and stops its own
     local Ray), failing the test with the end of its stderr."""
     done = subprocess.run(
-        [sys.executable, str(HERE / script), *args],
+        _script_command(script, *args),
         cwd=HERE,
-        env={**os.environ, "PYTHONPATH": str(HERE)},
+        env=_script_env(),
         timeout=timeout,
         capture_output=True,
         text=True,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-6000:]
+
+
+@dataclass(eq=False)
+class Background:
+    """Scenario scripts run one after another in a thread, from when the session collected
+    their tests, while the session's other tests run: a scenario that mostly waits (a stream
+    at half a second per token, a node that arrives after 45 s) then costs the tier no wall
+    time of its own. One at a time, so that at most one such cluster runs beside the
+    session's. ``result(name)`` waits for a scenario and fails the test as run_script does;
+    ``stop()`` ends what is still running (SIGTERM: LocalRay shuts its Ray down)."""
+
+    log_dir: Path
+    timeout: float
+    scripts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # name -> script, args
+
+    def __post_init__(self) -> None:
+        import threading
+
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        self._done: dict[str, threading.Event] = {}
+        self._errors: dict[str, str | None] = {}
+        self._running: subprocess.Popen[bytes] | None = None
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run_all, daemon=True)
+
+    def add(self, name: str, script: str, *args: str) -> None:
+        import threading
+
+        self.scripts[name] = (script, *args)
+        self._done[name] = threading.Event()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run_all(self) -> None:
+        for name, (script, *args) in self.scripts.items():
+            self._errors[name] = self._run_one(name, script, args)
+            self._done[name].set()
+
+    def _run_one(self, name: str, script: str, args: list[str]) -> str | None:
+        if self._stopped:
+            return "stopped before it started"
+        stderr = self.log_dir / f"{name}.stderr"
+        with stderr.open("wb") as errors:
+            self._running = subprocess.Popen(
+                _script_command(script, *args),
+                cwd=HERE,
+                env=_script_env(),
+                stdout=subprocess.DEVNULL,
+                stderr=errors,
+            )
+            try:
+                code = self._running.wait(timeout=self.timeout)
+            except subprocess.TimeoutExpired:
+                self._running.terminate()
+                try:
+                    self._running.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    self._running.kill()
+                    self._running.wait()
+                code = None
+        tail = stderr.read_text(errors="replace")[-6000:]
+        if code is None:
+            return f"{name}: still running after {self.timeout:.0f} s\n{tail}"
+        return None if code == 0 else f"{name}: exit {code}\n{tail}"
+
+    def result(self, name: str) -> None:
+        """Wait for ``name`` (bounded: every scenario before it and it have their timeout)."""
+        bound = self.timeout * (list(self.scripts).index(name) + 1) + 120
+        assert self._done[name].wait(bound), f"{name}: not done after {bound:.0f} s"
+        error = self._errors[name]
+        assert error is None, error
+
+    def stop(self) -> None:
+        self._stopped = True
+        running = self._running
+        if running is not None and running.poll() is None:
+            running.terminate()
+            try:
+                running.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                running.kill()

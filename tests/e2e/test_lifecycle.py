@@ -1,5 +1,8 @@
 """Lifecycle promises on a local Ray of their own (lifecycle_scenarios.py, one process and one
-Ray cluster per scenario; the session's `pd` cluster is not used):
+Ray cluster per scenario; the session's `pd` cluster is not used). Both scenarios mostly wait (a
+stream at 0.5 s per token past Ray's 60 s reconnect default, 45 s for capacity), so they start
+when the session has collected these tests and run beside the other modules (conftest.py,
+harness.Background):
 
 - scale to zero: prefill at `min_replicas: 0` deploys without a prefill replica, and the first
   request wakes one (Serve's handle queue is autoscaling demand; Ray 2.58's decode pre-warm is
@@ -18,16 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Synthesized, run_script
+from harness import Background, Synthesized
 
 RAY_DEFAULT_GCS_RECONNECT_S = 60  # Ray 2.58 ray_config_def.h gcs_rpc_server_reconnect_timeout_s
-SCENARIO_TIMEOUT_S = 900
 
 
-def run_scenario(tmp_path: Path, scenario: str, *options: str) -> dict[str, Any]:
-    out = tmp_path / f"{scenario}.json"
-    run_script("lifecycle_scenarios.py", scenario, str(out), *options, timeout=SCENARIO_TIMEOUT_S)
-    return json.loads(out.read_text())
+def scenario_result(background: Background, scenario: str) -> dict[str, Any]:
+    background.result(scenario)
+    return json.loads((background.log_dir / f"{scenario}.json").read_text())
 
 
 def worker_env(synthesized: Synthesized, name: str) -> str:
@@ -41,30 +42,35 @@ STREAM_TOKENS = 2 * (RAY_DEFAULT_GCS_RECONNECT_S + 25)
 SHORT_RECONNECT_S = 10  # stands for Ray's 60 s in the control run, to keep it short
 
 
-@pytest.fixture(scope="module")
-def with_synthesized_reconnect(
-    tmp_path_factory: pytest.TempPathFactory, synthesized: Synthesized, figures: dict[str, Any]
-) -> dict[str, Any]:
+def background_scenarios(synthesized: Synthesized, out: Path) -> dict[str, tuple[str, ...]]:
+    """Both scenarios, started at collection (conftest.py pytest_collection_finish)."""
     reconnect_s = worker_env(synthesized, "RAY_gcs_rpc_server_reconnect_timeout_s")
-    result = run_scenario(
-        tmp_path_factory.mktemp("lifecycle"),
-        "zero-then-head-loss",
-        *("--reconnect-s", reconnect_s, "--tokens", str(STREAM_TOKENS)),
-    )
+    script = "lifecycle_scenarios.py"
+    return {
+        "zero-then-head-loss": (
+            script,
+            *("zero-then-head-loss", str(out / "zero-then-head-loss.json")),
+            *("--reconnect-s", reconnect_s, "--tokens", str(STREAM_TOKENS)),
+        ),
+        "capacity-then-head-loss": (
+            script,
+            *("capacity-then-head-loss", str(out / "capacity-then-head-loss.json")),
+            *("--reconnect-s", str(SHORT_RECONNECT_S), "--tokens", str(STREAM_TOKENS)),
+            *("--wait-s", "45"),
+        ),
+    }
+
+
+@pytest.fixture(scope="module")
+def with_synthesized_reconnect(background: Background, figures: dict[str, Any]) -> dict[str, Any]:
+    result = scenario_result(background, "zero-then-head-loss")
     figures["lifecycle_prefill_at_zero_then_head_loss"] = result
     return result
 
 
 @pytest.fixture(scope="module")
-def with_short_reconnect(
-    tmp_path_factory: pytest.TempPathFactory, figures: dict[str, Any]
-) -> dict[str, Any]:
-    result = run_scenario(
-        tmp_path_factory.mktemp("lifecycle"),
-        "capacity-then-head-loss",
-        *("--reconnect-s", str(SHORT_RECONNECT_S), "--tokens", str(STREAM_TOKENS)),
-        *("--wait-s", "45"),
-    )
+def with_short_reconnect(background: Background, figures: dict[str, Any]) -> dict[str, Any]:
+    result = scenario_result(background, "capacity-then-head-loss")
     figures["lifecycle_capacity_wait_then_head_loss_short_reconnect"] = result
     return result
 
