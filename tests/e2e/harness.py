@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import yaml
 from scraper import KUBERAY_HEAD_GROUP, Pod, fetch_text, kuberay_pod_labels
@@ -323,7 +323,11 @@ class RayNode:
     pod_ip: str
 
 
-_LIVE: set[LocalRay] = set()
+class _Stoppable(Protocol):
+    def stop(self) -> None: ...
+
+
+_LIVE: set[_Stoppable] = set()  # local clusters and background scenarios, stopped at exit
 
 
 def _stop_all_and_reraise(signum: int, frame: FrameType | None) -> None:
@@ -331,6 +335,14 @@ def _stop_all_and_reraise(signum: int, frame: FrameType | None) -> None:
         cluster.stop()
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)
+
+
+def _stop_at_exit(live: _Stoppable) -> None:
+    """``live.stop()`` at exit and on SIGTERM (`timeout` ending the run)."""
+    _LIVE.add(live)
+    atexit.register(live.stop)
+    if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+        signal.signal(signal.SIGTERM, _stop_all_and_reraise)
 
 
 @dataclass(eq=False)
@@ -384,10 +396,7 @@ class LocalRay:
         """Start the nodes; on a busy machine a raylet can miss Ray's fixed 30 s registration
         window, so a failed start is cleaned up and tried once more."""
         start = time.monotonic()
-        _LIVE.add(self)
-        atexit.register(self.stop)
-        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
-            signal.signal(signal.SIGTERM, _stop_all_and_reraise)
+        _stop_at_exit(self)
         for attempt in range(1, attempts + 1):
             before = self.cluster_pids()
             try:
@@ -725,6 +734,7 @@ class Background:
         self._done[name] = threading.Event()
 
     def start(self) -> None:
+        _stop_at_exit(self)
         self._thread.start()
 
     def _run_all(self) -> None:
@@ -767,6 +777,7 @@ class Background:
         assert error is None, error
 
     def stop(self) -> None:
+        _LIVE.discard(self)
         self._stopped = True
         running = self._running
         if running is not None and running.poll() is None:

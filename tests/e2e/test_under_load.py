@@ -164,11 +164,18 @@ def two_replicas_per_node(args: dict[str, Any]) -> None:
 
 def scaling_between_one_and_two(args: dict[str, Any]) -> None:
     """The rendered autoscaling per side, with room to grow and a short measuring window (Serve
-    averages over look_back_period_s, 30 s by default) so that the test takes seconds."""
+    averages over look_back_period_s, 30 s by default) so that the test takes seconds; a short
+    downscale delay (the rendered 300 and 600 s) brings the side one load raised back to one
+    replica within seconds, so that the next load starts from one on both sides on this same
+    deployment (redeploy keeps it)."""
     two_replicas_per_node(args)
     for side in ("prefill_config", "decode_config"):
         args[side]["deployment_config"]["autoscaling_config"].update(
-            min_replicas=1, max_replicas=2, upscale_delay_s=1, look_back_period_s=5
+            min_replicas=1,
+            max_replicas=2,
+            upscale_delay_s=1,
+            downscale_delay_s=1,
+            look_back_period_s=5,
         )
 
 
