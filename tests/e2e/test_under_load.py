@@ -300,8 +300,6 @@ RAY_PREFIX_ROUTER = {
 CONCURRENCY = (4, 16, 64)
 REQUESTS_PER_CLIENT = 2
 ROUTED_WITHIN_S = 30.0  # a client's bound on one request; the app's router needs about 1 s
-# A whole request's bound when Serve's histogram is not exported: Ray's router stalled 40-60 s.
-CLIENT_BOUND_WITHOUT_HISTOGRAM_S = 5.0
 FULFILLMENT = "ray_serve_request_router_fulfillment_time_ms"
 
 
@@ -427,16 +425,11 @@ def test_cache_aware_routing_holds_under_concurrency(
                 all_counted, 60.0, 0.5, "every routed request in Serve's fulfilment histogram"
             )
         except TimeoutError as missing:
-            if last.get("counted", 0) > 0:
-                raise AssertionError(
-                    f"{last['counted']:.0f} of {total} routed requests counted; {measured}"
-                ) from missing
-            # After the earlier scenarios' redeploys the decode node's export sometimes shows
-            # no growth at all (seen in full `make e2e` runs, never alone): then the clients'
-            # own times bound the routing wait, far below the 40-60 s stall this test is for.
-            figure["histogram"] = "not exported"
-            assert answered[-1] <= CLIENT_BOUND_WITHOUT_HISTOGRAM_S, measured
-            continue
+            # The histogram is the decode replica's, exported by its node: a variant that put
+            # decode on another node (TP halved to 0 by compounding edits did) shows no growth.
+            raise AssertionError(
+                f"{last.get('counted', 0):.0f} of {total} routed requests counted; {measured}"
+            ) from missing
         slow = count - buckets[deadline_ms]
         figure[f"routing_waits_over_{deadline_ms:.0f}_ms"] = slow
         figure["routing_waits_over_100_ms"] = count - buckets[100.0]
