@@ -31,6 +31,7 @@ PROJECT_PYTHON = Path(os.environ.get("PD_E2E_PROJECT_PYTHON", PROJECT_ROOT / ".v
 FIGURES: dict[str, Any] = {}
 BACKGROUND_TIMEOUT_S = 900  # each background scenario's bound
 _BACKGROUND: list[Background] = []
+_NOT_STARTED: list[str] = []  # why the background scenarios were not started
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -44,7 +45,11 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if not plans:
         return
     background = Background(RUN_DIR / "background", BACKGROUND_TIMEOUT_S)
-    synthesized = Synthesized.read(CDK_OUT)
+    try:
+        synthesized = Synthesized.read(CDK_OUT)
+    except (LookupError, OSError) as unreadable:  # the tests that need it fail with this
+        _NOT_STARTED.append(f"cdk.out could not be read: {unreadable}")
+        return
     for plan in plans:
         for name, (script, *args) in plan(synthesized, background.log_dir).items():
             background.add(name, script, *args)
@@ -56,7 +61,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def background() -> Background:
     """The scenarios started at collection (pytest_collection_finish)."""
     if not _BACKGROUND:
-        pytest.fail("no background scenarios were started (collection did not select them)")
+        pytest.fail(" ".join(_NOT_STARTED) or "no background scenarios were started")
     return _BACKGROUND[0]
 
 
