@@ -19,6 +19,8 @@ ceiling"), so the local replay changes two things and keeps the rest:
    decode's ITL, with answers C x D times shorter and each running sequence costing C x D
    times as much (one replayed stream for C x D real ones). Prompts are `prompt_divisor` times
    shorter in words, each word costing as many real tokens, so that their text is cheap to send.
+   Decode's target of requests in flight per replica is divided as its streams are
+   (`ongoing_divisor`): Serve's queue policy sees the load it would see deployed.
 
 Under the model of tools/latency_replay.py `fit()` (one source of truth for the engines) this
 leaves each side's load, in replicas needed, as in the simulation.
@@ -143,6 +145,14 @@ def serve_timing(deployment_config: dict[str, Any], scale: ReplayScale) -> dict[
         if key in config:
             config[key] = config[key] / scale.compression
     return config
+
+
+def ongoing_divisor(side: str, scale: ReplayScale) -> float:
+    """What a side's requests in flight shrink by, and so its target_ongoing_requests (Serve's
+    queue policy, and the latency policy's queue fallback): by Little's law prefill's stay the
+    model's (D times fewer arrivals, each D times longer), decode's are answer_divisor times
+    fewer (one replayed stream for that many real ones)."""
+    return scale.answer_divisor if side == "decode" else 1.0
 
 
 def ray_environment(scale: ReplayScale) -> dict[str, str]:

@@ -29,6 +29,7 @@ from tools.latency_replay_scale import (
     ReplayScale,
     engine_latency,
     objectives,
+    ongoing_divisor,
     ray_environment,
     replayed,
     serve_timing,
@@ -244,3 +245,10 @@ def test_a_score_counts_the_minutes_held_and_the_replica_seconds() -> None:
     assert result["minutes_held"] == result["minutes_scored"] - 1
     assert result["replica_seconds_total"] == round(2 * (DURATION_S - WARM_UP_S))
     assert math.isclose(result["share_held"], round(result["minutes_held"] / 80, 4))
+
+
+def test_decodes_target_in_flight_shrinks_with_its_streams_and_prefills_stays() -> None:
+    """Little's law: prefill's requests in flight are arrivals x time, D times fewer arrivals
+    each D times longer; decode's are its streams, answer_divisor times fewer."""
+    assert ongoing_divisor("prefill", SCALE) == 1.0
+    assert ongoing_divisor("decode", SCALE) == SCALE.answer_divisor

@@ -17,7 +17,8 @@ scores what the clients measured and what Serve reported of its replicas
 
 Every change the run makes to the rendered application, and why:
 1. Time is compressed and the load scaled to the 2-core machine (tools/latency_replay_scale.py:
-   the factors are printed and recorded with the run).
+   the factors are printed and recorded with the run), decode's target of requests in flight
+   per replica with its streams.
 2. Each side may grow to MAX_REPLICAS (its node group's max_size with it); the latency policy's
    GPU budget is what both sides' maxima hold, so it is never what binds.
 3. The autoscaled runs start as the simulation's do, warm (tools/latency_replay.py WARM_START:
@@ -61,6 +62,7 @@ from tools.latency_replay_scale import (
     describe,
     engine_latency,
     objectives,
+    ongoing_divisor,
     ray_environment,
     replayed,
     serve_timing,
@@ -109,12 +111,17 @@ def localize(application: dict[str, Any], policy: str, fixed: dict[str, int], sc
     for side in SIDES:
         config = serve_timing(args[f"{side}_config"]["deployment_config"], scale)
         autoscaling = config["autoscaling_config"]
+        autoscaling["target_ongoing_requests"] /= ongoing_divisor(side, scale)
         if policy == "best_fixed":
             count = fixed[side]
             autoscaling.update(min_replicas=count, max_replicas=count, initial_replicas=count)
         else:
             autoscaling["initial_replicas"] = WARM_START[side]
         args[f"{side}_config"]["deployment_config"] = config
+    policy_kwargs = (application.get("autoscaling_policy") or {}).get("policy_kwargs")
+    if policy_kwargs:  # the latency policy's queue fallback, as Serve's
+        for side, limits in policy_kwargs["limits"].items():
+            limits["target_ongoing_requests"] /= ongoing_divisor(side, scale)
     ingress = args.get("ingress_deployment_config")
     if ingress and "autoscaling_config" in ingress:
         args["ingress_deployment_config"] = serve_timing(ingress, scale)
