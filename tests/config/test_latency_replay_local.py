@@ -26,6 +26,7 @@ from tools.latency_replay import (
 )
 from tools.latency_replay_scale import (
     PUSH_INTERVAL_ENV,
+    REPLICA_START_S,
     ReplayScale,
     engine_latency,
     objectives,
@@ -86,11 +87,16 @@ def test_a_replayed_prompt_takes_the_dilated_time_of_the_real_prompt_it_stands_f
     )
 
 
-def test_engines_start_in_the_compressed_time_of_the_real_engines() -> None:
+def test_engines_start_in_what_the_compressed_real_start_leaves_after_the_replicas_own() -> None:
     model, _ = fit()
     assert engine_latency(model, SCALE)["start_s"] == {
-        side: seconds / SCALE.compression for side, seconds in STARTUP_S.items()
+        side: max(0.0, seconds / SCALE.compression - REPLICA_START_S)
+        for side, seconds in STARTUP_S.items()
     }
+    slower = ReplayScale(compression=5)
+    assert engine_latency(model, slower)["start_s"]["prefill"] == pytest.approx(
+        238 / 5 - REPLICA_START_S
+    )
 
 
 def test_the_objectives_are_dilated_as_each_requests_times_are() -> None:
@@ -118,6 +124,7 @@ def test_serve_timing_compresses_the_control_loops_durations_and_nothing_else() 
                                "downscale_delay_s": 600.0, "target_ongoing_requests": 32},
         "graceful_shutdown_wait_loop_s": 2,
         "graceful_shutdown_timeout_s": 300,
+        "health_check_period_s": 10,
     }  # fmt: skip
     timed = serve_timing(config, SCALE)
     assert timed["autoscaling_config"] == {
@@ -129,7 +136,8 @@ def test_serve_timing_compresses_the_control_loops_durations_and_nothing_else() 
         "look_back_period_s": 2.0,  # Serve's default 30 s
     }
     assert timed["graceful_shutdown_wait_loop_s"] == pytest.approx(2 / 15)
-    assert timed["graceful_shutdown_timeout_s"] == 300
+    assert timed["graceful_shutdown_timeout_s"] == 20
+    assert timed["health_check_period_s"] == 10
     assert config["autoscaling_config"]["upscale_delay_s"] == 60.0  # the input is left alone
 
 

@@ -22,7 +22,8 @@ Every change the run makes to the rendered application, and why:
 2. Each side may grow to MAX_REPLICAS (its node group's max_size with it); the latency policy's
    GPU budget is what both sides' maxima hold, so it is never what binds.
 3. The autoscaled runs start as the simulation's do, warm (tools/latency_replay.py WARM_START:
-   the replicas the first phase needs), through Serve's initial_replicas.
+   the replicas the first phase needs): deployed fixed at those counts, their autoscaling
+   bounds put back as the load starts (`localize` says why).
 4. One local Ray node per side holds all its possible replicas (the pods of a node group):
    fewer raylets on two cores.
 5. The stand-in's request records are off (STANDIN_RECORDS empty): two JSON lines with the
@@ -49,7 +50,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import PROJECT_ROOT, LocalRay, NodeShape, render_rayservice, rendered
+from harness import PROJECT_ROOT, LocalRay, NodeShape, render_rayservice, rendered, wait_for
 
 sys.path.insert(0, str(PROJECT_ROOT))
 
@@ -105,18 +106,29 @@ def variant(policy: str, gpus_per_replica: int, scale: ReplayScale | None = None
     return overrides
 
 
-def localize(application: dict[str, Any], policy: str, fixed: dict[str, int], scale: ReplayScale):
-    """Changes 1 and 3 on the rendered Serve application, in place."""
+def localize(
+    application: dict[str, Any], policy: str, fixed: dict[str, int], scale: ReplayScale
+) -> dict[str, dict[str, Any]]:
+    """Changes 1 and 3 on the rendered Serve application, in place; returns each side's
+    autoscaling_config for the run.
+
+    The application is deployed with each side fixed at its warm count, and its autoscaling
+    bounds are put back (`scaled()`) once those replicas serve, as the load starts: Ray 2.58
+    lets a policy bypass the downscale delay while a deployment has no running replica
+    (autoscaling_policy.py _apply_default_params and _get_cold_start_scale_up_replicas:
+    `current_num_replicas == 0`), so an idle deployment whose initial_replicas are still
+    starting is cut to its minimum at once, and a warm start would not stay warm."""
     args = application["args"]
+    for_run = {}
     for side in SIDES:
         config = serve_timing(args[f"{side}_config"]["deployment_config"], scale)
         autoscaling = config["autoscaling_config"]
         autoscaling["target_ongoing_requests"] /= ongoing_divisor(side, scale)
+        count = fixed[side] if policy == "best_fixed" else WARM_START[side]
+        for_run[side] = {**autoscaling, "initial_replicas": count}
         if policy == "best_fixed":
-            count = fixed[side]
-            autoscaling.update(min_replicas=count, max_replicas=count, initial_replicas=count)
-        else:
-            autoscaling["initial_replicas"] = WARM_START[side]
+            for_run[side].update(min_replicas=count, max_replicas=count)
+        autoscaling.update(min_replicas=count, max_replicas=count, initial_replicas=count)
         args[f"{side}_config"]["deployment_config"] = config
     policy_kwargs = (application.get("autoscaling_policy") or {}).get("policy_kwargs")
     if policy_kwargs:  # the latency policy's queue fallback, as Serve's
@@ -125,6 +137,33 @@ def localize(application: dict[str, Any], policy: str, fixed: dict[str, int], sc
     ingress = args.get("ingress_deployment_config")
     if ingress and "autoscaling_config" in ingress:
         args["ingress_deployment_config"] = serve_timing(ingress, scale)
+    return for_run
+
+
+def scaled(cluster: LocalRay, for_run: dict[str, dict[str, Any]]) -> None:
+    """The run's autoscaling bounds, as Serve config overrides of the deployments by name (a
+    lightweight update: the application is not built again, no replica restarts), applied
+    before the load starts."""
+    deployments = cluster.applications()[cluster.app_name]["deployments"]
+    overrides = []
+    for side, prefix in SIDE_PREFIX.items():
+        (name,) = [d for d in deployments if d.startswith(prefix)]
+        overrides.append({"name": name, "autoscaling_config": for_run[side]})
+    config = json.loads(json.dumps(cluster.config))
+    config["applications"][0]["deployments"] = overrides
+    cluster.put(config)
+
+    def applied() -> bool:
+        now = cluster.applications()[cluster.app_name]["deployments"]
+        return all(
+            now[o["name"]]["deployment_config"]["autoscaling_config"]["max_replicas"]
+            == o["autoscaling_config"]["max_replicas"]
+            and now[o["name"]]["deployment_config"]["autoscaling_config"]["min_replicas"]
+            == o["autoscaling_config"]["min_replicas"]
+            for o in overrides
+        )
+
+    wait_for(applied, 60, 0.5, "autoscaling bounds applied")
 
 
 def gpus_per_replica(application: dict[str, Any]) -> int:
@@ -143,6 +182,7 @@ def side_nodes(cluster_shapes: list[NodeShape]) -> list[NodeShape]:
                 gpus=shape.gpus * MAX_REPLICAS,
                 resources={k: v * MAX_REPLICAS for k, v in shape.resources.items()},
                 accelerator=shape.accelerator,
+                cpus=shape.cpus * MAX_REPLICAS,  # each replica's bundles take a CPU per GPU
             )
         )
     return nodes
@@ -256,7 +296,7 @@ class ReplicaLog:
             replicas = deployments[name].get("replicas") or []
             counts[side] = len(replicas)
             targets[side] = deployments[name].get("target_num_replicas")
-            states[side] = sorted(r["state"] for r in replicas)
+            states[side] = {r["replica_id"]: r["state"] for r in replicas}
         return {"counts": counts, "targets": targets, "states": states}
 
     def _run(self) -> None:
@@ -273,6 +313,23 @@ class ReplicaLog:
         self._stop.set()
         self._thread.join(timeout=30)
         return self.samples
+
+
+def replica_starts(samples: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Per side, how long each replica added during the run took from first seen STARTING to
+    first seen RUNNING (to SAMPLE_S): the start the policies wait for."""
+    first: dict[str, dict[str, float]] = {side: {} for side in SIDES}
+    running: dict[str, dict[str, float]] = {side: {} for side in SIDES}
+    for sample in samples:
+        for side, replicas in sample["states"].items():
+            for replica, state in replicas.items():
+                if state == "STARTING":
+                    first[side].setdefault(replica, sample["t"])
+                elif state == "RUNNING" and replica in first[side]:
+                    running[side].setdefault(replica, sample["t"])
+    return {
+        side: [round(running[side][r] - first[side][r], 1) for r in running[side]] for side in SIDES
+    }
 
 
 def replica_costs() -> dict[str, Any]:
@@ -326,13 +383,15 @@ def run_one(policy: str, fixed: dict[str, int], out: Path) -> None:
         },
     )
     application = cluster.config["applications"][0]
-    localize(application, policy, fixed, SCALE)
+    for_run = localize(application, policy, fixed, SCALE)
     requests = replayed(workload(), SCALE)
     result: dict[str, Any] = {"policy": policy, "load_average_before": list(os.getloadavg())}
     started = time.monotonic()
     try:
         cluster.start()
         cluster.deploy(cluster.config, timeout=DEPLOY_TIMEOUT_S)
+        if policy != "best_fixed":
+            scaled(cluster, for_run)
         result["ready_s"] = round(time.monotonic() - started, 1)
         model_id = application["args"]["decode_config"]["model_loading_config"]["model_id"]
         log = ReplicaLog(cluster)
@@ -347,6 +406,7 @@ def run_one(policy: str, fixed: dict[str, int], out: Path) -> None:
     if not covered(series, SCALE):
         raise RuntimeError(f"{policy}: Serve's replica states were not read over the whole run")
     scored = score(clients, series, objectives(SCALE), SCALE)
+    result["replica_starts_s"] = replica_starts(samples)
     changes = [
         {"t_s": round(s["t"], 1), "targets": s["targets"]}
         for before, s in itertools.pairwise(samples)
@@ -357,9 +417,7 @@ def run_one(policy: str, fixed: dict[str, int], out: Path) -> None:
         application={
             "import_path": application["import_path"],
             "autoscaling_policy": application.get("autoscaling_policy"),
-            "deployment_configs": {
-                side: application["args"][f"{side}_config"]["deployment_config"] for side in SIDES
-            },
+            "autoscaling_configs": for_run,
         },
         target_changes=changes,
         scaling_changes=len(changes),
