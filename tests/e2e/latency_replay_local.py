@@ -343,7 +343,8 @@ def replica_costs() -> dict[str, Any]:
             title = (process.info["cmdline"] or [""])[0]
             if not title.startswith("ray::ServeReplica:"):
                 continue
-            deployment = title.split(":")[2].split()[0]
+            # ray::ServeReplica:<app>:<deployment, itself "Side:model">
+            deployment = title.removeprefix("ray::ServeReplica:").split(":", 1)[1].split()[0]
             cpu = process.info["cpu_times"]
             costs.setdefault(deployment, []).append(
                 {
