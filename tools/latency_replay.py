@@ -674,15 +674,18 @@ NAMES = {"queue": "queue policy (today's settings)", "best_fixed": "best fixed r
          "latency": "latency policy"}  # fmt: skip
 
 
-def table(recorded: dict[str, Any]) -> str:
-    """The docs' table of a recorded replay (docs/verification.md quotes it whole)."""
+# A column some tables add: its header and its cell from one sizing's result.
+Column = tuple[str, Callable[[dict[str, Any]], str]]
+
+
+def table(recorded: dict[str, Any], sizing: str = "sizing", extra: tuple[Column, ...] = ()) -> str:
+    """The docs' table of a recorded replay (docs/verification.md quotes it whole); the local
+    replay's adds its own columns (tools/latency_replay_score.py)."""
     results = recorded["results"]
     best = results["best_fixed"]["replica_seconds_total"]
-    lines = [
-        "| sizing | prefill:decode | minutes with both objectives held | replica-seconds | "
-        "x best fixed |",
-        "|---|---|---|---|---|",
-    ]
+    headers = [sizing, "prefill:decode", "minutes with both objectives held", "replica-seconds",
+               "x best fixed", *(header for header, _ in extra)]  # fmt: skip
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     for name in ("queue", "best_fixed", "latency"):
         result = results[name]
         ratio = (
@@ -690,11 +693,15 @@ def table(recorded: dict[str, Any]) -> str:
             if name == "best_fixed"
             else "autoscaled"
         )
-        lines.append(
-            f"| {NAMES[name]} | {ratio} | {result['minutes_held']} of {result['minutes_scored']} "
-            f"({result['share_held']:.1%}) | {result['replica_seconds_total']:,} | "
-            f"{result['replica_seconds_total'] / best:.2f} |"
-        )
+        cells = [
+            NAMES[name],
+            ratio,
+            f"{result['minutes_held']} of {result['minutes_scored']} ({result['share_held']:.1%})",
+            f"{result['replica_seconds_total']:,}",
+            f"{result['replica_seconds_total'] / best:.2f}",
+            *(cell(result) for _, cell in extra),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

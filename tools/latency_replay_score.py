@@ -27,6 +27,7 @@ from typing import Any
 
 from serve_extensions.latency_policy import percentile
 from tools.latency_replay import DURATION_S, SIDES, WARM_UP_S, Objectives
+from tools.latency_replay import table as replay_table
 from tools.latency_replay_scale import ReplayScale
 
 
@@ -103,30 +104,14 @@ def score(
     }
 
 
-NAMES = {"queue": "queue policy (today's targets)", "best_fixed": "best fixed ratio",
-         "latency": "latency policy"}  # fmt: skip
-
-
 def table(recorded: dict[str, Any]) -> str:
-    """The docs' table of a recorded local replay."""
-    results = recorded["results"]
-    best = results["best_fixed"]["replica_seconds_total"]
-    lines = [
-        "| sizing (local Ray, stand-in engines) | prefill:decode | minutes with both "
-        "objectives held | minutes out | replica-seconds | x best fixed | requests failed |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for name in ("queue", "best_fixed", "latency"):
-        result = results[name]
-        ratio = (
-            f"{result['prefill']}:{result['decode']} fixed"
-            if name == "best_fixed"
-            else "autoscaled"
-        )
-        lines.append(
-            f"| {NAMES[name]} | {ratio} | {result['minutes_held']} of {result['minutes_scored']} "
-            f"({result['share_held']:.1%}) | {result['minutes_scored'] - result['minutes_held']} "
-            f"| {result['replica_seconds_total']:,} | {result['replica_seconds_total'] / best:.2f} "
-            f"| {result['requests_failed']} of {result['requests_sent']} |"
-        )
-    return "\n".join(lines) + "\n"
+    """The docs' table of a recorded local replay: the simulation's (one rule for both), with
+    the minutes out of objective and the requests that failed."""
+    return replay_table(
+        recorded,
+        sizing="sizing (local Ray, stand-in engines)",
+        extra=(
+            ("minutes out", lambda r: str(r["minutes_scored"] - r["minutes_held"])),
+            ("requests failed", lambda r: f"{r['requests_failed']} of {r['requests_sent']:,}"),
+        ),
+    )
