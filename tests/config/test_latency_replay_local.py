@@ -11,6 +11,7 @@ import math
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -59,25 +60,30 @@ def stand_in_model() -> ModuleType:
     return module
 
 
+@pytest.fixture(scope="module")
+def stand_in(stand_in_model: ModuleType) -> Any:
+    """The stand-in's model as the replay sets it."""
+    model, _ = fit()
+    return stand_in_model.EngineLatency(**engine_latency(model, SCALE))
+
+
 # ---- the scale keeps the fitted engines' curves
 
 
 @pytest.mark.parametrize("streams", [1, 2, 4, 8])
 def test_a_replayed_stream_count_has_the_dilated_itl_of_the_real_count_it_stands_for(
-    stand_in_model: ModuleType, streams: int
+    stand_in: Any, streams: int
 ) -> None:
     model, _ = fit()
-    stand_in = stand_in_model.EngineLatency(**engine_latency(model, SCALE))
     real = model.itl(streams * SCALE.answer_divisor)
     assert stand_in.step_time(streams) == pytest.approx(SCALE.dilation * real)
 
 
 @pytest.mark.parametrize("words", [2, 100, 600, 2400])
 def test_a_replayed_prompt_takes_the_dilated_time_of_the_real_prompt_it_stands_for(
-    stand_in_model: ModuleType, words: int
+    stand_in: Any, words: int
 ) -> None:
     model, _ = fit()
-    stand_in = stand_in_model.EngineLatency(**engine_latency(model, SCALE))
     real_tokens = words * SCALE.prompt_divisor
     assert stand_in.prefill_time(words) == pytest.approx(
         SCALE.dilation * (model.step_s + real_tokens / model.prefill_tokens_per_s)
