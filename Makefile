@@ -17,7 +17,7 @@ CDK_FLAGS := --no-notices $(if $(CONFIG),-c config=$(CONFIG))
 SYNTH_FLAGS := $(if $(STRICT),--strict)
 PIP := $(BIN)/python -m pip install -qq --disable-pip-version-check
 
-.PHONY: help setup setup-dev synth test lint format diff deploy destroy snapshots bench config-docs manifests clean e2e-setup e2e e2e-bench latency-replay gpu-check gpu-bench
+.PHONY: help setup setup-dev synth test lint format diff deploy destroy snapshots bench config-docs manifests clean e2e-setup e2e e2e-bench latency-replay gpu-check gpu-bench gpu-bench-kv-reuse
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -150,6 +150,22 @@ gpu-bench: synth e2e-setup ## One NVIDIA GPU: direct / aggregated / deployed spe
 	$(GPU_BENCH) sweep deployed-ingress-2 random
 	$(GPU_BENCH) stop
 	$(GPU_BENCH) collect build/gpu-bench
+
+# KV reuse on real engines (not in CI): prefill's routing and CPU offload tier, two prefill
+# replicas and one decode on one GPU, each variant synthesized with its own -c override
+# (tools/gpu_bench/kv_reuse.py VARIANTS; docs/verification.md "KV reuse on one GPU").
+KV_REUSE = "$$($(E2E_TOOL) venv)/bin/python" -m tools.gpu_bench.kv_reuse
+KV_VARIANTS := power-of-two prefix-affinity prefix-affinity-offload
+gpu-bench-kv-reuse: setup e2e-setup ## One NVIDIA GPU: prefix-aware routing and the KV offload tier, measured
+	@for v in $(KV_VARIANTS); do \
+	  overrides=$$($(BIN)/python -c "from tools.gpu_bench.kv_reuse import VARIANTS; print(' '.join('-c ' + o for o in VARIANTS['$$v'][0]))"); \
+	  $(CDK) synth $(CDK_FLAGS) $$overrides --quiet --output build/gpu-bench-kv/$$v || exit 1; done
+	$(KV_REUSE) prepare $(foreach v,$(KV_VARIANTS),--variant $(v)=build/gpu-bench-kv/$(v)) \
+		--model-config $(or $(MODEL_CONFIG),catalog/model_configs/Qwen3-8B.json) \
+		$(if $(TOKENIZER),--tokenizer $(TOKENIZER)) --commit "$$(git rev-parse HEAD)"
+	@for v in $(KV_VARIANTS); do $(KV_REUSE) serve $$v && $(KV_REUSE) sweep $$v || exit 1; done
+	$(GPU_BENCH) stop
+	$(KV_REUSE) collect build/gpu-bench
 
 # Each says in one line what is missing (credentials, bootstrap) before the CDK CLI starts.
 diff: setup ## cdk diff against the deployed stacks (needs credentials)

@@ -773,13 +773,15 @@ class ExistingClusterAddons(Section):
     efa_device_plugin: AddonChoice = Field(
         AddonChoice(),
         description="The EFA device plugin (vpc.amazonaws.com/efa). installed: its DaemonSet "
-        "must tolerate the GPU groups' taints.",
+        "must tolerate the GPU groups' taints, and its chart list their instance types (the "
+        "rule existing-cluster-addons refuses an image older than the first that does).",
     )
     nvidia_device_plugin: AddonChoice = Field(
         AddonChoice(),
         description="The NVIDIA device plugin (nvidia.com/gpu). installed: its DaemonSet must "
-        "tolerate the GPU groups' taints and run with mofedEnabled=false (since v0.19 it "
-        "otherwise claims the EFA devices).",
+        "tolerate the GPU groups' taints; releases 0.19.0 to 0.19.2 must run with "
+        "mofedEnabled=false (they otherwise give GPU containers the EFA devices; rule "
+        "existing-cluster-nvidia-mofed warns).",
     )
     kuberay: AddonChoice = Field(
         AddonChoice(),
@@ -793,9 +795,11 @@ class ExistingClusterAddons(Section):
     )
     cluster_autoscaler: AddonChoice = Field(
         AddonChoice(),
-        description="The Cluster Autoscaler. installed: it must discover node groups by "
-        "their k8s.io/cluster-autoscaler tags (the app's GPU groups carry them) and be of the "
-        "cluster's Kubernetes minor.",
+        description="The Cluster Autoscaler. install: the app's resizes only the node groups "
+        "it created (tagged pd-llm-serving/deployment), never the owner's. installed: it must "
+        "discover node groups by their k8s.io/cluster-autoscaler tags (EKS puts them on the "
+        "app's groups too) and be of the cluster's Kubernetes minor; use it when the owner "
+        "already runs one, or both would resize the app's groups.",
     )
 
     def installed(self) -> dict[str, AddonChoice]:
@@ -818,13 +822,16 @@ class ExistingClusterAddons(Section):
 
 
 class ExistingKubectlProvider(Section):
-    """A kubectl provider the cluster's owner runs (aws-cdk-lib's, deployed by another CDK
-    app), for a team that gives no new role cluster access: the app then creates no handler and
-    no access entry, and applies its manifests and Helm charts through this one."""
+    """A kubectl provider the cluster's owner runs (aws-cdk-lib's ``aws_eks_v2.KubectlProvider``,
+    deployed by another CDK app), for a team that gives no new role cluster access: the app then
+    creates no handler and no access entry, and applies its manifests and Helm charts through
+    this one. Not the older ``aws_eks`` module's: its handler reads a RoleArn from every
+    resource, which ``aws_eks_v2`` resources do not send, and fails on each."""
 
     service_token: str = Field(
-        description="The provider's service token: the ARN of its custom resource framework's "
-        "onEvent function (arn:aws:lambda:<region>:<account>:function:<name>), in this region."
+        description="The provider's service token (aws_eks_v2's KubectlProvider): the ARN of "
+        "its custom resource framework's onEvent function "
+        "(arn:aws:lambda:<region>:<account>:function:<name>), in this region."
     )
     role_arn: str = Field(
         description="The IAM role its kubectl handler runs as, which must hold an access entry "

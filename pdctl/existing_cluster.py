@@ -11,7 +11,8 @@ AWS API. The add-ons set to installed (their versions, values, namespaces) are o
 so, with the commands that show them; a self-managed core add-on is undecided, since the VPC
 CNI's network policy enforcement is something the app cannot do without.
 
-Sources: EKS API reference, DescribeCluster (status, version, resourcesVpcConfig, identity.oidc,
+Sources: EKS API reference, DescribeCluster (status, version, resourcesVpcConfig with
+endpointPrivateAccess and publicAccessCidrs, kubernetesNetworkConfig.ipFamily, identity.oidc,
 accessConfig.authenticationMode), ListAddons / DescribeAddon (addonVersion, status,
 configurationValues); EKS user guide, "Grant IAM users access to Kubernetes with EKS access
 entries" (access entries need authentication mode API or API_AND_CONFIG_MAP), "Restrict pod
@@ -56,8 +57,9 @@ def _version(text: str) -> tuple[int, ...]:
 
 def cluster_checks(eks: Any, settings: Settings) -> list[Check]:
     """The cluster exists and is ACTIVE, in network.existing_vpc, with the security group,
-    endpoint and OIDC issuer given; on cluster.kubernetes_version (one the app supports); and
-    it takes access entries (the app's kubectl handler gets one)."""
+    endpoint and OIDC issuer given, and gives pods IPv4 addresses; its API is reachable from the
+    VPC; it runs cluster.kubernetes_version (one the app supports); and it takes access entries
+    (the app's kubectl handler gets one)."""
     existing = _existing(settings)
     name = f"existing cluster {settings.cluster_name}"
     try:
@@ -78,6 +80,12 @@ def cluster_checks(eks: Any, settings: Settings) -> list[Check]:
         )
     if cluster.get("endpoint") != existing.endpoint:
         problems.append(f"has endpoint {cluster.get('endpoint')}, not {existing.endpoint}")
+    family = cluster.get("kubernetesNetworkConfig", {}).get("ipFamily", "ipv4")
+    if family != "ipv4":
+        problems.append(
+            f"assigns {family} addresses to pods: the app's target group registers IPv4 pod "
+            "addresses and its network policies name IPv4 CIDRs"
+        )
     issuer = cluster.get("identity", {}).get("oidc", {}).get("issuer", "")
     provider_url = existing.oidc_provider_arn.partition(":oidc-provider/")[2]
     if issuer.removeprefix("https://") != provider_url:
@@ -87,14 +95,35 @@ def cluster_checks(eks: Any, settings: Settings) -> list[Check]:
             name,
             "; ".join(problems),
             "correct cluster.existing from `aws eks describe-cluster --name "
-            f"{settings.cluster_name}` (endpoint, resourcesVpcConfig, identity.oidc.issuer)",
+            f"{settings.cluster_name}` (endpoint, resourcesVpcConfig, identity.oidc.issuer); "
+            "an IPv6 cluster cannot host the app (its IP family is fixed at creation)",
         )
         if problems
         else passed(name, f"ACTIVE in {config.get('vpcId')}, endpoint and issuer as given")
     ]
+    checks.append(_endpoint_from_the_vpc(settings, config))
     checks.append(_kubernetes_version(settings, cluster["version"]))
     checks.append(_access_entries(settings, cluster))
     return checks
+
+
+def _endpoint_from_the_vpc(settings: Settings, config: dict[str, Any]) -> Check:
+    """The app's nodes join, and its kubectl handler applies manifests, from the VPC's private
+    subnets. Without private endpoint access they reach the public endpoint only through NAT
+    and only from addresses in publicAccessCidrs (EKS user guide, "Cluster API server
+    endpoint"), which AWS cannot match against the NAT gateways here: undecided, not failed."""
+    name = "existing cluster: API endpoint from the VPC"
+    if config.get("endpointPrivateAccess"):
+        return passed(name, "private endpoint access is on")
+    cidrs = ", ".join(config.get("publicAccessCidrs", [])) or "none"
+    return undecided(
+        name,
+        "private endpoint access is off: the nodes and the kubectl handler reach the public "
+        f"endpoint through the VPC's NAT gateways, allowed only from {cidrs}",
+        f"`aws eks update-cluster-config --name {settings.cluster_name} --resources-vpc-config "
+        "endpointPrivateAccess=true`, or confirm that the private subnets route to NAT gateways "
+        "whose addresses publicAccessCidrs allows",
+    )
 
 
 def _kubernetes_version(settings: Settings, version: str) -> Check:
@@ -250,8 +279,10 @@ def addon_checks(eks: Any, settings: Settings) -> list[Check]:
             name,
             f"{', '.join(clash)} already installed: the app creates these managed add-ons "
             "(cluster stack) and EKS refuses a second one of a name",
-            "delete them (`aws eks delete-addon --preserve`) so that the app manages them, or "
-            "deploy onto a cluster without them",
+            "the app cannot share an add-on it did not create: deploy onto a cluster without "
+            "them, or, only if their owner agrees that this deployment owns them from now on "
+            "(its configuration replaces theirs, and `cdk destroy` deletes them), delete them "
+            "first with `aws eks delete-addon --preserve`",
         )
         if clash
         else passed(name, "none of the managed add-ons the app creates is there")

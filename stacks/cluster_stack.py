@@ -12,13 +12,14 @@ from constructs import Construct
 from constructs.cluster.alarm_topic import AlarmTopic
 from constructs.cluster.cluster_autoscaler import ClusterAutoscaler
 from constructs.cluster.core_addons import CoreAddons
-from constructs.cluster.eks_control_plane import EksControlPlane, EksControlPlaneProps
-from constructs.cluster.existing_cluster import ExistingClusterImport, ExistingClusterProps
+from constructs.cluster.eks_control_plane import ClusterProps, EksControlPlane
+from constructs.cluster.existing_cluster import ExistingClusterImport
 from constructs.cluster.image_cache import ImageCache
 from constructs.cluster.image_mirror import ImageMirrorImport
 from constructs.cluster.node_role import NodeRole
 from constructs.cluster.observability_addons import ObservabilityAddons, ObservabilityAddonsProps
 from constructs.cluster.system_node_group import SystemNodeGroup
+from constructs.common.auto_scaling_group import DeploymentTag, harden_lookup_provider
 from constructs.common.log_encryption_key import LogEncryptionKey
 from constructs.common.session_tunnel import TunnelDestination, TunnelDocument, TunnelPolicy
 from serving_manifests.image import mirror_repository
@@ -43,22 +44,18 @@ class ClusterStack(Stack):
         # entry on an existing cluster (a created cluster has its own barrier).
         self.kubectl_access: Construct | None = None
         # One set of properties: the control plane the app creates, or the cluster it imports.
-        props = {
-            "cluster_name": settings.cluster_name,
-            "settings": settings.cluster,
-            "vpc": vpc,
-            "removal_policy": removal_policy(settings),
-            "operators_group": OPERATORS_GROUP,
-            "bootstrap_qualifier": settings.bootstrap_qualifier,
-        }
+        props = ClusterProps(
+            cluster_name=settings.cluster_name,
+            settings=settings.cluster,
+            vpc=vpc,
+            removal_policy=removal_policy(settings),
+            operators_group=OPERATORS_GROUP,
+            bootstrap_qualifier=settings.bootstrap_qualifier,
+        )
         if existing is None:
-            self.control_plane = EksControlPlane(
-                self, "ControlPlane", EksControlPlaneProps(**props)
-            )
+            self.control_plane = EksControlPlane(self, "ControlPlane", props)
         else:
-            self.control_plane = ExistingClusterImport(
-                self, "ExistingCluster", ExistingClusterProps(**props)
-            )
+            self.control_plane = ExistingClusterImport(self, "ExistingCluster", props)
             self.kubectl_access = self.control_plane.kubectl_access
         cluster = self.control_plane.cluster
         kubernetes = RELEASES[settings.cluster.kubernetes_version]
@@ -110,6 +107,19 @@ class ClusterStack(Stack):
             self.cluster_autoscaler.node.add_dependency(self.system_nodes.nodegroup)
             if self.kubectl_access is not None:
                 self.cluster_autoscaler.node.add_dependency(self.kubectl_access)
+        # The app's autoscaler (or an owner's that discovers by it) resizes only tagged groups.
+        DeploymentTag(
+            self,
+            "SystemNodesDeploymentTag",
+            cluster_name=settings.cluster_name,
+            nodegroup=self.system_nodes.nodegroup,
+            prefix=settings.prefix,
+        )
+        harden_lookup_provider(
+            self,
+            removal_policy=removal_policy(settings),
+            key_description="Encrypts the system node group's lookup function logs",
+        )
         self._observability(settings)
         self._outputs(settings)
 

@@ -1,8 +1,8 @@
 """The GPU nodes stack: the prefill and decode EFA node groups, their security group, placement
-group and capacity alarms. A stack of its own because P-instance capacity is the likeliest thing
-to fail a deploy (two on-demand p5 in one placement group, a reservation not yet active): a
-failure here rolls back only this stack, never the control plane or the VPC, and a retry is
-minutes instead of a new cluster."""
+group, capacity alarms, and the tag that lets the app's Cluster Autoscaler resize them. A stack of
+its own because P-instance capacity is the likeliest thing to fail a deploy (two on-demand p5 in
+one placement group, a reservation not yet active): a failure here rolls back only this stack,
+never the control plane or the VPC, and a retry is minutes instead of a new cluster."""
 
 from __future__ import annotations
 
@@ -15,10 +15,7 @@ from aws_cdk import aws_sns as sns
 from app_config import Settings
 from app_config.derived_names import gpu_nodes_below_desired_alarm
 from constructs import Construct
-from constructs.common.checkov_skips import AWS_CUSTOM_RESOURCE_PROVIDER_ID
-from constructs.common.encrypted_log_group import encrypt_log_groups_under
-from constructs.common.log_encryption_key import LogEncryptionKey
-from constructs.common.nag_acknowledgments import acknowledge, aws_managed_policy_finding
+from constructs.common.auto_scaling_group import DeploymentTag, harden_lookup_provider
 from constructs.gpu_nodes.cluster_placement_group import ClusterPlacementGroup
 from constructs.gpu_nodes.efa_node_group import EfaNodeGroup, EfaNodeGroupProps
 from constructs.gpu_nodes.efa_security_group import EfaSecurityGroup
@@ -86,23 +83,19 @@ class GpuNodesStack(Stack):
             ).alarm
             for role, group in self.node_groups.items()
         }
-        self._harden_lookups(settings)
-
-    def _harden_lookups(self, settings: Settings) -> None:
-        """The capacity alarms read each group's Auto Scaling group name through aws-cdk-lib's
-        AwsCustomResource: its logs get our key, its managed policy an acknowledgment."""
-        lookups = self.node.find_child(AWS_CUSTOM_RESOURCE_PROVIDER_ID)
-        log_key = LogEncryptionKey(
+        # The autoscaler resizes these groups only with this deployment's tag on them.
+        self.deployment_tags = {
+            role: DeploymentTag(
+                self,
+                f"{role.capitalize()}NodesDeploymentTag",
+                cluster_name=settings.cluster_name,
+                nodegroup=group.nodegroup,
+                prefix=settings.prefix,
+            )
+            for role, group in self.node_groups.items()
+        }
+        harden_lookup_provider(
             self,
-            "LookupLogKey",
-            description="Encrypts the GPU node groups' lookup function logs",
             removal_policy=removal_policy(settings),
-        ).key
-        encrypt_log_groups_under(lookups, log_key)
-        acknowledge(
-            lookups,
-            aws_managed_policy_finding("service-role/AWSLambdaBasicExecutionRole"),
-            "aws-cdk-lib's AwsCustomResource handler (the node groups' Auto Scaling group names) "
-            "writes its own logs with the AWS managed Lambda execution policy; it runs only "
-            "while CloudFormation updates this stack.",
+            key_description="Encrypts the GPU node groups' lookup function logs",
         )

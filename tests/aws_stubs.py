@@ -23,3 +23,11 @@ def session() -> boto3.Session:
 def client(service: str):
     """A new client of the shared session."""
     return session().client(service)
+
+
+class Unanswered:
+    """A client whose every call answers an empty response: each check then reads what it
+    cannot find, and reports under its planned name (for tests of which checks run)."""
+
+    def __getattr__(self, operation: str):
+        return lambda *args, **kwargs: {}

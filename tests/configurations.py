@@ -10,7 +10,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from app_config import Settings, load_settings
+import pytest
+
+from app_config import ConfigError, Settings, load_settings
+from app_config.errors import Finding
 from serving_manifests import ServingManifests, render
 from serving_manifests.names import EndpointBinding, GcsStoreBinding
 
@@ -124,6 +127,14 @@ def context_for(name: str, **extra: str) -> dict[str, Any]:
 def settings_for(name: str, **extra: str) -> Settings:
     """A configuration under test, validated as `cdk synth` would, without synthesizing."""
     return load_settings(context_for(name, **extra), {})
+
+
+def refusals(name: str, **extra: str) -> list[Finding]:
+    """The findings a configuration that must not load is refused with (the bad-input tables'
+    one step); a configuration that loads fails the test."""
+    with pytest.raises(ConfigError) as raised:
+        settings_for(name, **extra)
+    return raised.value.problems
 
 
 # What CloudFormation returns once the serving stack exists, for rendering manifests offline.

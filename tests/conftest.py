@@ -111,6 +111,14 @@ class Synthesized:
             if resource["Type"] == resource_type
         }
 
+    def in_every_stack(self, resource_type: str) -> list[dict[str, Any]]:
+        """The resources of this type, whichever stack holds them."""
+        return [
+            resource
+            for role in STACK_ROLES
+            for resource in self.resources(role, resource_type).values()
+        ]
+
     def metadata(self, role: str) -> dict[str, list[dict[str, Any]]]:
         """The stack's metadata file (construct path -> entries), as the CLI reads it."""
         return json.loads(

@@ -15,13 +15,18 @@ cluster-autoscaler/README.md, "Releases" (run the autoscaler of the control plan
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING
 
 from app_config.errors import Finding
-from app_config.rules import Rule
+from app_config.rules import WARNING, Rule
 from catalog.eks_versions import RELEASES
-from catalog.helm_charts import ADDON_FLOORS
+from catalog.helm_charts import (
+    ADDON_FLOORS,
+    NVIDIA_MOFED_BY_DEFAULT,
+    AddonFloor,
+    efa_device_plugin_floor,
+)
 from catalog.regions import partition
 
 if TYPE_CHECKING:
@@ -76,17 +81,15 @@ def identity(settings: Settings) -> Iterator[Finding]:
             "(EC2 user guide, 'Resource IDs'), e.g. sg-0123456789abcdef0",
             group,
         )
-    arn = OIDC_PROVIDER_ARN.fullmatch(existing.oidc_provider_arn)
-    if arn is None:
-        yield Finding(
-            f"{PATH}.oidc_provider_arn",
-            "not an EKS cluster's IAM OIDC provider ARN: arn:aws:iam::<account>:oidc-provider/"
-            "oidc.eks.<region>.amazonaws.com/id/<32 hexadecimal capitals> (`aws iam "
-            "list-open-id-connect-providers`)",
-            existing.oidc_provider_arn,
-        )
-    else:
-        yield from _of_this_deployment(settings, arn, f"{PATH}.oidc_provider_arn")
+    arn = yield from _arn_of_this_deployment(
+        settings,
+        OIDC_PROVIDER_ARN,
+        existing.oidc_provider_arn,
+        f"{PATH}.oidc_provider_arn",
+        "not an EKS cluster's IAM OIDC provider ARN: arn:aws:iam::<account>:oidc-provider/"
+        "oidc.eks.<region>.amazonaws.com/id/<32 hexadecimal capitals> (`aws iam "
+        "list-open-id-connect-providers`)",
+    )
     endpoint = ENDPOINT.fullmatch(existing.endpoint)
     if endpoint is None:
         yield Finding(
@@ -120,16 +123,14 @@ def kubectl_provider(settings: Settings) -> Iterator[Finding]:
         return
     provider = existing.kubectl_provider
     path = f"{PATH}.kubectl_provider"
-    function = LAMBDA_FUNCTION_ARN.fullmatch(provider.service_token)
-    if function is None:
-        yield Finding(
-            f"{path}.service_token",
-            "not a Lambda function ARN: arn:aws:lambda:<region>:<account>:function:<name> "
-            "(the provider's onEvent function)",
-            provider.service_token,
-        )
-    else:
-        yield from _of_this_deployment(settings, function, f"{path}.service_token")
+    yield from _arn_of_this_deployment(
+        settings,
+        LAMBDA_FUNCTION_ARN,
+        provider.service_token,
+        f"{path}.service_token",
+        "not a Lambda function ARN: arn:aws:lambda:<region>:<account>:function:<name> "
+        "(the provider's onEvent function)",
+    )
     role = ROLE_ARN.fullmatch(provider.role_arn)
     if role is None:
         yield Finding(
@@ -144,6 +145,20 @@ def kubectl_provider(settings: Settings) -> Iterator[Finding]:
             "entries name principals of the cluster's account",
             provider.role_arn,
         )
+
+
+def _arn_of_this_deployment(
+    settings: Settings, shape: re.Pattern[str], value: str, path: str, not_shaped: str
+) -> Generator[Finding, None, re.Match[str] | None]:
+    """An ARN setting: of the shape AWS gives it (else ``not_shaped``), in this deployment's
+    partition, region and account. Returns the match (None when the shape is wrong), for the
+    caller's own checks of its parts."""
+    arn = shape.fullmatch(value)
+    if arn is None:
+        yield Finding(path, not_shaped, value)
+    else:
+        yield from _of_this_deployment(settings, arn, path)
+    return arn
 
 
 def _of_this_deployment(settings: Settings, arn: re.Match[str], path: str) -> Iterator[Finding]:
@@ -188,10 +203,42 @@ def _version(text: str) -> tuple[int, ...]:
     return tuple(int(part) for part in text.lstrip("v").split("."))
 
 
+def _floor(settings: Settings, name: str) -> AddonFloor:
+    """The EFA device plugin's floor follows the GPU instance types configured; the others'
+    are fixed (catalog/helm_charts.py)."""
+    if name == "efa_device_plugin":
+        return efa_device_plugin_floor(
+            [group.instance_type for group in settings.gpu_nodes.groups().values()]
+        )
+    return ADDON_FLOORS[name]
+
+
+def nvidia_mofed(settings: Settings) -> Iterator[Finding]:
+    """An owner's NVIDIA device plugin of the releases that enable MOFED by default takes the
+    EFA devices unless it runs with mofedEnabled=false, which no setting or AWS API shows."""
+    existing = settings.cluster.existing
+    if existing is None:
+        return
+    choice = existing.addons.nvidia_device_plugin
+    if choice.source != "installed" or choice.version is None:
+        return
+    first, fixed = NVIDIA_MOFED_BY_DEFAULT
+    if _version(first) <= _version(choice.version) < _version(fixed):
+        yield Finding(
+            f"{PATH}.addons.nvidia_device_plugin.version",
+            f"releases {first} to before {fixed} default to --mofed-enabled=true "
+            "(NVIDIA/k8s-device-plugin#1550, reverted by #1837): GPU containers then get "
+            "/dev/infiniband/uverbs* and EFA breaks. Check that it runs with "
+            "mofedEnabled=false (`kubectl -n <namespace> get ds -o yaml`: MOFED_ENABLED=false), "
+            f"or upgrade to {fixed}",
+            choice.version,
+        )
+
+
 def addons(settings: Settings) -> Iterator[Finding]:
     """An add-on the owner runs names its version, and that version is one the app works with:
-    not older than the floor (catalog/helm_charts.py), the Cluster Autoscaler of the cluster's
-    minor."""
+    not older than the oldest release with what the app relies on (catalog/helm_charts.py,
+    each floor with its source), the Cluster Autoscaler of the cluster's minor."""
     existing = settings.cluster.existing
     if existing is None:
         return
@@ -217,15 +264,15 @@ def addons(settings: Settings) -> Iterator[Finding]:
                     choice.version,
                 )
             continue
-        floor = ADDON_FLOORS[name]
-        if _version(choice.version) < _version(floor.minimum):
+        floor = _floor(settings, name)
+        if floor.minimum is not None and _version(choice.version) < _version(floor.minimum):
             yield Finding(
                 f"{path}.version",
-                f"is older than {floor.minimum}, {floor.why}: upgrade it, or set source "
-                "install to let the app install its own",
+                f"is older than {floor.minimum}: {floor.why} ({floor.source}). Upgrade it, or "
+                "set source install to let the app install its own",
                 choice.version,
             )
-    for name in existing.addons.model_fields:
+    for name in type(existing.addons).model_fields:
         choice = getattr(existing.addons, name)
         for setting in ("version", "namespace"):
             value = getattr(choice, setting)
@@ -244,5 +291,12 @@ RULES = (
     Rule("existing-cluster-ids", frozenset({"cluster", "region", "account"}), identity),
     Rule("existing-cluster-kubectl", frozenset({"cluster", "region", "account"}), kubectl_provider),
     Rule("existing-cluster-created-only", frozenset({"cluster"}), created_only_settings),
-    Rule("existing-cluster-addons", frozenset({"cluster"}), addons),
+    Rule("existing-cluster-addons", frozenset({"cluster", "gpu_nodes"}), addons),
+    Rule(
+        "existing-cluster-nvidia-mofed",
+        frozenset({"cluster"}),
+        nvidia_mofed,
+        severity=WARNING,
+        stack="serving",
+    ),
 )

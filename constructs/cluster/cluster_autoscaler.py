@@ -1,15 +1,18 @@
 """The Cluster Autoscaler: GPU nodes for Ray worker pods that wait for one, and back when empty.
 
-It discovers this cluster's managed node groups by the tags EKS puts on their Auto Scaling
-groups (k8s.io/cluster-autoscaler/enabled and .../<cluster>; EKS user guide, "Managed node
-groups"), builds an empty GPU group's node from the group's own tags (app_config/node_template.py)
-and never removes a node that holds a Ray worker: those pods carry
-cluster-autoscaler.kubernetes.io/safe-to-evict=false, and Ray removes its idle workers itself.
+It discovers this deployment's managed node groups, and no other node group of the cluster: by
+the tags EKS puts on their Auto Scaling groups (k8s.io/cluster-autoscaler/enabled and
+.../<cluster>; EKS user guide, "Managed node groups") and the deployment's own tag, which the app
+puts on the groups it creates (app_config/autoscaler_discovery.py). It builds an empty GPU
+group's node from the group's own tags (app_config/node_template.py) and never removes a node
+that holds a Ray worker: those pods carry cluster-autoscaler.kubernetes.io/safe-to-evict=false,
+and Ray removes its idle workers itself.
 
 IAM is the project's documented policy (kubernetes/autoscaler cluster-autoscaler/cloudprovider/
 aws/README.md, "Full Cluster Autoscaler Features Policy", at cluster-autoscaler-1.35.2) with the
-two writes restricted to this cluster's groups, as that README asks, by the eks:cluster-name tag
-EKS sets on every managed node group's Auto Scaling group.
+two writes restricted, as that README asks, by tag: to groups carrying this cluster's
+eks:cluster-name (EKS's) and this deployment's tag (the app's), so that even a wider discovery
+could not resize a node group the app did not create.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 
 from app_config import Settings
+from app_config.autoscaler_discovery import CLUSTER_NAME_TAG, DEPLOYMENT_TAG, discovery_tags
 from app_config.node_labels import ROLE_LABEL, SYSTEM_ROLE
 from catalog.eks_versions import RELEASES
 from catalog.helm_charts import CLUSTER_AUTOSCALER
@@ -41,7 +45,6 @@ READS = (
     "ec2:GetInstanceTypesFromInstanceRequirements",
 )
 WRITES = ("autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup")
-CLUSTER_TAG = "eks:cluster-name"  # EKS's own tag on a managed node group's Auto Scaling group
 NODE_INFO_CACHE_MINUTES = 10
 
 
@@ -99,7 +102,12 @@ class ClusterAutoscaler(Construct):
             iam.PolicyStatement(
                 actions=list(WRITES),
                 resources=["*"],
-                conditions={"StringEquals": {f"aws:ResourceTag/{CLUSTER_TAG}": cluster_name}},
+                conditions={
+                    "StringEquals": {
+                        f"aws:ResourceTag/{CLUSTER_NAME_TAG}": cluster_name,
+                        f"aws:ResourceTag/{DEPLOYMENT_TAG}": settings.prefix,
+                    }
+                },
             )
         )
         acknowledge(
@@ -107,7 +115,8 @@ class ClusterAutoscaler(Construct):
             "AwsSolutions-IAM5[Resource::*]",
             "Auto Scaling and EC2 Describe calls support no resource scoping; the two writes "
             f"(SetDesiredCapacity, TerminateInstanceInAutoScalingGroup) apply only to groups "
-            f"tagged {CLUSTER_TAG}={cluster_name}, i.e. this cluster's managed node groups.",
+            f"tagged {CLUSTER_NAME_TAG}={cluster_name} and {DEPLOYMENT_TAG}={settings.prefix}, "
+            "i.e. the managed node groups this deployment created.",
         )
         acknowledge(
             self.role,
@@ -128,7 +137,11 @@ class ClusterAutoscaler(Construct):
                 "image": {"tag": kubernetes.cluster_autoscaler_image_tag},
                 "cloudProvider": "aws",
                 "awsRegion": stack.region,
-                "autoDiscovery": {"clusterName": cluster_name},
+                # The chart's default tags plus the deployment's: one ANDed filter.
+                "autoDiscovery": {
+                    "clusterName": cluster_name,
+                    "tags": discovery_tags(cluster_name, settings.prefix),
+                },
                 "rbac": {
                     "serviceAccount": {
                         "create": True,

@@ -50,7 +50,10 @@ def kubectl_handler_ecr_public_policy(condition: str) -> str:
 
 
 @dataclass(frozen=True)
-class EksControlPlaneProps:
+class ClusterProps:
+    """What the cluster stack gives the control plane it creates (EksControlPlane) or the
+    existing cluster it imports (constructs/cluster/existing_cluster.py): one set for both."""
+
     cluster_name: str
     settings: ClusterSettings
     vpc: ec2.IVpc
@@ -66,7 +69,7 @@ class EksControlPlane(Construct):
     """Publishes ``cluster``, ``secrets_key`` and ``log_key``. Access is by EKS access entry for
     the configured principals only: no role that anyone in the account could assume."""
 
-    def __init__(self, scope: Construct, construct_id: str, props: EksControlPlaneProps) -> None:
+    def __init__(self, scope: Construct, construct_id: str, props: ClusterProps) -> None:
         super().__init__(scope, construct_id)
         settings = props.settings
         self.secrets_key = rotating_key(

@@ -18,24 +18,22 @@ managed node groups and add-ons that take it as their cluster. Where it falls sh
   API_AND_CONFIG_MAP; `pdctl preflight` checks).
 - ``KubectlProvider.from_kubectl_provider_attributes`` imports a provider the owner runs
   (cluster.existing.kubectl_provider): then the app builds no handler and no access entry; the
-  owner's role needs cluster admin (`pdctl preflight` checks its access policies).
+  owner's role needs cluster admin (`pdctl preflight` checks its access policies). It must be an
+  ``aws_eks_v2`` provider: ``aws_eks``'s handler reads a RoleArn from every resource
+  (custom-resource-handlers aws-eks/kubectl-handler apply and helm), which v2 resources omit.
 - No version, add-on list, authentication mode or network policy support is known to an imported
   cluster; synth cannot check them, `pdctl preflight` does (pdctl/existing_cluster.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from aws_cdk import RemovalPolicy
-from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 
-from app_config.model import Cluster as ClusterSettings
 from catalog.eks_versions import CLUSTER_ADMIN_POLICY, RELEASES
 from constructs import Construct
 from constructs.cluster.eks_control_plane import (
+    ClusterProps,
     acknowledge_kubectl_provider,
     harden_kubectl_provider,
     operator_access,
@@ -44,24 +42,13 @@ from constructs.cluster.kubectl_provider_guard import KubectlProviderGuard
 from constructs.common.log_encryption_key import LogEncryptionKey
 
 
-@dataclass(frozen=True)
-class ExistingClusterProps:
-    cluster_name: str
-    settings: ClusterSettings
-    vpc: ec2.IVpc
-    removal_policy: RemovalPolicy
-    # The Kubernetes group of the operators' access entries (EksControlPlaneProps').
-    operators_group: str
-    bootstrap_qualifier: str | None = None
-
-
 class ExistingClusterImport(Construct):
     """Publishes ``cluster`` (an ICluster carrying the kubectl provider) and ``kubectl_access``
     (the app's handler's access entry, which manifests of this stack wait for; None with the
     owner's provider), as EksControlPlane publishes ``cluster``, so that nothing downstream
     knows whose it is."""
 
-    def __init__(self, scope: Construct, construct_id: str, props: ExistingClusterProps) -> None:
+    def __init__(self, scope: Construct, construct_id: str, props: ClusterProps) -> None:
         super().__init__(scope, construct_id)
         existing = props.settings.existing
         assert existing is not None  # the cluster stack builds this only for one
@@ -132,7 +119,7 @@ class ExistingClusterImport(Construct):
         )
         self._principals(props)
 
-    def _principals(self, props: ExistingClusterProps) -> None:
+    def _principals(self, props: ClusterProps) -> None:
         """The configured admins and operators get access entries as on a cluster the app
         creates (`pdctl preflight` fails for one that holds an entry already: EKS allows one
         per principal)."""

@@ -2,7 +2,8 @@
 that did not come (no reservation, no quota, no instances in the zone) or a node being repaired.
 
 EKS names the node group's Auto Scaling group itself and CloudFormation does not return it, so a
-custom resource reads it from DescribeNodegroup on every change to the node group. EKS enables
+custom resource reads it from DescribeNodegroup on every change to the node group
+(constructs/common/auto_scaling_group.py). EKS enables
 the group's metrics on managed node groups (EKS user guide, "View Auto Scaling group metrics").
 """
 
@@ -13,13 +14,12 @@ from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_sns as sns
-from aws_cdk import custom_resources as cr
 
 from catalog.metrics import GROUP_DESIRED, GROUP_IN_SERVICE
 from constructs import Construct
+from constructs.common.auto_scaling_group import ASG_NAME_PATH, auto_scaling_group_lookup
 from constructs.common.catalog_metric import catalog_metric
 
-ASG_NAME_PATH = "nodegroup.resources.autoScalingGroups.0.name"
 PERIOD = Duration.minutes(1)
 
 
@@ -39,21 +39,8 @@ class NodeGroupCapacityAlarm(Construct):
         topic: sns.ITopic,
     ) -> None:
         super().__init__(scope, construct_id)
-        lookup = cr.AwsCustomResource(
-            self,
-            "AutoScalingGroupName",
-            on_update=cr.AwsSdkCall(
-                service="EKS",
-                action="DescribeNodegroup",
-                parameters={
-                    "clusterName": cluster_name,
-                    "nodegroupName": nodegroup.nodegroup_name,
-                },
-                physical_resource_id=cr.PhysicalResourceId.of(nodegroup.nodegroup_name),
-                output_paths=[ASG_NAME_PATH],
-            ),
-            policy=cr.AwsCustomResourcePolicy.from_sdk_calls(resources=[nodegroup.nodegroup_arn]),
-            install_latest_aws_sdk=False,
+        lookup = auto_scaling_group_lookup(
+            self, "AutoScalingGroupName", cluster_name=cluster_name, nodegroup=nodegroup
         )
         group = {"AutoScalingGroupName": lookup.get_response_field(ASG_NAME_PATH)}
         desired = catalog_metric(

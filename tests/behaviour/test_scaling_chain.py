@@ -13,9 +13,10 @@ import json
 import pytest
 from ray.serve._private.config import DeploymentConfig
 
+from app_config.autoscaler_discovery import CLUSTER_NAME_TAG, DEPLOYMENT_TAG
 from app_config.node_labels import GPU_ROLES
 from catalog.instances import CATALOG
-from constructs.cluster.cluster_autoscaler import CLUSTER_TAG, DEPLOYMENT_NAME, READS, WRITES
+from constructs.cluster.cluster_autoscaler import DEPLOYMENT_NAME, READS, WRITES
 from pdctl import efa_jobs
 from tests.conftest import Synthesized, cfn_text
 from tests.node_fit_model import EFFECTS, TemplateNode, template_node, unfit_reasons
@@ -193,11 +194,13 @@ def test_the_cluster_autoscaler_discovers_this_cluster_and_runs_on_system_nodes(
     assert image_minor == cluster["Properties"]["Version"] == settings.cluster.kubernetes_version
 
 
-def test_the_cluster_autoscaler_may_resize_only_this_clusters_groups(app) -> None:
+def test_the_cluster_autoscaler_may_resize_only_this_deployments_groups(app) -> None:
     settings = app.settings
     statements = [
         statement
-        for policy in app.resources("cluster", "AWS::IAM::Policy").values()
+        for logical_id, policy in app.resources("cluster", "AWS::IAM::Policy").items()
+        # The autoscaler's role (the node groups' tag lookups read DescribeNodegroup too).
+        if logical_id.startswith("ClusterAutoscaler")
         for statement in policy["Properties"]["PolicyDocument"]["Statement"]
         if "autoscaling:SetDesiredCapacity" in json.dumps(statement)
         or "eks:DescribeNodegroup" in json.dumps(statement)
@@ -212,7 +215,10 @@ def test_the_cluster_autoscaler_may_resize_only_this_clusters_groups(app) -> Non
     }
     for action in WRITES:
         condition = by_action[action]["Condition"]["StringEquals"]
-        assert condition == {f"aws:ResourceTag/{CLUSTER_TAG}": settings.cluster_name}
+        assert condition == {
+            f"aws:ResourceTag/{CLUSTER_NAME_TAG}": settings.cluster_name,
+            f"aws:ResourceTag/{DEPLOYMENT_TAG}": settings.prefix,
+        }
     describe = cfn_text(by_action["eks:DescribeNodegroup"]["Resource"])
     assert describe.endswith(f":nodegroup/{settings.cluster_name}/*/*")
     assert set(READS) <= set(by_action)

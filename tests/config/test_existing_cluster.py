@@ -14,8 +14,13 @@ from app_config import ConfigError
 from app_config.model import CREATED_CLUSTER_SETTINGS, Cluster
 from app_config.rules import evaluate, warnings
 from catalog.eks_versions import RELEASES
-from catalog.helm_charts import ADDON_FLOORS, KUBERAY_OPERATOR
-from tests.configurations import PROJECT_ROOT, render_deployed, settings_for
+from catalog.helm_charts import (
+    ADDON_FLOORS,
+    KUBERAY_OPERATOR,
+    NVIDIA_MOFED_BY_DEFAULT,
+    efa_device_plugin_floor,
+)
+from tests.configurations import PROJECT_ROOT, refusals, render_deployed, settings_for
 
 CONFIGURATION = "existing-cluster"
 EXAMPLE = yaml.safe_load((PROJECT_ROOT / "examples" / f"{CONFIGURATION}.yaml").read_text())
@@ -37,6 +42,15 @@ def _older(version: str) -> str:
     major, minor, *_ = version.lstrip("v").split(".")
     return f"{major}.{int(minor) - 1}.0" if int(minor) else f"{int(major) - 1}.99.0"
 
+
+# The oldest release each add-on the owner may run must be, for the example's configuration
+# (the EFA device plugin's follows its GPU instance types; the NVIDIA plugin has none).
+FLOORS = {
+    **{name: floor.minimum for name, floor in ADDON_FLOORS.items() if floor.minimum},
+    "efa_device_plugin": efa_device_plugin_floor(
+        [EXAMPLE["gpu_nodes"][side]["instance_type"] for side in ("prefill", "decode")]
+    ).minimum,
+}
 
 OWNER_TOKEN = "arn:aws:lambda:us-west-2:409387615243:function:platform-kubectl-onEvent"
 OWNER_ROLE = "arn:aws:iam::409387615243:role/platform-kubectl-handler"
@@ -129,11 +143,11 @@ REFUSED = [
     ),
     *[
         (
-            _addon(name, source="installed", version=_older(floor.minimum)),
+            _addon(name, source="installed", version=_older(floor)),
             "existing-cluster-addons",
             f"cluster.existing.addons.{name}.version",
         )
-        for name, floor in ADDON_FLOORS.items()
+        for name, floor in FLOORS.items()
     ],
     (
         _addon(
@@ -181,9 +195,7 @@ REFUSED = [
 def test_an_existing_cluster_that_cannot_be_right_is_refused_naming_the_setting(
     overrides: dict[str, str], code: str, path: str
 ) -> None:
-    with pytest.raises(ConfigError) as raised:
-        settings_for(CONFIGURATION, **overrides)
-    found = [(problem.code, problem.path) for problem in raised.value.problems]
+    found = [(problem.code, problem.path) for problem in refusals(CONFIGURATION, **overrides)]
     assert (code, path) in found
 
 
@@ -231,8 +243,8 @@ def test_an_existing_cluster_needs_its_name_and_its_vpc(
 @pytest.mark.parametrize(
     "overrides",
     [
-        *[_addon(name, source="installed", version=floor.minimum)
-          for name, floor in ADDON_FLOORS.items()],
+        *[_addon(name, source="installed", version=floor) for name, floor in FLOORS.items()],
+        _addon("nvidia_device_plugin", source="installed", version="0.14.0"),
         _addon("cluster_autoscaler", source="installed",
                version=RELEASES[MINOR].cluster_autoscaler_image_tag),
         _addon("kuberay", source="install"),
@@ -287,3 +299,55 @@ def test_no_admins_is_a_warning_only_on_a_cluster_the_app_creates(
     settings = settings_for(configuration, **{"cluster.admin_principal_arns": "[]"})
     codes = {finding.code for finding in warnings(evaluate(settings))}
     assert ("no-cluster-admin" in codes) is warned
+
+
+def _gpu(instance_type: str) -> dict[str, str]:
+    return {f"gpu_nodes.{side}.instance_type": instance_type for side in ("prefill", "decode")}
+
+
+# (add-on, overrides, the newest release without what the app relies on, the oldest with it):
+# the boundaries read from each add-on's source (catalog/helm_charts.py, each floor's source).
+BOUNDARIES = [
+    ("kuberay", {}, "1.6.2", "1.7.0"),  # autoscalerOptions.args: ray-project/kuberay#4835
+    ("load_balancer_controller", {}, "2.3.1", "2.4.0"),  # Kubernetes 1.21 at most until 2.4.0
+    ("efa_device_plugin", _gpu("g6e.8xlarge"), "0.5.4", "0.5.5"),  # charts listing g6e
+    ("efa_device_plugin", _gpu("p6-b200.48xlarge"), "0.5.5", "0.5.6"),  # charts listing p6-b200
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "overrides", "refused", "accepted"),
+    BOUNDARIES,
+    ids=[f"{row[0]}-{row[3]}" for row in BOUNDARIES],
+)
+def test_each_floor_is_the_oldest_release_with_what_the_app_relies_on(
+    name: str, overrides: dict[str, str], refused: str, accepted: str
+) -> None:
+    settings_for(CONFIGURATION, **overrides, **_addon(name, source="installed", version=accepted))
+    with pytest.raises(ConfigError) as raised:
+        settings_for(
+            CONFIGURATION, **overrides, **_addon(name, source="installed", version=refused)
+        )
+    (problem,) = raised.value.problems
+    assert (problem.code, problem.path) == (
+        "existing-cluster-addons",
+        f"cluster.existing.addons.{name}.version",
+    )
+    assert f"older than {accepted}" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("version", "warned"),
+    [("0.18.2", False), (NVIDIA_MOFED_BY_DEFAULT[0], True), ("0.19.2", True),
+     (NVIDIA_MOFED_BY_DEFAULT[1], False), ("0.20.0", False)],
+)  # fmt: skip
+def test_an_nvidia_plugin_that_claims_mofed_by_default_is_a_warning(
+    version: str, warned: bool
+) -> None:
+    """0.19.0 to 0.19.2 give GPU containers the EFA devices unless run with mofedEnabled=false
+    (NVIDIA/k8s-device-plugin#1550, reverted by #1837); no other release is too old."""
+    settings = settings_for(
+        CONFIGURATION, **_addon("nvidia_device_plugin", source="installed", version=version)
+    )
+    codes = {finding.code for finding in warnings(evaluate(settings))}
+    assert ("existing-cluster-nvidia-mofed" in codes) is warned

@@ -93,6 +93,15 @@ WARNINGS = [
         "network.private_subnet_mask",
     ),
     ("default", {"serving.model.id": "qwen/qwen3-32b"}, "model-id-case", "serving.model.id"),
+    (
+        "existing-cluster",
+        {
+            "cluster.existing.addons.nvidia_device_plugin": '{"source": "installed", '
+            '"version": "0.19.1"}'
+        },
+        "existing-cluster-nvidia-mofed",
+        "cluster.existing.addons.nvidia_device_plugin.version",
+    ),
     ("default", {"account": "123456789012"}, "documentation-placeholder", "account"),
     ("public-endpoint", {}, "model-unchecked", "serving.model.id"),
     (

@@ -52,7 +52,10 @@ def _cluster(settings) -> dict[str, Any]:
         "resourcesVpcConfig": {
             "vpcId": settings.network.existing_vpc.vpc_id,
             "clusterSecurityGroupId": existing.cluster_security_group_id,
+            "endpointPrivateAccess": True,
+            "endpointPublicAccess": False,
         },
+        "kubernetesNetworkConfig": {"ipFamily": "ipv4", "serviceIpv4Cidr": "172.20.0.0/16"},
         "identity": {"oidc": {"issuer": "https://" + existing.oidc_provider_arn.partition("/")[2]}},
         "accessConfig": {"authenticationMode": "API_AND_CONFIG_MAP"},
     }
@@ -124,8 +127,9 @@ def test_a_healthy_existing_cluster_passes_every_check() -> None:
     for service, check, calls in _healthy(settings).values():
         checks += _checked(service, check, settings, calls)
     assert [c.name for c in checks if not c.ok] == []
-    # the cluster, its version, access entries; the provider; the CNI, DNS and proxy, clashes
-    assert len(checks) == 7
+    # the cluster, its endpoint, version, access entries; the provider; the CNI, DNS and proxy,
+    # clashes
+    assert len(checks) == 8
     assert installed_addons(settings) is None  # nothing the owner runs: nothing unseen
 
 
@@ -180,7 +184,10 @@ BROKEN = [
     ("an add-on the app creates", "addons",
      lambda s: _addons(s, names=("vpc-cni", "coredns", "kube-proxy", OBSERVABILITY_ADDONS[0].name)),
      "existing cluster: add-ons", f"{OBSERVABILITY_ADDONS[0].name} already installed",
-     "delete-addon"),
+     "`cdk destroy` deletes them"),
+    ("an IPv6 cluster", "cluster",
+     lambda s: _describe(s, _set("kubernetesNetworkConfig.ipFamily", "ipv6")),
+     "existing cluster platform-prod", "assigns ipv6 addresses to pods", "IPv6 cluster"),
 ]  # fmt: skip
 
 
@@ -206,6 +213,23 @@ def test_each_broken_answer_fails_its_check_alone_naming_what_to_change(
     assert not found.inconclusive
     assert detail in found.detail
     assert fix in found.fix
+
+
+def test_an_api_reachable_only_through_nat_is_undecided_not_passed() -> None:
+    """Whether the NAT gateways' addresses are in publicAccessCidrs is not AWS's to say here."""
+    settings = _settings(**INSTALL_ALL)
+
+    def public_only(answer: dict) -> None:
+        answer["resourcesVpcConfig"].update(
+            endpointPrivateAccess=False, publicAccessCidrs=["203.0.113.0/24"]
+        )
+
+    checks = _checked("eks", cluster_checks, settings, _describe(settings, public_only))
+    (endpoint,) = [c for c in checks if not c.ok]
+    assert endpoint.name == "existing cluster: API endpoint from the VPC"
+    assert endpoint.inconclusive
+    assert "203.0.113.0/24" in endpoint.detail
+    assert "endpointPrivateAccess=true" in endpoint.fix
 
 
 def test_the_vpc_cni_floor_is_the_efa_only_interfaces_one() -> None:
@@ -266,11 +290,6 @@ def test_the_add_ons_the_owner_runs_are_said_not_checked_with_where_to_look() ->
     assert "helm list -A" in check.detail
 
 
-class _Unanswered:
-    def __getattr__(self, operation: str):
-        return lambda *args, **kwargs: {}
-
-
 # The planned names (a check that cannot read its answer is reported under its planned name).
 EXISTING_CLUSTER_CHECKS = {
     "existing cluster",
@@ -282,7 +301,7 @@ EXISTING_CLUSTER_CHECKS = {
 
 
 def test_preflight_runs_the_existing_cluster_checks_only_for_an_existing_cluster() -> None:
-    clients = {name: _Unanswered() for name in CLIENTS}
+    clients = {name: aws_stubs.Unanswered() for name in CLIENTS}
     checks = run_preflight(clients, _settings())
     names = {check.name for check in checks}
     assert names >= EXISTING_CLUSTER_CHECKS

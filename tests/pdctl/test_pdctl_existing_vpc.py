@@ -401,11 +401,6 @@ def test_endpoints_said_to_exist_must_all_be_there(present: list[str]) -> None:
     assert check.ok
 
 
-class _Unanswered:
-    def __getattr__(self, operation: str):
-        return lambda *args, **kwargs: {}
-
-
 EXISTING_VPC_CHECKS = {
     "existing VPC",
     "existing subnets",
@@ -415,7 +410,7 @@ EXISTING_VPC_CHECKS = {
 
 
 def test_preflight_runs_the_existing_vpc_checks_only_for_an_existing_vpc() -> None:
-    clients = {name: _Unanswered() for name in CLIENTS}
+    clients = {name: aws_stubs.Unanswered() for name in CLIENTS}
     checks = run_preflight(clients, _settings())
     assert {check.name for check in checks} >= EXISTING_VPC_CHECKS
     assert not any(c.ok for c in checks if c.name in EXISTING_VPC_CHECKS)  # never a pass

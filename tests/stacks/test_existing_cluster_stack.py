@@ -48,21 +48,17 @@ def existing(synthesize: Callable[..., Synthesized]) -> Synthesized:
     return synthesize(CONFIGURATION)
 
 
-def _all(synthesized: Synthesized, resource_type: str) -> list[dict]:
-    return [
-        resource
-        for role in STACK_ROLES
-        for resource in synthesized.resources(role, resource_type).values()
-    ]
-
-
 def _charts(synthesized: Synthesized) -> set[str]:
-    return {r["Properties"]["Chart"] for r in _all(synthesized, "Custom::AWSCDK-EKS-HelmChart")}
+    return {
+        r["Properties"]["Chart"] for r in synthesized.in_every_stack("Custom::AWSCDK-EKS-HelmChart")
+    }
 
 
 def test_no_stack_creates_a_control_plane_or_a_core_add_on(existing: Synthesized) -> None:
-    assert _all(existing, "AWS::EKS::Cluster") == []
-    added = {addon["Properties"]["AddonName"] for addon in _all(existing, "AWS::EKS::Addon")}
+    assert existing.in_every_stack("AWS::EKS::Cluster") == []
+    added = {
+        addon["Properties"]["AddonName"] for addon in existing.in_every_stack("AWS::EKS::Addon")
+    }
     assert added
     assert not added & ({addon.name for addon in CORE_ADDONS} | {"kube-proxy"})
 
@@ -70,10 +66,10 @@ def test_no_stack_creates_a_control_plane_or_a_core_add_on(existing: Synthesized
 def test_what_the_app_adds_names_the_existing_cluster(existing: Synthesized) -> None:
     name = existing.settings.cluster_name
     for resource_type in ("AWS::EKS::Nodegroup", "AWS::EKS::Addon", "AWS::EKS::AccessEntry"):
-        found = _all(existing, resource_type)
+        found = existing.in_every_stack(resource_type)
         assert found
         assert {r["Properties"]["ClusterName"] for r in found} == {name}
-    charts = _all(existing, "Custom::AWSCDK-EKS-HelmChart")
+    charts = existing.in_every_stack("Custom::AWSCDK-EKS-HelmChart")
     assert {r["Properties"]["ClusterName"] for r in charts} == {name}
 
 
@@ -186,18 +182,19 @@ def test_with_the_owners_kubectl_provider_the_app_brings_no_handler_and_no_acces
     synthesized = synthesize(CONFIGURATION, _provider())
     token = synthesized.settings.cluster.existing.kubectl_provider.service_token
     descriptions = {
-        f["Properties"].get("Description") for f in _all(synthesized, "AWS::Lambda::Function")
+        f["Properties"].get("Description")
+        for f in synthesized.in_every_stack("AWS::Lambda::Function")
     }
     assert KUBECTL_HANDLER not in descriptions
     # Access entries only for the principals configured (literal ARNs), none for a role made here
     principals = [
-        e["Properties"]["PrincipalArn"] for e in _all(synthesized, "AWS::EKS::AccessEntry")
+        e["Properties"]["PrincipalArn"] for e in synthesized.in_every_stack("AWS::EKS::AccessEntry")
     ]
     assert principals == synthesized.settings.cluster.admin_principal_arns
     assert "KubectlProviderGuardScp" not in json.dumps(synthesized.templates["cluster"]["Outputs"])
     applied = [
-        *_all(synthesized, "Custom::AWSCDK-EKS-HelmChart"),
-        *_all(synthesized, "Custom::AWSCDK-EKS-KubernetesResource"),
+        *synthesized.in_every_stack("Custom::AWSCDK-EKS-HelmChart"),
+        *synthesized.in_every_stack("Custom::AWSCDK-EKS-KubernetesResource"),
     ]
     assert applied
     assert {json.dumps(r["Properties"]["ServiceToken"]) for r in applied} == {json.dumps(token)}
@@ -248,3 +245,48 @@ def test_the_rebuilt_controllers_role_may_only_bind_the_endpoints_target_group(
     ]
     (target_group,) = synthesized.resources("serving", "AWS::ElasticLoadBalancingV2::TargetGroup")
     assert writes["Resource"] == {"Ref": target_group}
+
+
+# What aws-cdk-lib's kubectl handlers read from each resource (custom-resource-handlers/dist,
+# 2.275.0): aws_eks's apply and helm handlers need `RoleArn` (props['RoleArn'], the role they
+# pass to `aws eks update-kubeconfig --role-arn`); aws_eks_v2's use their own role and read none.
+AWS_EKS_V1_HANDLER_PROPERTY = "RoleArn"
+KUBECTL_RESOURCES = ("Custom::AWSCDK-EKS-HelmChart", "Custom::AWSCDK-EKS-KubernetesResource")
+
+
+def test_an_owners_provider_must_be_aws_eks_v2s(synthesize: Callable[..., Synthesized]) -> None:
+    """The app's manifests and charts carry no RoleArn, so an aws_eks (v1) provider's handler
+    fails on every one of them (KeyError): cluster.existing.kubectl_provider says v2's."""
+    owners = synthesize(CONFIGURATION, _provider())
+    sent = [
+        resource
+        for kind in KUBECTL_RESOURCES
+        for resource in owners.in_every_stack(kind)
+        if AWS_EKS_V1_HANDLER_PROPERTY in resource["Properties"]
+    ]
+    assert owners.in_every_stack(KUBECTL_RESOURCES[0])
+    assert sent == []
+
+
+def test_the_owners_cluster_security_group_gets_one_rule_and_members(
+    existing: Synthesized,
+) -> None:
+    """What the app changes on the owner's cluster security group (docs/architecture.md, 'An
+    existing cluster'): one ingress rule, the endpoint's load balancer to the Serve port, which
+    `cdk destroy` removes; and as members its own nodes, its kubectl handler and the managed
+    Prometheus scraper's interfaces."""
+    group = existing.settings.cluster.existing.cluster_security_group_id
+    naming = {}
+    for role in STACK_ROLES:
+        for logical_id, resource in existing.templates[role]["Resources"].items():
+            if group in json.dumps(resource.get("Properties", {})):
+                naming.setdefault(resource["Type"], []).append(logical_id)
+    (rule_id,) = naming.pop("AWS::EC2::SecurityGroupIngress")
+    (rule,) = [
+        r["Properties"]
+        for role in STACK_ROLES
+        for i, r in existing.templates[role]["Resources"].items()
+        if i == rule_id
+    ]
+    assert (rule["FromPort"], rule["ToPort"], rule["IpProtocol"]) == (8000, 8000, "tcp")
+    assert set(naming) <= {"AWS::EC2::LaunchTemplate", "AWS::Lambda::Function", "AWS::APS::Scraper"}

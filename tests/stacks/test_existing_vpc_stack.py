@@ -41,14 +41,6 @@ def existing(synthesize: Callable[..., Synthesized]) -> Synthesized:
     return synthesize(CONFIGURATION)
 
 
-def _all(synthesized: Synthesized, resource_type: str) -> list[dict]:
-    return [
-        resource
-        for role in STACK_ROLES
-        for resource in synthesized.resources(role, resource_type).values()
-    ]
-
-
 def test_no_stack_creates_or_changes_a_part_of_the_vpc(existing: Synthesized) -> None:
     found = {
         (role, resource["Type"])
@@ -57,15 +49,15 @@ def test_no_stack_creates_or_changes_a_part_of_the_vpc(existing: Synthesized) ->
         if resource["Type"] in VPC_RESOURCE_TYPES
     }
     assert found == set()
-    endpoints = _all(existing, "AWS::EC2::VPCEndpoint")
+    endpoints = existing.in_every_stack("AWS::EC2::VPCEndpoint")
     # A gateway endpoint would write routes into the owner's route tables.
     assert all(e["Properties"].get("VpcEndpointType") == "Interface" for e in endpoints)
 
 
 def test_what_the_app_adds_is_in_the_vpc_given(existing: Synthesized) -> None:
     vpc_id = existing.settings.network.existing_vpc.vpc_id
-    groups = _all(existing, "AWS::EC2::SecurityGroup")
-    endpoints = _all(existing, "AWS::EC2::VPCEndpoint")
+    groups = existing.in_every_stack("AWS::EC2::SecurityGroup")
+    endpoints = existing.in_every_stack("AWS::EC2::VPCEndpoint")
     assert groups
     assert {g["Properties"]["VpcId"] for g in groups} == {vpc_id}
     assert {e["Properties"]["VpcId"] for e in endpoints} == {vpc_id}
@@ -138,7 +130,8 @@ def test_with_the_endpoints_there_the_network_stack_adds_nothing(
     types = [r["Type"] for r in variant.templates["network"]["Resources"].values()]
     assert types == ["AWS::CloudFormation::WaitConditionHandle"]
     services = [
-        cfn_text(e["Properties"]["ServiceName"]) for e in _all(variant, "AWS::EC2::VPCEndpoint")
+        cfn_text(e["Properties"]["ServiceName"])
+        for e in variant.in_every_stack("AWS::EC2::VPCEndpoint")
     ]
     assert services  # the signed API's own execute-api endpoint, in the serving stack
     assert not [s for s in services if s.split(".", 3)[-1] in INTERFACE_ENDPOINT_SERVICES]

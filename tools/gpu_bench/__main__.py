@@ -28,7 +28,6 @@ import json
 import os
 import subprocess
 import sys
-import tarfile
 import time
 import urllib.request
 from pathlib import Path
@@ -37,7 +36,8 @@ from typing import Any
 from app_config.node_labels import GPU_ROLES
 from tools.gpu_bench import hand_off, real_size, stack
 from tools.gpu_bench.results import BenchRun, markdown_report, write_svg
-from tools.gpu_bench.workload import CONCURRENCY, DATASETS, FIGURES, OUTPUT_TOKENS, PROMPTS
+from tools.gpu_bench.run_facts import archive, gpu_name, point_figures, versions
+from tools.gpu_bench.workload import CONCURRENCY, DATASETS, OUTPUT_TOKENS, PROMPTS
 from tools.gpu_check.deployed import DeployedRayService
 from tools.gpu_check.one_gpu import engine_kwargs, one_gpu_serve_config, served_model
 from tools.gpu_check.serve_app import one_gpu_worker_resources
@@ -53,7 +53,6 @@ ENVIRONMENT = {
     "VLLM_NO_USAGE_STATS": "1",
     "RAY_USAGE_STATS_ENABLED": "0",
 }
-DUMMY = "random weights, nothing downloaded (the real-size model)"
 VARIANTS = {
     "direct": "prefill + decode vLLM engines, the P/D protocol by a toy proxy (no Serve)",
     "direct-pull": "direct, decode READing the KV cache as deployed (one GPU: UCX's TCP relay)",
@@ -61,18 +60,6 @@ VARIANTS = {
     "deployed": "the Serve application as synthesized (one-GPU changes listed)",
     "deployed-ingress-2": "deployed, with 2 ingress replicas",
 }
-
-
-def point_figures(raw: Path) -> dict[str, Any]:
-    """The figures kept from one point's `vllm bench serve --save-result` file."""
-    if not raw.exists():
-        return {"missing": "no result file (see bench.log)"}
-    saved = json.loads(raw.read_text())
-    figures: dict[str, Any] = {key: saved.get(key) for key in FIGURES}
-    errors = [error for error in saved.get("errors", []) if error]
-    if errors:
-        figures["first_error"] = str(errors[0])[:300]
-    return figures
 
 
 def record() -> BenchRun:
@@ -89,12 +76,7 @@ def prepare(args: argparse.Namespace) -> None:
     serve_config, changes = one_gpu_serve_config(
         deployed.serve_config, str(model_path), efa=False, http_port=HTTP_PORT
     )
-    lines = [str(change) for change in changes]
-    (application,) = serve_config["applications"]
-    for role in GPU_ROLES:
-        kwargs = application["args"][f"{role}_config"]["engine_kwargs"]
-        lines.append(f"{role}_config.engine_kwargs.load_format: unset -> 'dummy' ({DUMMY})")
-        kwargs["load_format"] = "dummy"
+    lines = [str(change) for change in changes] + real_size.with_dummy_weights(serve_config)
     resources, resource_changes = one_gpu_worker_resources(
         {role: deployed.worker_resources(role) for role in GPU_ROLES}
     )
@@ -346,13 +328,8 @@ def collect(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "result.json").write_bytes((STATE / "result.json").read_bytes())
-    with tarfile.open(out / "logs.tar.gz", "w:gz") as tar:
-        for path in sorted(STATE.glob("*.log")) + sorted(STATE.glob("*.json")):
-            if path.stat().st_size < 20 * 2**20:
-                tar.add(path, arcname=path.name)
-        for folder in ("metrics", "raw"):
-            if (STATE / folder).is_dir():
-                tar.add(STATE / folder, arcname=folder)
+    logs = sorted(STATE.glob("*.log")) + sorted(STATE.glob("*.json"))
+    archive(out / "logs.tar.gz", STATE, logs, ("metrics", "raw"))
 
 
 def report(args: argparse.Namespace) -> None:
@@ -362,30 +339,6 @@ def report(args: argparse.Namespace) -> None:
         for run, path in zip(runs, args.results, strict=True):
             for dataset in run.workload.get("datasets", DATASETS):
                 write_svg(run, dataset, Path(args.svg) / f"{Path(path).stem}-{dataset}.svg")
-
-
-def versions() -> dict[str, str]:
-    from importlib import metadata
-
-    found = {}
-    for package in ("vllm", "ray", "nixl-cu13", "torch"):
-        try:
-            found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            found[package] = "missing"
-    return found
-
-
-def gpu_name() -> str:
-    try:
-        return subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.split("\n")[0]
-    except (OSError, subprocess.CalledProcessError):
-        return "no GPU"
 
 
 def main(argv: list[str] | None = None) -> int:

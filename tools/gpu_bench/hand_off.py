@@ -102,11 +102,10 @@ def transport_changes(get_zcopy: bool) -> list[str]:
     ]
 
 
-def side_channel_environment(role: str) -> dict[str, str]:
+def side_channel_environment(role: str, node_index: int = 0) -> dict[str, str]:
     """The NIXL side channel of the Ray node that hosts ``role``'s engine: Ray Serve LLM sets one
     only for the ``NixlConnector`` name (NixlConnectorBackend, kv_transfer/nixl.py), and leaves a
-    preset one alone, so a node-wide setting serves both directions."""
-    return {
-        "VLLM_NIXL_SIDE_CHANNEL_HOST": LOOPBACK,
-        "VLLM_NIXL_SIDE_CHANNEL_PORT": str(SIDE_CHANNEL_PORTS[role] + RAY_NODE_PORT_OFFSET),
-    }
+    preset one alone, so a node-wide setting serves both directions. A side's further nodes on
+    the same host (``node_index`` 1, 2, ...) take the next ports."""
+    port = SIDE_CHANNEL_PORTS[role] + RAY_NODE_PORT_OFFSET + node_index
+    return {"VLLM_NIXL_SIDE_CHANNEL_HOST": LOOPBACK, "VLLM_NIXL_SIDE_CHANNEL_PORT": str(port)}

@@ -8,7 +8,7 @@
 # builds for other Pythons, Ray's Java jars, and nixl_ep's builds for torches other than 2.11
 # (vLLM 0.26 pins torch 2.11).
 set -euo pipefail
-work=$1 parts=$2
+work=$(realpath -m "$1") parts=$(realpath -m "$2")
 list="$(dirname "$0")/../../docs/gpu-bench/wheels-cp312.txt"
 mkdir -p "$work/whl" "$parts"
 grep -v '^#' "$list" > "$work/requirements.txt"

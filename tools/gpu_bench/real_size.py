@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
+DUMMY = "random weights, nothing downloaded (the real-size model)"
 
 
 def tokenizer_size(tokenizer_dir: Path) -> int:
@@ -46,3 +47,14 @@ def build(config: dict[str, Any], tokenizer_dir: Path, out: Path) -> list[str]:
     for name in TOKENIZER_FILES:
         shutil.copy(tokenizer_dir / name, out / name)
     return changes
+
+
+def with_dummy_weights(serve_config: dict[str, Any]) -> list[str]:
+    """Both sides load vLLM's dummy weights (in place); one line per change."""
+    (application,) = serve_config["applications"]
+    lines = []
+    for role in ("prefill", "decode"):
+        kwargs = application["args"][f"{role}_config"]["engine_kwargs"]
+        lines.append(f"{role}_config.engine_kwargs.load_format: unset -> 'dummy' ({DUMMY})")
+        kwargs["load_format"] = "dummy"
+    return lines

@@ -3,11 +3,12 @@ plot, all generated from the file so that the page cannot drift from the measure
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tools.gpu_bench.run_facts import JsonRecord
 
 # Figures by variant, dataset and concurrency (as strings: JSON keys): vllm bench serve's keys.
 Points = dict[str, dict[str, dict[str, dict[str, Any]]]]
@@ -16,7 +17,7 @@ DEPLOYED = "deployed"
 
 
 @dataclass
-class BenchRun:
+class BenchRun(JsonRecord):
     date: str
     gpu: str
     model: str
@@ -30,13 +31,6 @@ class BenchRun:
     startup: dict[str, Any] = field(default_factory=dict)
     points: Points = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
-
-    def write(self, path: Path) -> None:
-        path.write_text(json.dumps(asdict(self), indent=2) + "\n")
-
-    @classmethod
-    def read(cls, path: Path) -> BenchRun:
-        return cls(**json.loads(path.read_text()))
 
 
 def ratio(run: BenchRun, variant: str, dataset: str, concurrency: str, figure: str) -> float | None:

@@ -27,6 +27,22 @@ from tools.gpu_check.serve_app import WORKER_CPUS, LocalCluster, with_serve_exte
 START_TIMEOUT_S = 540.0
 PROXY_PORT = 8300
 RAY_PORTS = {"gcs": 6380, "dashboard": 8266, "head": 8081, "prefill": 8082, "decode": 8083}
+# A side's further Ray nodes (several replicas of one side on the one GPU): metrics ports from here.
+EXTRA_NODE_PORTS = 8090
+
+
+def node_names(role: str, count: int) -> list[str]:
+    """The Ray nodes that host ``role``'s replicas: ``prefill``, then ``prefill-2``, ..."""
+    return [role if index == 0 else f"{role}-{index + 1}" for index in range(count)]
+
+
+def metrics_port(node: str) -> int:
+    """A Ray node's metrics export port: the fixed one of the first node of each side, then one
+    per further node."""
+    if node in RAY_PORTS:
+        return RAY_PORTS[node]
+    role, _, number = node.rpartition("-")
+    return EXTRA_NODE_PORTS + GPU_ROLES.index(role) * 10 + int(number)
 
 
 def _detached(command: list[str], env: Mapping[str, str], log: Path, pids: Path) -> int:
@@ -125,10 +141,13 @@ def start_ray(
     env: Mapping[str, str],
     state: Path,
     node_env: Mapping[str, Mapping[str, str]],
+    nodes_per_role: Mapping[str, int] | None = None,
 ) -> LocalCluster:
     """A head (the head group's CPUs, no GPU) and one node per side with the GPU and the side's
     resource, as `make gpu-check` shapes it (tools/gpu_check/serve_app.py). ``node_env`` adds
-    environment to one side's node (Ray's workers inherit their raylet's)."""
+    environment to one node, by its name (Ray's workers inherit their raylet's).
+    ``nodes_per_role`` starts several nodes of a side, one per replica (``node_names``): each
+    gets GPU 0 and one replica's share of the side's resource."""
     ray = [sys.executable, "-m", "ray.scripts.scripts", "start"]
     process_env = with_serve_extensions({**os.environ, **env})
 
@@ -159,17 +178,18 @@ def start_ray(
         ],
     )
     for role in GPU_ROLES:
-        start(
-            role,
-            [
-                f"--address={LOOPBACK}:{RAY_PORTS['gcs']}",
-                f"--node-ip-address={LOOPBACK}",
-                f"--num-cpus={WORKER_CPUS}",
-                "--num-gpus=1",
-                f"--resources={json.dumps(dict(worker_resources[role]))}",
-                f"--metrics-export-port={RAY_PORTS[role]}",
-            ],
-        )
+        for node in node_names(role, (nodes_per_role or {}).get(role, 1)):
+            start(
+                node,
+                [
+                    f"--address={LOOPBACK}:{RAY_PORTS['gcs']}",
+                    f"--node-ip-address={LOOPBACK}",
+                    f"--num-cpus={WORKER_CPUS}",
+                    "--num-gpus=1",
+                    f"--resources={json.dumps(dict(worker_resources[role]))}",
+                    f"--metrics-export-port={metrics_port(node)}",
+                ],
+            )
     return cluster()
 
 

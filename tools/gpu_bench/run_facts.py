@@ -1,0 +1,78 @@
+"""What a benchmark record says about the run itself (the machine's GPU, the engine packages'
+versions, the figures kept from one `vllm bench serve` result file), how a record is kept (a dated
+JSON file) and how a run's logs come back from the GPU machine."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import tarfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Self
+
+from tools.gpu_bench.workload import FIGURES
+
+
+def point_figures(raw: Path) -> dict[str, Any]:
+    """The figures kept from one point's `vllm bench serve --save-result` file."""
+    if not raw.exists():
+        return {"missing": "no result file (see bench.log)"}
+    saved = json.loads(raw.read_text())
+    figures: dict[str, Any] = {key: saved.get(key) for key in FIGURES}
+    errors = [error for error in saved.get("errors", []) if error]
+    if errors:
+        figures["first_error"] = str(errors[0])[:300]
+    return figures
+
+
+ENGINE_PACKAGES = ("vllm", "ray", "nixl-cu13", "torch")
+LOG_LIMIT_BYTES = 20 * 2**20
+
+
+def versions() -> dict[str, str]:
+    from importlib import metadata
+
+    found = {}
+    for package in ENGINE_PACKAGES:
+        try:
+            found[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            found[package] = "missing"
+    return found
+
+
+def gpu_name() -> str:
+    try:
+        return subprocess.run(
+            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split("\n")[0]
+    except (OSError, subprocess.CalledProcessError):
+        return "no GPU"
+
+
+class JsonRecord:
+    """A dataclass kept as one indented JSON file (a run's record under docs/)."""
+
+    def write(self, path: Path) -> None:
+        path.write_text(json.dumps(dataclasses.asdict(self), indent=2) + "\n")
+
+    @classmethod
+    def read(cls, path: Path) -> Self:
+        return cls(**json.loads(path.read_text()))
+
+
+def archive(tar_path: Path, state: Path, files: Iterable[Path], folders: Iterable[str]) -> None:
+    """The run's logs and saved pages in one tar (what a device call can bring back), files over
+    LOG_LIMIT_BYTES left out."""
+    with tarfile.open(tar_path, "w:gz") as tar:
+        for path in files:
+            if path.stat().st_size < LOG_LIMIT_BYTES:
+                tar.add(path, arcname=path.name)
+        for folder in folders:
+            if (state / folder).is_dir():
+                tar.add(state / folder, arcname=folder)
