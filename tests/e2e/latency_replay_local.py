@@ -21,9 +21,10 @@ Every change the run makes to the rendered application, and why:
    per replica with its streams.
 2. Each side may grow to MAX_REPLICAS (its node group's max_size with it); the latency policy's
    GPU budget is what both sides' maxima hold, so it is never what binds.
-3. The autoscaled runs start as the simulation's do, warm (tools/latency_replay.py WARM_START:
-   the replicas the first phase needs): deployed fixed at those counts, their autoscaling
-   bounds put back as the load starts (`localize` says why).
+3. The autoscaled runs are deployed warm, as the simulation's start (tools/latency_replay.py
+   WARM_START: the replicas the first phase needs), fixed at those counts, and their autoscaling
+   bounds are put back as the load starts (`localize` says why; `scaled` says what Serve did
+   with it: the replicas restart).
 4. One local Ray node per side holds all its possible replicas (the pods of a node group):
    fewer raylets on two cores.
 5. The stand-in's request records are off (STANDIN_RECORDS empty): two JSON lines with the
@@ -141,9 +142,11 @@ def localize(
 
 
 def scaled(cluster: LocalRay, for_run: dict[str, dict[str, Any]]) -> None:
-    """The run's autoscaling bounds, as Serve config overrides of the deployments by name (a
-    lightweight update: the application is not built again, no replica restarts), applied
-    before the load starts."""
+    """The run's autoscaling bounds, as Serve config overrides of the deployments by name,
+    applied before the load starts. Meant as a lightweight update, but Serve 2.58 deployed new
+    versions of all three deployments on it and replaced every replica as the load started (its
+    controller log in the recorded run: docs/verification.md, "Latency policy by trace replay on
+    the local Ray"), so the warm start is not kept; a start that keeps it is still to be found."""
     deployments = cluster.applications()[cluster.app_name]["deployments"]
     overrides = []
     for side, prefix in SIDE_PREFIX.items():
