@@ -17,7 +17,7 @@ CDK_FLAGS := --no-notices $(if $(CONFIG),-c config=$(CONFIG))
 SYNTH_FLAGS := $(if $(STRICT),--strict)
 PIP := $(BIN)/python -m pip install -qq --disable-pip-version-check
 
-.PHONY: help setup setup-dev synth test lint format diff deploy destroy snapshots bench config-docs manifests clean e2e-setup e2e e2e-bench gpu-check gpu-bench gpu-bench-kv-reuse
+.PHONY: help setup setup-dev synth test lint format diff deploy destroy snapshots bench config-docs manifests clean e2e-setup e2e e2e-bench latency-replay gpu-check gpu-bench gpu-bench-kv-reuse
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -111,6 +111,16 @@ e2e: synth e2e-setup ## Run the synthesized Serve app on a local Ray: OpenAI API
 # Ray's default instead (tests/e2e/bench_orchestration.py --help).
 e2e-bench: synth e2e-setup ## Latency the P/D graph adds over Ray's aggregated app (stand-in engine)
 	timeout -k 60 $(E2E_TIMEOUT_S) "$$($(E2E_TOOL) venv)/bin/python" tests/e2e/bench_orchestration.py $(BENCH_ARGS)
+
+# The latency policy by trace replay on the local Ray (not in CI: about 25 minutes on a 2-core
+# machine): Serve's controller and Ray Serve LLM's P/D servers as rendered, the stand-in engine
+# on the model fitted to docs/gpu-bench, time compressed (tests/e2e/latency_replay_local.py,
+# docs/verification.md "Latency policy by trace replay"). The dated result lands in
+# docs/latency-replay/; REPLAY_ARGS="--fixed P:D" runs another fixed ratio.
+REPLAY_OUT ?= docs/latency-replay/$(shell date -u +%F)-local.json
+latency-replay: e2e-setup ## Latency vs queue policy vs best fixed ratio on the local Ray (stand-in)
+	cd tests/e2e && timeout -k 60 $(E2E_TIMEOUT_S) "$$($(E2E_TOOL) venv)/bin/python" \
+		latency_replay_local.py all --out $(CURDIR)/$(REPLAY_OUT) $(REPLAY_ARGS)
 
 # The third tier, on one NVIDIA GPU (not in CI: it has none): the synthesized engine arguments on
 # real vLLM engines and the whole Serve app on a local Ray, with a scaled-down model of the

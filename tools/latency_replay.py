@@ -205,6 +205,11 @@ class Objectives:
     percentile: float
 
 
+# The objectives every replay scores against (this simulation and the local Ray's,
+# latency_replay_scale.py): TTFT p95 800 ms, ITL p95 10 ms.
+OBJECTIVES = Objectives(ttft_s=0.8, itl_s=0.010, percentile=95)
+
+
 class Cluster:
     def __init__(self, model: EngineModel, initial: dict[str, int]) -> None:
         self.model = model
@@ -597,7 +602,7 @@ def today_settings() -> dict[str, Any]:
 def run(log: Callable[[str], None] = print) -> dict[str, Any]:
     model, fitted = fit()
     requests = workload()
-    objectives = Objectives(ttft_s=0.8, itl_s=0.010, percentile=95)
+    objectives = OBJECTIVES
     settings = today_settings()
     # A warm start for both autoscaled runs: the replicas the first phase needs (the best fixed
     # counts for it), so that the scored window compares the policies, not a cold start.
@@ -669,15 +674,18 @@ NAMES = {"queue": "queue policy (today's settings)", "best_fixed": "best fixed r
          "latency": "latency policy"}  # fmt: skip
 
 
-def table(recorded: dict[str, Any]) -> str:
-    """The docs' table of a recorded replay (docs/verification.md quotes it whole)."""
+# A column some tables add: its header and its cell from one sizing's result.
+Column = tuple[str, Callable[[dict[str, Any]], str]]
+
+
+def table(recorded: dict[str, Any], sizing: str = "sizing", extra: tuple[Column, ...] = ()) -> str:
+    """The docs' table of a recorded replay (docs/verification.md quotes it whole); the local
+    replay's adds its own columns (tools/latency_replay_score.py)."""
     results = recorded["results"]
     best = results["best_fixed"]["replica_seconds_total"]
-    lines = [
-        "| sizing | prefill:decode | minutes with both objectives held | replica-seconds | "
-        "x best fixed |",
-        "|---|---|---|---|---|",
-    ]
+    headers = [sizing, "prefill:decode", "minutes with both objectives held", "replica-seconds",
+               "x best fixed", *(header for header, _ in extra)]  # fmt: skip
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     for name in ("queue", "best_fixed", "latency"):
         result = results[name]
         ratio = (
@@ -685,11 +693,15 @@ def table(recorded: dict[str, Any]) -> str:
             if name == "best_fixed"
             else "autoscaled"
         )
-        lines.append(
-            f"| {NAMES[name]} | {ratio} | {result['minutes_held']} of {result['minutes_scored']} "
-            f"({result['share_held']:.1%}) | {result['replica_seconds_total']:,} | "
-            f"{result['replica_seconds_total'] / best:.2f} |"
-        )
+        cells = [
+            NAMES[name],
+            ratio,
+            f"{result['minutes_held']} of {result['minutes_scored']} ({result['share_held']:.1%})",
+            f"{result['replica_seconds_total']:,}",
+            f"{result['replica_seconds_total'] / best:.2f}",
+            *(cell(result) for _, cell in extra),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -158,7 +158,7 @@ def worker_node_args(shape: NodeShape) -> dict[str, Any]:
         "node_ip_address": LOOPBACK,
         "object_store_memory": OBJECT_STORE_BYTES,
         "metrics_export_port": free_port(),
-        "num_cpus": WORKER_NODE_CPUS,
+        "num_cpus": shape.cpus,
         "num_gpus": shape.gpus,
         "resources": {
             **shape.resources,
@@ -229,6 +229,7 @@ class NodeShape:
     gpus: int
     resources: dict[str, float]
     accelerator: str | None  # the side's LLMConfig accelerator_type, when it names one
+    cpus: int = WORKER_NODE_CPUS  # a node standing for several pods has their bundles' CPUs
 
 
 @dataclass(frozen=True)

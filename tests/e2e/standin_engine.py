@@ -43,6 +43,12 @@ Environment (set by the harness for the whole local Ray cluster):
   STANDIN_PREFILL_S_PER_PROMPT_TOKEN
                           prefill's time per prompt token (default 0): long prompts load
                           prefill and not decode, as they do on GPUs
+  STANDIN_LATENCY_MODEL   a JSON object (latency_model.py EngineLatency) that replaces the three
+                          above with a model of a real engine's latency under load: the engine
+                          start takes `start_s` of its side; prefill is one FIFO server (a
+                          prompt waits for the prompts before it); decode's step grows with the
+                          sequences it runs; the KV pull takes its time per prompt token. The
+                          latency-policy replay sets it (latency_replay_local.py)
 """
 
 from __future__ import annotations
@@ -60,6 +66,7 @@ from typing import Any
 
 import ray
 from data_parallel import data_parallel_record
+from latency_model import EngineLatency
 from ray import serve
 from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
 from ray.llm._internal.serve.core.configs.openai_api_models import (
@@ -92,6 +99,7 @@ WORDS = (
 DEFAULT_MAX_TOKENS = 16
 TOKEN_DELAY_S = float(os.environ.get("STANDIN_TOKEN_DELAY_S", "0.005"))
 PREFILL_S_PER_PROMPT_TOKEN = float(os.environ.get("STANDIN_PREFILL_S_PER_PROMPT_TOKEN", "0"))
+LATENCY_MODEL = EngineLatency.from_env(os.environ.get("STANDIN_LATENCY_MODEL"))
 # vLLM's NixlPromMetrics buckets (vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py).
 NIXL_XFER_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 5.0]
 LATENCY_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]
@@ -242,6 +250,9 @@ class StandinEngine(LLMEngine):
         self._in_flight = 0
         self._next_block = 0
         self._metrics: EngineMetrics | None = None
+        # Prefill under the latency model: one prompt at a time, in arrival order (asyncio.Lock
+        # wakes its waiters first in, first out).
+        self._prefill_queue = asyncio.Lock()
 
     async def start(self) -> None:
         if self._running:
@@ -250,6 +261,8 @@ class StandinEngine(LLMEngine):
         self.deployment = context.deployment
         self.replica_id = context.replica_id.unique_id
         self.role = "prefill" if self.deployment.lower().startswith("prefill") else "decode"
+        if LATENCY_MODEL is not None:  # the real engine's load time, as the model has it
+            await asyncio.sleep(LATENCY_MODEL.start_s.get(self.role, 0.0))
         self.node_id = ray.get_runtime_context().get_node_id()
         engine_kwargs = self.llm_config.engine_kwargs
         self.engine_id = (engine_kwargs.get("kv_transfer_config") or {}).get("engine_id")
@@ -367,7 +380,10 @@ class StandinEngine(LLMEngine):
         it failed."""
         n_blocks = sum(len(group) for group in kv_in.get("remote_block_ids") or [])
         n_blocks = max(0, n_blocks - cached_blocks)
-        seconds = 0.004 + 0.001 * n_blocks if TOKEN_DELAY_S else 0.0  # zero-cost: no wait
+        if LATENCY_MODEL is not None:
+            seconds = LATENCY_MODEL.handoff_time(n_blocks * self.block_size)
+        else:
+            seconds = 0.004 + 0.001 * n_blocks if TOKEN_DELAY_S else 0.0  # zero-cost: no wait
         await asyncio.sleep(seconds)
         failed = transfers_fail()
         if self._metrics:
@@ -424,7 +440,11 @@ class StandinEngine(LLMEngine):
         if phase == "prefill":
             n_out = 1
             kv_out = self._prefill_params(event["request_id"], prompt_tokens)
-            await asyncio.sleep(PREFILL_S_PER_PROMPT_TOKEN * prompt_tokens)
+            if LATENCY_MODEL is not None:
+                async with self._prefill_queue:
+                    await asyncio.sleep(LATENCY_MODEL.prefill_time(prompt_tokens))
+            else:
+                await asyncio.sleep(PREFILL_S_PER_PROMPT_TOKEN * prompt_tokens)
         elif phase == "decode":
             transfer_failed = await self._pull_blocks(kv_in, cached // self.block_size)
         tokens = self.tokens(prompt, n_out)
@@ -457,7 +477,7 @@ class StandinEngine(LLMEngine):
                         record({**output, "time_first_output": time.time()})
                     yield chunk
             else:
-                await asyncio.sleep(TOKEN_DELAY_S * len(tokens))
+                await asyncio.sleep(sum(self._token_delay() for _ in tokens))
                 if self._metrics:
                     self._metrics.ttft.observe(time.perf_counter() - started)
                 record({**output, "time_first_output": time.time()})
@@ -466,6 +486,13 @@ class StandinEngine(LLMEngine):
             self._in_flight -= 1
             if self._metrics:
                 self._metrics.in_flight(self._in_flight)
+
+    def _token_delay(self) -> float:
+        """One decode step: fixed, or under the latency model longer with each sequence the
+        engine runs (the requests it is generating for now, this one included)."""
+        if LATENCY_MODEL is None:
+            return TOKEN_DELAY_S
+        return LATENCY_MODEL.step_time(self._in_flight)
 
     @staticmethod
     def _response(
@@ -547,7 +574,7 @@ class StandinEngine(LLMEngine):
             yield sse(chunk(None, None))
         last = started
         for index, token in enumerate(tokens):
-            await asyncio.sleep(TOKEN_DELAY_S)
+            await asyncio.sleep(self._token_delay())
             now = time.perf_counter()
             if self._metrics:
                 (self._metrics.ttft if index == 0 else self._metrics.itl).observe(now - last)

@@ -1,0 +1,559 @@
+"""`make latency-replay`: the latency-policy replay on the local Ray, not a simulation.
+
+For each way of sizing prefill and decode, a local Ray of its own (harness.LocalRay) runs the
+application the project renders, under Ray Serve 2.58's real controller and Ray Serve LLM's
+real P/D servers (the app's latency-reporting subclasses under the latency policy), with the
+stand-in engine in every replica following the model fitted to the real-engine figures
+(latency_model.py, tools/latency_replay.py fit()). A bounded load generator on 127.0.0.1
+replays the simulation's shifting workload (long prompts, then long answers), and the run
+scores what the clients measured and what Serve reported of its replicas
+(tools/latency_replay_score.py). The three sizings:
+
+- queue: the rendered default (Serve's queue policy, today's targets per replica);
+- best_fixed: the fixed prefill:decode counts that the simulation's search found (searching on
+  the local Ray, a few replays per split, would take hours), `--fixed P:D` to name others;
+- latency: `serving.scaling.policy: latency` with the objectives, rendered, so that Serve's
+  controller imports the app's LatencyObjectivePolicy from serve_extensions as deployed.
+
+Every change the run makes to the rendered application, and why:
+1. Time is compressed and the load scaled to the 2-core machine (tools/latency_replay_scale.py:
+   the factors are printed and recorded with the run), decode's target of requests in flight
+   per replica with its streams.
+2. Each side may grow to MAX_REPLICAS (its node group's max_size with it); the latency policy's
+   GPU budget is what both sides' maxima hold, so it is never what binds.
+3. The autoscaled runs are deployed warm, as the simulation's start (tools/latency_replay.py
+   WARM_START: the replicas the first phase needs), fixed at those counts, and their autoscaling
+   bounds are put back as the load starts (`localize` says why; `scaled` says what Serve did
+   with it: the replicas restart).
+4. One local Ray node per side holds all its possible replicas (the pods of a node group):
+   fewer raylets on two cores.
+5. The stand-in's request records are off (STANDIN_RECORDS empty): two JSON lines with the
+   prompt per request would cost the machine more than the requests.
+
+    <e2e venv>/bin/python tests/e2e/latency_replay_local.py all --out docs/latency-replay/X.json
+
+Bounded: each sizing runs in its own interpreter with a timeout, each request has one, the load
+ends with the workload plus a drain, and Ray is shut down on every exit (LocalRay.stop).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from harness import PROJECT_ROOT, LocalRay, NodeShape, render_rayservice, rendered, wait_for
+
+sys.path.insert(0, str(PROJECT_ROOT))
+
+import itertools
+
+from tools.latency_replay import DURATION_S, SIDES, WARM_START, fit, workload
+from tools.latency_replay_scale import (
+    ReplayedRequest,
+    ReplayScale,
+    describe,
+    engine_latency,
+    objectives,
+    ongoing_divisor,
+    ray_environment,
+    replayed,
+    serve_timing,
+)
+from tools.latency_replay_score import covered, score, table
+
+HERE = Path(__file__).resolve().parent
+RUN_DIR = Path(os.environ.get("PD_E2E_RUN_DIR", PROJECT_ROOT / "build" / "e2e")) / "latency-replay"
+PROJECT_PYTHON = Path(os.environ.get("PD_E2E_PROJECT_PYTHON", PROJECT_ROOT / ".venv/bin/python"))
+SIMULATION = PROJECT_ROOT / "docs" / "latency-replay" / "2026-12-02-replay.json"
+MAX_REPLICAS = 3
+POLICIES = ("queue", "best_fixed", "latency")
+DEPLOY_TIMEOUT_S = 300.0
+REQUEST_TIMEOUT_S = 60.0
+DRAIN_S = 30.0  # after the last request is sent, at most this long for the ones in flight
+MAX_IN_FLIGHT = 256  # the generator's bound: a request past it waits (its TTFT counts the wait)
+SAMPLE_S = 0.5  # how often Serve's replica states are read
+RUN_TIMEOUT_S = 900  # one sizing, start to stop
+SIDE_PREFIX = {"prefill": "Prefill:", "decode": "Decode:"}
+
+
+# ------------------------------------------------------------------------ the application
+def variant(policy: str, gpus_per_replica: int, scale: ReplayScale | None = None) -> dict[str, str]:
+    """The settings the run renders (change 2; the latency policy's objectives in the run's
+    time)."""
+    overrides = {}
+    for side in SIDES:
+        overrides[f"serving.{side}.max_replicas"] = str(MAX_REPLICAS)
+        overrides[f"gpu_nodes.{side}.scaling.max_size"] = str(MAX_REPLICAS)
+    if policy == "latency":
+        wanted = objectives(scale or SCALE)
+        overrides["serving.scaling.policy"] = "latency"
+        overrides["serving.scaling.ttft"] = json.dumps(
+            {"percentile": wanted.percentile, "value_ms": round(wanted.ttft_s * 1000, 3)}
+        )
+        overrides["serving.scaling.itl"] = json.dumps(
+            {"percentile": wanted.percentile, "value_ms": round(wanted.itl_s * 1000, 3)}
+        )
+        overrides["serving.scaling.gpu_budget"] = str(len(SIDES) * MAX_REPLICAS * gpus_per_replica)
+    return overrides
+
+
+def localize(
+    application: dict[str, Any], policy: str, fixed: dict[str, int], scale: ReplayScale
+) -> dict[str, dict[str, Any]]:
+    """Changes 1 and 3 on the rendered Serve application, in place; returns each side's
+    autoscaling_config for the run.
+
+    The application is deployed with each side fixed at its warm count, and its autoscaling
+    bounds are put back (`scaled()`) once those replicas serve, as the load starts: Ray 2.58
+    lets a policy bypass the downscale delay while a deployment has no running replica
+    (autoscaling_policy.py _apply_default_params and _get_cold_start_scale_up_replicas:
+    `current_num_replicas == 0`), so an idle deployment whose initial_replicas are still
+    starting is cut to its minimum at once, and a warm start would not stay warm."""
+    args = application["args"]
+    for_run = {}
+    for side in SIDES:
+        config = serve_timing(args[f"{side}_config"]["deployment_config"], scale)
+        autoscaling = config["autoscaling_config"]
+        autoscaling["target_ongoing_requests"] /= ongoing_divisor(side, scale)
+        count = fixed[side] if policy == "best_fixed" else WARM_START[side]
+        for_run[side] = {**autoscaling, "initial_replicas": count}
+        if policy == "best_fixed":
+            for_run[side].update(min_replicas=count, max_replicas=count)
+        autoscaling.update(min_replicas=count, max_replicas=count, initial_replicas=count)
+        args[f"{side}_config"]["deployment_config"] = config
+    policy_kwargs = (application.get("autoscaling_policy") or {}).get("policy_kwargs")
+    if policy_kwargs:  # the latency policy's queue fallback, as Serve's
+        for side, limits in policy_kwargs["limits"].items():
+            limits["target_ongoing_requests"] /= ongoing_divisor(side, scale)
+    ingress = args.get("ingress_deployment_config")
+    if ingress and "autoscaling_config" in ingress:
+        args["ingress_deployment_config"] = serve_timing(ingress, scale)
+    return for_run
+
+
+def scaled(cluster: LocalRay, for_run: dict[str, dict[str, Any]]) -> None:
+    """The run's autoscaling bounds, as Serve config overrides of the deployments by name,
+    applied before the load starts. Meant as a lightweight update, but Serve 2.58 deployed new
+    versions of all three deployments on it and replaced every replica as the load started (its
+    controller log in the recorded run: docs/verification.md, "Latency policy by trace replay on
+    the local Ray"), so the warm start is not kept; a start that keeps it is still to be found."""
+    deployments = cluster.applications()[cluster.app_name]["deployments"]
+    overrides = []
+    for side, prefix in SIDE_PREFIX.items():
+        (name,) = [d for d in deployments if d.startswith(prefix)]
+        overrides.append({"name": name, "autoscaling_config": for_run[side]})
+    config = json.loads(json.dumps(cluster.config))
+    config["applications"][0]["deployments"] = overrides
+    cluster.put(config)
+
+    def applied() -> bool:
+        now = cluster.applications()[cluster.app_name]["deployments"]
+        return all(
+            now[o["name"]]["deployment_config"]["autoscaling_config"]["max_replicas"]
+            == o["autoscaling_config"]["max_replicas"]
+            and now[o["name"]]["deployment_config"]["autoscaling_config"]["min_replicas"]
+            == o["autoscaling_config"]["min_replicas"]
+            for o in overrides
+        )
+
+    wait_for(applied, 60, 0.5, "autoscaling bounds applied")
+
+
+def gpus_per_replica(application: dict[str, Any]) -> int:
+    kwargs = application["args"]["prefill_config"]["engine_kwargs"]
+    return int(kwargs.get("tensor_parallel_size", 1)) * int(kwargs.get("pipeline_parallel_size", 1))
+
+
+def side_nodes(cluster_shapes: list[NodeShape]) -> list[NodeShape]:
+    """Change 4: one node per side with MAX_REPLICAS pods' GPUs and resources."""
+    nodes = []
+    for side in SIDES:
+        shape = next(s for s in cluster_shapes if s.group == side)
+        nodes.append(
+            NodeShape(
+                group=side,
+                gpus=shape.gpus * MAX_REPLICAS,
+                resources={k: v * MAX_REPLICAS for k, v in shape.resources.items()},
+                accelerator=shape.accelerator,
+                cpus=shape.cpus * MAX_REPLICAS,  # each replica's bundles take a CPU per GPU
+            )
+        )
+    return nodes
+
+
+# ------------------------------------------------------------------------------ the clients
+async def send(
+    session: Any,
+    url: str,
+    model: str,
+    index: int,
+    request: ReplayedRequest,
+    start: float,
+    gate: asyncio.Semaphore,
+) -> dict[str, Any]:
+    """One streamed completion, timed from when it was due (open loop: a late send counts)."""
+    import aiohttp
+
+    loop = asyncio.get_running_loop()
+    await asyncio.sleep(max(0.0, start + request.at_s - loop.time()))
+    due = start + request.at_s
+    prompt = " ".join([f"r{index}"] + ["w"] * (request.prompt_words - 1))
+    body = {"model": model, "prompt": prompt, "max_tokens": request.answer_tokens, "stream": True}
+    arrivals: list[float] = []
+    outcome: dict[str, Any] = {
+        "at_s": request.at_s,
+        "prompt_words": request.prompt_words,
+        "answer_tokens": request.answer_tokens,
+    }
+    try:
+        async with gate, session.post(url, json=body) as response:
+            if response.status != 200:
+                raise OSError(f"HTTP {response.status}")
+            async for line in response.content:
+                text = line.decode()
+                if text.startswith("data: {") and '"text":"' in text and '"text":""' not in text:
+                    arrivals.append(loop.time())
+    except (TimeoutError, aiohttp.ClientError, OSError) as problem:
+        return {
+            **outcome,
+            "failed": True,
+            "error": str(problem)[:200],
+            "ttft_s": None,
+            "itl_s": None,
+            "tokens": len(arrivals),
+        }
+    failed = len(arrivals) < 1
+    return {
+        **outcome,
+        "failed": failed,
+        "ttft_s": None if failed else arrivals[0] - due,
+        "itl_s": (arrivals[-1] - arrivals[0]) / (len(arrivals) - 1) if len(arrivals) > 1 else None,
+        "tokens": len(arrivals),
+    }
+
+
+async def replay_load(base_url: str, model: str, requests: list[ReplayedRequest]) -> list[dict]:
+    import aiohttp
+
+    gate = asyncio.Semaphore(MAX_IN_FLIGHT)
+    timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
+    connector = aiohttp.TCPConnector(limit=MAX_IN_FLIGHT)
+    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
+        start = asyncio.get_running_loop().time()
+        url = f"{base_url}/v1/completions"
+        tasks = [
+            asyncio.ensure_future(send(session, url, model, i, r, start, gate))
+            for i, r in enumerate(requests)
+        ]
+        done, late = await asyncio.wait(tasks, timeout=DURATION_S / SCALE.compression + DRAIN_S)
+        for task in late:
+            task.cancel()
+        results = []
+        for index, task in enumerate(tasks):
+            if task in done and not task.cancelled() and task.exception() is None:
+                results.append(task.result())
+            else:
+                request = requests[index]
+                results.append(
+                    {
+                        "at_s": request.at_s,
+                        "prompt_words": request.prompt_words,
+                        "answer_tokens": request.answer_tokens,
+                        "failed": True,
+                        "error": "not answered within the drain",
+                        "ttft_s": None,
+                        "itl_s": None,
+                        "tokens": 0,
+                    }
+                )
+        return results
+
+
+# ---------------------------------------------------------------------- Serve's replicas
+class ReplicaLog:
+    """Serve's replicas per side (any state) and its targets, read from the dashboard's Serve
+    API every SAMPLE_S on a thread of its own."""
+
+    def __init__(self, cluster: LocalRay) -> None:
+        self._cluster = cluster
+        self.samples: list[dict[str, Any]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.start = time.monotonic()
+
+    def _read(self) -> dict[str, Any]:
+        deployments = self._cluster.applications()[self._cluster.app_name]["deployments"]
+        counts, targets, states = {}, {}, {}
+        for side, prefix in SIDE_PREFIX.items():
+            (name,) = [d for d in deployments if d.startswith(prefix)]
+            replicas = deployments[name].get("replicas") or []
+            counts[side] = len(replicas)
+            targets[side] = deployments[name].get("target_num_replicas")
+            states[side] = {r["replica_id"]: r["state"] for r in replicas}
+        return {"counts": counts, "targets": targets, "states": states}
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(OSError, RuntimeError, KeyError, ValueError):
+                self.samples.append({"t": time.monotonic() - self.start, **self._read()})
+            self._stop.wait(SAMPLE_S)
+
+    def begin(self) -> None:
+        self.start = time.monotonic()
+        self._thread.start()
+
+    def end(self) -> list[dict[str, Any]]:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        return self.samples
+
+
+def replica_starts(samples: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """Per side, how long each replica added during the run took from first seen STARTING to
+    first seen RUNNING (to SAMPLE_S): the start the policies wait for."""
+    first: dict[str, dict[str, float]] = {side: {} for side in SIDES}
+    running: dict[str, dict[str, float]] = {side: {} for side in SIDES}
+    for sample in samples:
+        for side, replicas in sample["states"].items():
+            for replica, state in replicas.items():
+                if state == "STARTING":
+                    first[side].setdefault(replica, sample["t"])
+                elif state == "RUNNING" and replica in first[side]:
+                    running[side].setdefault(replica, sample["t"])
+    return {
+        side: [round(running[side][r] - first[side][r], 1) for r in running[side]] for side in SIDES
+    }
+
+
+def replica_costs() -> dict[str, Any]:
+    """What each stand-in replica costs this machine: resident memory and CPU seconds of every
+    Serve replica process (Ray titles them ray::ServeReplica:<app>:<deployment>)."""
+    import psutil
+
+    costs: dict[str, list[dict[str, float]]] = {}
+    for process in psutil.process_iter(["cmdline", "memory_info", "cpu_times"]):
+        with contextlib.suppress(psutil.Error, TypeError, IndexError):
+            title = (process.info["cmdline"] or [""])[0]
+            if not title.startswith("ray::ServeReplica:"):
+                continue
+            # ray::ServeReplica:<app>:<deployment, itself "Side:model">
+            deployment = title.removeprefix("ray::ServeReplica:").split(":", 1)[1].split()[0]
+            cpu = process.info["cpu_times"]
+            costs.setdefault(deployment, []).append(
+                {
+                    "rss_mib": round(process.info["memory_info"].rss / 2**20),
+                    "cpu_s": round(cpu.user + cpu.system, 1),
+                }
+            )
+    return costs
+
+
+# ------------------------------------------------------------------------------ one sizing
+SCALE = ReplayScale()
+
+
+def run_one(policy: str, fixed: dict[str, int], out: Path) -> None:
+    folder = RUN_DIR / policy
+    folder.mkdir(parents=True, exist_ok=True)
+    queue = render_rayservice(PROJECT_PYTHON, folder / "queue", overrides=variant("queue", 0))
+    rayservice = queue
+    if policy == "latency":
+        gpus = gpus_per_replica(rendered(queue).serve_config["applications"][0])
+        rayservice = render_rayservice(
+            PROJECT_PYTHON, folder / "latency", overrides=variant(policy, gpus)
+        )
+    synthesized = rendered(rayservice)
+    model, fitted = fit()
+    latency = engine_latency(model, SCALE)
+    cluster = LocalRay(
+        synthesized,
+        folder,
+        extra_nodes=side_nodes(synthesized.worker_pods()),
+        absent_groups=tuple(SIDES),
+        extra_env={
+            "STANDIN_LATENCY_MODEL": json.dumps(latency, sort_keys=True),
+            "STANDIN_RECORDS": "",
+            **ray_environment(SCALE),
+        },
+    )
+    application = cluster.config["applications"][0]
+    for_run = localize(application, policy, fixed, SCALE)
+    requests = replayed(workload(), SCALE)
+    result: dict[str, Any] = {"policy": policy, "load_average_before": list(os.getloadavg())}
+    started = time.monotonic()
+    try:
+        cluster.start()
+        cluster.deploy(cluster.config, timeout=DEPLOY_TIMEOUT_S)
+        if policy != "best_fixed":
+            scaled(cluster, for_run)
+        result["ready_s"] = round(time.monotonic() - started, 1)
+        model_id = application["args"]["decode_config"]["model_loading_config"]["model_id"]
+        log = ReplicaLog(cluster)
+        log.begin()
+        clients = asyncio.run(replay_load(cluster.base_url, model_id, requests))
+        result["replica_costs"] = replica_costs()
+        samples = log.end()
+    finally:
+        cluster.stop()
+    result["load_average_after"] = list(os.getloadavg())
+    series = [(s["t"], s["counts"]) for s in samples]
+    if not covered(series, SCALE):
+        raise RuntimeError(f"{policy}: Serve's replica states were not read over the whole run")
+    scored = score(clients, series, objectives(SCALE), SCALE)
+    result["replica_starts_s"] = replica_starts(samples)
+    changes = [
+        {"t_s": round(s["t"], 1), "targets": s["targets"]}
+        for before, s in itertools.pairwise(samples)
+        if s["targets"] != before["targets"]
+    ]
+    result.update(
+        scored,
+        application={
+            "import_path": application["import_path"],
+            "autoscaling_policy": application.get("autoscaling_policy"),
+            "autoscaling_configs": for_run,
+        },
+        target_changes=changes,
+        scaling_changes=len(changes),
+        replica_timeline=[
+            {"t_s": round(s["t"], 1), "counts": s["counts"], "targets": s["targets"]}
+            for i, s in enumerate(samples)
+            if i == 0
+            or (s["counts"], s["targets"]) != (samples[i - 1]["counts"], samples[i - 1]["targets"])
+        ],
+        clients=clients,
+        wall_s=round(time.monotonic() - started, 1),
+        model=fitted,
+        engine_latency=latency,
+    )
+    if policy == "best_fixed":
+        result.update(fixed)
+    out.write_text(json.dumps(result) + "\n")
+
+
+# ------------------------------------------------------------------------------ all of them
+def simulation_best_fixed() -> dict[str, int]:
+    best = json.loads(SIMULATION.read_text())["results"]["best_fixed"]
+    return {side: int(best[side]) for side in SIDES}
+
+
+def run_bounded(command: list[str]) -> int:
+    """One sizing's interpreter, ended with SIGTERM past RUN_TIMEOUT_S (its LocalRay shuts Ray
+    down on it: harness._stop_all_and_reraise), killed only if that does not end it."""
+    process = subprocess.Popen(command, cwd=HERE)
+    try:
+        return process.wait(timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.terminate()
+        try:
+            process.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        print(f"past {RUN_TIMEOUT_S} s: stopped", file=sys.stderr)
+        return 124
+
+
+def run_all(out: Path, fixed: dict[str, int], policies: tuple[str, ...]) -> int:
+    started = time.monotonic()
+    print(f"scale: {json.dumps(describe(SCALE))}", flush=True)
+    print(f"objectives in the run's time: {objectives(SCALE)}", flush=True)
+    RUN_DIR.mkdir(parents=True, exist_ok=True)
+    results: dict[str, Any] = {}
+    for policy in policies:
+        part = RUN_DIR / f"{policy}.json"
+        part.unlink(missing_ok=True)
+        command = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "one",
+            "--policy",
+            policy,
+            "--out",
+            str(part),
+            "--fixed",
+            f"{fixed['prefill']}:{fixed['decode']}",
+        ]
+        returncode = run_bounded(command)
+        if returncode != 0:
+            print(f"{policy}: exit {returncode}", file=sys.stderr)
+            return returncode
+        results[policy] = json.loads(part.read_text())
+        r = results[policy]
+        print(
+            f"{policy}: {r['minutes_held']}/{r['minutes_scored']} minutes held, "
+            f"{r['replica_seconds_total']} replica-seconds, {r['requests_failed']} of "
+            f"{r['requests_sent']} failed, {r['wall_s']} s",
+            flush=True,
+        )
+    if set(results) != set(POLICIES):
+        return 0
+    model, fitted = fit()
+    recorded = {
+        "date": datetime.date.today().isoformat(),
+        "what": "trace replay on the local Ray: Serve 2.58's controller, Ray Serve LLM's P/D "
+        "servers, the stand-in engine on the model fitted to the real-engine figures "
+        "(tests/e2e/latency_replay_local.py)",
+        "commit": subprocess.run(
+            ["git", "rev-parse", "HEAD"],
+            cwd=PROJECT_ROOT,
+            text=True,
+            capture_output=True,
+            check=False,
+        ).stdout.strip(),
+        "scale": describe(SCALE),
+        "model": fitted,
+        "engine_latency": engine_latency(model, SCALE),
+        "objectives_run_s": objectives(SCALE).__dict__,
+        "max_replicas_per_side": MAX_REPLICAS,
+        "best_fixed_from": f"{SIMULATION.relative_to(PROJECT_ROOT)} (the simulation's search)",
+        "machine": {"cpus": os.cpu_count()},
+        "wall_s": round(time.monotonic() - started, 1),
+        "results": {
+            name: {k: v for k, v in r.items() if k not in ("clients", "per_minute")}
+            for name, r in results.items()
+        },
+        "per_minute": {name: r["per_minute"] for name, r in results.items()},
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(recorded, indent=1) + "\n")
+    print(table(recorded), end="")
+    print(f"written: {out} ({recorded['wall_s']} s); clients' records in {RUN_DIR}", flush=True)
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=("all", "one", "report"))
+    parser.add_argument("--out", type=Path, help="where the JSON goes (all, one); report: read")
+    parser.add_argument("--policy", choices=POLICIES)
+    parser.add_argument("--policies", nargs="+", choices=POLICIES, default=list(POLICIES))
+    parser.add_argument("--fixed", help="best_fixed's prefill:decode (default: the simulation's)")
+    options = parser.parse_args(argv)
+    if options.mode == "report":
+        print(table(json.loads(options.out.read_text())), end="")
+        return 0
+    if options.fixed:
+        p, d = (int(n) for n in options.fixed.split(":"))
+        fixed = {"prefill": p, "decode": d}
+    else:
+        fixed = simulation_best_fixed()
+    if max(fixed.values()) > MAX_REPLICAS:
+        parser.error(f"--fixed {fixed}: at most {MAX_REPLICAS} replicas per side")
+    if options.mode == "one":
+        run_one(options.policy, fixed, options.out)
+        return 0
+    return run_all(options.out, fixed, tuple(options.policies))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
