@@ -36,9 +36,10 @@ from typing import Any
 from app_config.node_labels import GPU_ROLES
 from tools.gpu_bench import hand_off, real_size, stack
 from tools.gpu_bench.results import BenchRun, markdown_report, write_svg
-from tools.gpu_bench.run_facts import archive, gpu_name, point_figures, versions
+from tools.gpu_bench.run_facts import archive, point_figures
 from tools.gpu_bench.workload import CONCURRENCY, DATASETS, OUTPUT_TOKENS, PROMPTS
 from tools.gpu_check.deployed import DeployedRayService
+from tools.gpu_check.machine import gpu_name, versions
 from tools.gpu_check.one_gpu import engine_kwargs, one_gpu_serve_config, served_model
 from tools.gpu_check.serve_app import one_gpu_worker_resources
 

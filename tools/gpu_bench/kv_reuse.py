@@ -50,9 +50,10 @@ from typing import Any
 from app_config.node_labels import GPU_ROLES
 from pdctl.verify import metric_totals
 from tools.gpu_bench import hand_off, real_size, stack, word_tokenizer
-from tools.gpu_bench.run_facts import JsonRecord, archive, gpu_name, point_figures, versions
+from tools.gpu_bench.run_facts import JsonRecord, archive, point_figures
 from tools.gpu_bench.workload import PERCENTILES, WARMUPS
 from tools.gpu_check.deployed import DeployedRayService
+from tools.gpu_check.machine import gpu_name, versions
 from tools.gpu_check.one_gpu import Change, one_gpu_serve_config, served_model
 from tools.gpu_check.serve_app import one_gpu_worker_resources
 

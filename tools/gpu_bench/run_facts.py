@@ -1,12 +1,10 @@
-"""What a benchmark record says about the run itself (the machine's GPU, the engine packages'
-versions, the figures kept from one `vllm bench serve` result file), how a record is kept (a dated
-JSON file) and how a run's logs come back from the GPU machine."""
+"""The figures kept from one `vllm bench serve` result file, how a benchmark's record is kept (a
+dated JSON file) and how a run's logs come back from the GPU machine."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
 import tarfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -27,32 +25,7 @@ def point_figures(raw: Path) -> dict[str, Any]:
     return figures
 
 
-ENGINE_PACKAGES = ("vllm", "ray", "nixl-cu13", "torch")
 LOG_LIMIT_BYTES = 20 * 2**20
-
-
-def versions() -> dict[str, str]:
-    from importlib import metadata
-
-    found = {}
-    for package in ENGINE_PACKAGES:
-        try:
-            found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            found[package] = "missing"
-    return found
-
-
-def gpu_name() -> str:
-    try:
-        return subprocess.run(
-            ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.split("\n")[0]
-    except (OSError, subprocess.CalledProcessError):
-        return "no GPU"
 
 
 class JsonRecord:

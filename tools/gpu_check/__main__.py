@@ -17,7 +17,6 @@ import json
 import sys
 import urllib.request
 from collections.abc import Mapping
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from app_config.node_labels import GPU_ROLES
 from pdctl.checks import Check
 from tools.gpu_check import engines, serve_app
 from tools.gpu_check.deployed import DeployedRayService
+from tools.gpu_check.machine import gpu_name, versions
 from tools.gpu_check.one_gpu import engine_kwargs, one_gpu_serve_config, served_model
 from tools.gpu_check.results import Run, line, markdown_report
 from tools.gpu_check.scale_down import is_moe
@@ -45,7 +45,6 @@ ENVIRONMENT = {
 # half the prompts may differ; the permuted-block control, which must change every answer,
 # carries the proof.
 MOE_TOLERANCE = 0.5
-PACKAGES = ("vllm", "ray", "nixl-cu13", "torch")
 PARSER_OPTIONS = ("tool_call_parser", "reasoning_parser")
 
 
@@ -77,22 +76,6 @@ def efa_present() -> bool:
     return devices.is_dir() and any(
         (device / "device" / "driver").resolve().name == "efa" for device in devices.iterdir()
     )
-
-
-def versions() -> dict[str, str]:
-    found = {}
-    for package in PACKAGES:
-        try:
-            found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            found[package] = "missing"
-    return found
-
-
-def gpu_name() -> str:
-    import torch
-
-    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
 
 
 def run(args: argparse.Namespace) -> int:
