@@ -25,7 +25,6 @@ import argparse
 import copy
 import datetime
 import json
-import os
 import subprocess
 import sys
 import time
@@ -44,16 +43,9 @@ from tools.gpu_check.one_gpu import engine_kwargs, one_gpu_serve_config, served_
 from tools.gpu_check.serve_app import one_gpu_worker_resources
 
 ROOT = Path(__file__).resolve().parents[2]
-STATE = Path(os.environ.get("GPU_BENCH_STATE", Path.home() / "gpu-bench"))
-HTTP_PORT = 8400
-# The benchmark runs the deployed kernels: unlike gpu-check it does not set VLLM_BATCH_INVARIANT
-# (answers are not compared here, and batch-invariant kernels are slower).
-ENVIRONMENT = {
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "VLLM_NO_USAGE_STATS": "1",
-    "RAY_USAGE_STATS_ENABLED": "0",
-}
+STATE = stack.STATE
+HTTP_PORT = stack.HTTP_PORT
+ENVIRONMENT = stack.ENVIRONMENT
 VARIANTS = {
     "direct": "prefill + decode vLLM engines, the P/D protocol by a toy proxy (no Serve)",
     "direct-pull": "direct, decode READing the KV cache as deployed (one GPU: UCX's TCP relay)",

@@ -37,7 +37,6 @@ import argparse
 import datetime
 import json
 import math
-import os
 import subprocess
 import sys
 import time
@@ -57,13 +56,10 @@ from tools.gpu_check.machine import gpu_name, versions
 from tools.gpu_check.one_gpu import Change, one_gpu_serve_config, served_model
 from tools.gpu_check.serve_app import one_gpu_worker_resources
 
-STATE = Path(os.environ.get("GPU_BENCH_STATE", Path.home() / "gpu-bench")) / "kv-reuse"
-HTTP_PORT = 8400
+STATE = stack.STATE / "kv-reuse"
+HTTP_PORT = stack.HTTP_PORT
 ENVIRONMENT = {
-    "HF_HUB_OFFLINE": "1",
-    "TRANSFORMERS_OFFLINE": "1",
-    "VLLM_NO_USAGE_STATS": "1",
-    "RAY_USAGE_STATS_ENABLED": "0",
+    **stack.ENVIRONMENT,
     # Counters reach the nodes' metrics ports every report interval (Ray's default 10 s).
     "RAY_metrics_report_interval_ms": "2000",
 }

@@ -25,6 +25,18 @@ from tools.gpu_check.one_gpu import LOOPBACK
 from tools.gpu_check.serve_app import WORKER_CPUS, LocalCluster, with_serve_extensions
 
 START_TIMEOUT_S = 540.0
+# Where a benchmark's plan, record and logs live on the GPU machine, between its device calls.
+STATE = Path(os.environ.get("GPU_BENCH_STATE", Path.home() / "gpu-bench"))
+# The Serve application's HTTP port on the local Ray.
+HTTP_PORT = 8400
+# Every process under test. The benchmarks run the deployed kernels: unlike gpu-check they do
+# not set VLLM_BATCH_INVARIANT (answers are not compared, and batch-invariant kernels are slower).
+ENVIRONMENT = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "VLLM_NO_USAGE_STATS": "1",
+    "RAY_USAGE_STATS_ENABLED": "0",
+}
 PROXY_PORT = 8300
 RAY_PORTS = {"gcs": 6380, "dashboard": 8266, "head": 8081, "prefill": 8082, "decode": 8083}
 # A side's further Ray nodes (several replicas of one side on the one GPU): metrics ports from here.
