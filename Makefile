@@ -132,12 +132,19 @@ gpu-check: synth e2e-setup ## Third tier, one NVIDIA GPU: deployed engine config
 
 # How fast the deployed path is on one GPU (not in CI): vllm bench serve against the engines
 # alone, one engine, and the Serve app as synthesized, with a real-size model of the family on
-# dummy weights (docs/verification.md "How fast it is on one GPU"). MODEL_CONFIG=<config.json>,
-# TOKENIZER=<folder with tokenizer.json>; the result lands in build/gpu-bench/result.json.
+# dummy weights (docs/verification.md "How fast it is on one GPU"); each performance setting a
+# synthesis of its own (tools/gpu_bench/__main__.py SYNTHESIZED). MODEL_CONFIG=<config.json>,
+# TOKENIZER=<folder with tokenizer.json> (default: a word-level one of the family's size); the
+# result lands in build/gpu-bench/result.json.
 GPU_BENCH = "$$($(E2E_TOOL) venv)/bin/python" -m tools.gpu_bench
+GPU_BENCH_VARIANTS := deployed-batching-10ms deployed-batching-0ms
 gpu-bench: synth e2e-setup ## One NVIDIA GPU: direct / aggregated / deployed speed, vllm bench serve
+	@for v in $(GPU_BENCH_VARIANTS); do \
+	  overrides=$$($(BIN)/python -c "from tools.gpu_bench.__main__ import SYNTHESIZED; print(' '.join('-c ' + o for o in SYNTHESIZED['$$v']))"); \
+	  $(CDK) synth $(CDK_FLAGS) $$overrides --quiet --output build/gpu-bench-synth/$$v || exit 1; done
 	$(GPU_BENCH) prepare --model-config $(or $(MODEL_CONFIG),catalog/model_configs/Qwen3-8B.json) \
-		--tokenizer $(TOKENIZER) --commit "$$(git rev-parse HEAD)"
+		$(if $(TOKENIZER),--tokenizer $(TOKENIZER)) --commit "$$(git rev-parse HEAD)" \
+		$(foreach v,$(GPU_BENCH_VARIANTS),--variant $(v)=build/gpu-bench-synth/$(v))
 	$(GPU_BENCH) engines
 	$(GPU_BENCH) probe direct
 	$(GPU_BENCH) sweep direct random prefix
@@ -146,6 +153,8 @@ gpu-bench: synth e2e-setup ## One NVIDIA GPU: direct / aggregated / deployed spe
 	$(GPU_BENCH) serve --wait
 	$(GPU_BENCH) probe deployed
 	$(GPU_BENCH) sweep deployed random prefix
+	@for v in $(GPU_BENCH_VARIANTS); do \
+	  $(GPU_BENCH) serve $$v --wait && $(GPU_BENCH) sweep $$v random prefix || exit 1; done
 	$(GPU_BENCH) ingress 2
 	$(GPU_BENCH) sweep deployed-ingress-2 random
 	$(GPU_BENCH) stop

@@ -42,7 +42,9 @@ def breakdown() -> ModuleType:
 
 @pytest.fixture(scope="module")
 def cpu_use() -> ModuleType:
-    return load("cpu_use")
+    from tools import cpu_use
+
+    return cpu_use
 
 
 def point(ttft_ms: float, tpot_ms: float, requests_per_s: float) -> dict:

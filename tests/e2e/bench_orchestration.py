@@ -34,7 +34,7 @@ where batching shows as bundles. ``--report FILE`` prints the table of a written
 with N ingress replicas (``ingress_deployment_config`` min = max = N), one application per N
 on nodes of its own, run alternately as above. Each measurement also reads the CPU time of the
 variant's Serve processes (its ingress replicas, the proxies, its decode and prefill replicas,
-found by their Ray actors' pids) and the machine's foreign load (cpu_use.py); a measurement
+found by their Ray actors' pids) and the machine's foreign load (tools/cpu_use.py); a measurement
 that ran while other processes took more than ``--max-foreign-cores`` is run again (at most
 ``--retries`` times, the least loaded kept). The ingress's ceiling is where its latency
 bends: the highest concurrency before TTFT p50 or the time per output token p50 exceeds
@@ -63,9 +63,14 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import cpu_use
-import ttft_breakdown
 from harness import PROJECT_ROOT, LocalRay, NodeShape, Synthesized
+
+sys.path.insert(0, str(PROJECT_ROOT))
+
+import ttft_breakdown
+
+from tools import cpu_use
+from tools.cpu_use import serve_pids
 
 CONCURRENCY = (1, 8, 64)
 # A step up in streams that raises requests/s by less than this share: the path has bent.
@@ -258,31 +263,6 @@ def machine() -> dict[str, Any]:
         "python": platform.python_version(),
         "load_average_before": os.getloadavg(),
     }
-
-
-def serve_pids(dashboard: str, apps: list[str]) -> dict[str, list[int]]:
-    """The pids of each application's Serve processes by part (``<app>:ingress``,
-    ``<app>:decode``, ``<app>:prefill``) and of the proxies (``proxy``, shared by all), from
-    Ray's actor table: Serve names a replica's actor ``ServeReplica:<app>:<deployment>``."""
-    from ray.util.state import list_actors
-
-    pids: dict[str, list[int]] = {"proxy": []}
-    for app in apps:
-        for part in ("ingress", "decode", "prefill"):
-            pids[f"{app}:{part}"] = []
-    alive = list_actors(dashboard, filters=[("state", "=", "ALIVE")], limit=10000, detail=True)
-    for actor in alive:
-        name, pid = actor.class_name, actor.pid
-        if name == "ProxyActor":
-            pids["proxy"].append(pid)
-            continue
-        if not name.startswith("ServeReplica:"):
-            continue
-        _, app, deployment = name.split(":", 2)
-        part = ttft_breakdown.role(f"{app}_{deployment}")
-        if app in apps and part in ("ingress", "decode", "prefill"):
-            pids[f"{app}:{part}"].append(pid)
-    return pids
 
 
 def measure(

@@ -39,6 +39,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from tools.cpu_use import serve_part
+
 # ray/serve/_private/logging_utils.py ServeFormatter + access_log_msg (no client address unless
 # RAY_SERVE_LOG_CLIENT_ADDRESS=1, which the harness does not set).
 ACCESS_LINE = re.compile(
@@ -86,11 +88,7 @@ def role(component: str) -> str | None:
     aggregated ``<app>_LLMServer:<model>``)."""
     if component == "proxy":
         return "proxy"
-    deployment = component.split("_", 1)[-1]
-    for name, part in (("OpenAiIngress", "ingress"), ("Prefill", "prefill"), ("Decode", "decode")):
-        if deployment.startswith(name):
-            return part
-    return "server" if deployment.startswith("LLMServer") else None
+    return serve_part(component.split("_", 1)[-1])
 
 
 def serve_starts(log_dir: Path, request_ids: set[str]) -> dict[str, dict[str, float]]:

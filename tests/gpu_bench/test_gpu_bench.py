@@ -8,8 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from tools.gpu_bench import proxy, real_size
-from tools.gpu_bench.results import BenchRun, added_ms, markdown_report, ratio, svg, targets
+from tools.cpu_use import serve_part
+from tools.gpu_bench import points, proxy, real_size
+from tools.gpu_bench.results import (
+    BenchRun,
+    added_ms,
+    cpu_table,
+    ingress_ceiling,
+    markdown_report,
+    ratio,
+    svg,
+    targets,
+)
+from tools.gpu_bench.run_facts import point_figures
 from tools.gpu_bench.workload import CONCURRENCY, DATASETS, PROMPTS, bench_args
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -129,6 +140,62 @@ def test_a_missing_point_gives_no_ratio_rather_than_a_wrong_one() -> None:
     assert ratio(run, "deployed", "random", "8", "output_throughput") is None
     assert added_ms(run, "deployed", "random", "8", "median_ttft_ms") is None
     assert all(ok is False for _, ok in targets(run).values())
+
+
+def test_a_point_reads_the_serve_processes_cpu_saved_beside_its_result(tmp_path: Path) -> None:
+    """points.py saves the CPU seconds beside the result `vllm bench serve` writes (named by
+    the point's own --result-dir and --result-filename); the figures divide them by the
+    benchmark's duration and by its output tokens."""
+    argv = bench_args("http://x", "m", "t", DATASETS["random"], 8, str(tmp_path), "p.json")
+    result = points.result_path(argv)
+    assert result == tmp_path / "p.json"
+    result.write_text(json.dumps({"duration": 4.0, "total_output_tokens": 2000, "completed": 16}))
+    points.cpu_file(result).write_text(
+        json.dumps({"wall_s": 6.0, "cpu_s": {"ingress": 2.0, "decode": 3.0}})
+    )
+    figures = point_figures(result)
+    assert figures["cpu_cores"] == {"ingress": 0.5, "decode": 0.75}
+    assert figures["cpu_us_per_token"] == {"ingress": 1000.0, "decode": 1500.0}
+
+
+def test_a_point_without_a_cpu_reading_has_no_cpu_figures(tmp_path: Path) -> None:
+    (tmp_path / "p.json").write_text(json.dumps({"duration": 4.0}))
+    assert "cpu_cores" not in point_figures(tmp_path / "p.json")
+
+
+def _with_cpu(tokens_per_s: float, ingress_us_per_token: float) -> dict:
+    return {
+        **_point(tokens_per_s, 50),
+        "cpu_cores": {"ingress": tokens_per_s * ingress_us_per_token / 1e6},
+        "cpu_us_per_token": {"ingress": ingress_us_per_token},
+    }
+
+
+def test_the_ingress_ceiling_is_one_core_at_the_highest_points_cpu_per_token() -> None:
+    run = _run({}, {"8": _with_cpu(1000, 400.0), "128": _with_cpu(3000, 250.0)})
+    assert ingress_ceiling(run, "deployed", "random") == ("128", 4000.0)
+    assert ingress_ceiling(run, "direct", "random") is None
+    table = "\n".join(cpu_table(run, "random"))
+    assert "| deployed | 128 | 3,000 | 0.75 / 250 |" in table
+    assert "relays about 4,000 output tokens/s" in table
+
+
+def test_a_run_without_cpu_readings_prints_no_cpu_table() -> None:
+    assert cpu_table(_run({"8": _point(1, 1)}, {"8": _point(1, 1)}), "random") == []
+
+
+@pytest.mark.parametrize(
+    ("deployment", "part"),
+    [
+        ("OpenAiIngress", "ingress"),
+        ("Prefill:qwen", "prefill"),
+        ("Decode:qwen", "decode"),
+        ("LLMServer:qwen", "server"),
+        ("SomethingElse", None),
+    ],
+)
+def test_serve_deployments_are_named_by_their_part(deployment: str, part: str | None) -> None:
+    assert serve_part(deployment) == part
 
 
 def test_the_plot_has_one_curve_per_measured_variant_and_a_point_per_concurrency() -> None:

@@ -1,18 +1,25 @@
 """`make gpu-bench`: the deployed serving path's speed on one GPU, against its floor.
 
-    python -m tools.gpu_bench prepare --model-config C --tokenizer DIR   # model folder, plan
+    python -m tools.gpu_bench prepare --model-config C [--tokenizer DIR] \
+        [--variant NAME=CDK_OUT ...]                 # model folder, plan, deployed variants
     python -m tools.gpu_bench hand-off push|pull     # which way the KV cache moves (hand_off.py)
     python -m tools.gpu_bench transport on|off       # UCX cuda_ipc GET zero-copy (hand_off.py)
     python -m tools.gpu_bench engines                # prefill + decode vLLM, the toy P/D proxy
     python -m tools.gpu_bench probe VARIANT          # one request: does the path answer?
     python -m tools.gpu_bench sweep VARIANT DATASET  # vllm bench serve over CONCURRENCY
     python -m tools.gpu_bench stop                   # the processes this tool started
-    python -m tools.gpu_bench serve [--wait]         # local Ray + the Serve app as synthesized
+    python -m tools.gpu_bench serve [VARIANT] [--wait]  # local Ray + a Serve app as synthesized
     python -m tools.gpu_bench ingress N              # the same app with N ingress replicas
     python -m tools.gpu_bench metrics NAME           # every /metrics page, saved for the TTFT parts
     python -m tools.gpu_bench parts RESULT METRICS   # the deployed TTFT in its parts
     python -m tools.gpu_bench collect OUT            # the result JSON and the logs
     python -m tools.gpu_bench report docs/gpu-bench/*.json [--svg DIR]
+
+Deployed variants that change a setting (``SYNTHESIZED``) are each a `cdk synth` with their
+`-c` overrides, so what runs is what the app renders for that setting, with the same one-GPU
+changes as ``deployed``. During a deployed variant's sweep, each point also reads the CPU time
+of the Serve processes (the ingress replica, decode's and prefill's replicas, the HTTP proxy):
+the ingress's CPU per streamed token is what tells its ceiling apart from decode's relay.
 
 Each step is its own command so that a GPU machine lent call by call can run them in a few
 long calls; the processes started stay up between calls, and the state (the plan, the results
@@ -33,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from app_config.node_labels import GPU_ROLES
-from tools.gpu_bench import hand_off, real_size, stack
+from tools import cpu_use
+from tools.gpu_bench import hand_off, real_size, stack, word_tokenizer
 from tools.gpu_bench.results import BenchRun, markdown_report, write_svg
 from tools.gpu_bench.run_facts import archive, point_figures
 from tools.gpu_bench.workload import CONCURRENCY, DATASETS, OUTPUT_TOKENS, PROMPTS
@@ -51,7 +59,17 @@ VARIANTS = {
     "direct-pull": "direct, decode READing the KV cache as deployed (one GPU: UCX's TCP relay)",
     "aggregated": "the decode engine alone, no hand-off (what P/D is compared to)",
     "deployed": "the Serve application as synthesized (one-GPU changes listed)",
+    "deployed-batching-10ms": "deployed, synthesized with serving.stream_batching_interval_ms=10",
+    "deployed-batching-0ms": "deployed, synthesized with serving.stream_batching_interval_ms=0 "
+    "(each token its own Serve message)",
     "deployed-ingress-2": "deployed, with 2 ingress replicas",
+}
+DEPLOYED = "deployed"
+# Deployed variants that are a synthesis of their own: their `cdk synth -c` overrides (the
+# Makefile's gpu-bench target synthesizes each into build/gpu-bench/<name>).
+SYNTHESIZED = {
+    "deployed-batching-10ms": ("serving.stream_batching_interval_ms=10",),
+    "deployed-batching-0ms": ("serving.stream_batching_interval_ms=0",),
 }
 
 
@@ -65,20 +83,26 @@ def prepare(args: argparse.Namespace) -> None:
     model_id, _ = served_model(deployed.serve_config)
     config = json.loads(Path(args.model_config).read_text())
     model_path = STATE / "model"
-    model_changes = real_size.build(config, Path(args.tokenizer), model_path)
-    serve_config, changes = one_gpu_serve_config(
-        deployed.serve_config, str(model_path), efa=False, http_port=HTTP_PORT
-    )
-    lines = [str(change) for change in changes] + real_size.with_dummy_weights(serve_config)
+    tokenizer, model_changes = word_tokenizer.given_or_built(args.tokenizer, STATE)
+    model_changes += real_size.build(config, tokenizer, model_path)
+    serve_config, lines, hand_off_changes = one_gpu(deployed, model_path, args.hand_off)
     resources, resource_changes = one_gpu_worker_resources(
         {role: deployed.worker_resources(role) for role in GPU_ROLES}
     )
-    hand_off_changes = hand_off.choose(serve_config, args.hand_off, deployed.serve_config)
+    variants = {}
+    for entry in args.variant:
+        name, _, cdk_out = entry.partition("=")
+        if name not in SYNTHESIZED:
+            raise SystemExit(f"gpu-bench: --variant {name}: not one of {sorted(SYNTHESIZED)}")
+        variants[name] = one_gpu(DeployedRayService.read(Path(cdk_out)), model_path, args.hand_off)[
+            0
+        ]
     plan = {
         "deployed_serve_config": deployed.serve_config,
         "hand_off": args.hand_off,
         "get_zcopy": args.get_zcopy,
         "serve_config": serve_config,
+        "variants": variants,
         "head_start_params": deployed.head_start_params,
         "worker_resources": resources,
         "model_id": model_id,
@@ -110,6 +134,19 @@ def prepare(args: argparse.Namespace) -> None:
     print(f"gpu-bench: {model_id} as {run.architecture} on {run.gpu}; {run.versions}")
     for line in run.changes + run.model_changes:
         print(f"  change: {line}")
+
+
+def one_gpu(
+    deployed: DeployedRayService, model_path: Path, direction: str
+) -> tuple[dict[str, Any], list[str], list[Any]]:
+    """A synthesized Serve config as it runs on one GPU: the changes `make gpu-check` makes,
+    dummy weights, the hand-off's direction; with the lines that say so."""
+    serve_config, changes = one_gpu_serve_config(
+        deployed.serve_config, str(model_path), efa=False, http_port=HTTP_PORT
+    )
+    lines = [str(change) for change in changes] + real_size.with_dummy_weights(serve_config)
+    hand_off_changes = hand_off.choose(serve_config, direction, deployed.serve_config)
+    return serve_config, lines, hand_off_changes
 
 
 def plan() -> dict[str, Any]:
@@ -192,6 +229,13 @@ def sweep(args: argparse.Namespace) -> None:
     from tools.gpu_bench.workload import bench_args
 
     p = plan()
+    pids = (
+        serve_pids()
+        if args.variant.startswith(DEPLOYED)
+        else stack.direct_pids(STATE)
+        if args.variant.startswith("direct")
+        else {}
+    )
     for dataset_name in args.datasets:
         dataset = DATASETS[dataset_name]
         concurrencies = args.concurrency or CONCURRENCY
@@ -208,10 +252,11 @@ def sweep(args: argparse.Namespace) -> None:
             )
             for c in concurrencies
         ]
+        points = {"points": argv, "pids": pids}
         start = time.monotonic()
         with open(STATE / "bench.log", "ab") as log:
             subprocess.run(
-                [sys.executable, "-m", "tools.gpu_bench.points", json.dumps(argv)],
+                [sys.executable, "-m", "tools.gpu_bench.points", json.dumps(points)],
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 check=False,
@@ -227,11 +272,20 @@ def sweep(args: argparse.Namespace) -> None:
                 f"{figures.get('output_throughput') or 0:.0f} tok/s, TTFT p50 "
                 f"{figures.get('median_ttft_ms') or 0:.1f} ms p99 "
                 f"{figures.get('p99_ttft_ms') or 0:.1f}, ITL p50 "
-                f"{figures.get('median_itl_ms') or 0:.2f} ms, failed {figures.get('failed')}",
+                f"{figures.get('median_itl_ms') or 0:.2f} ms, failed {figures.get('failed')}, "
+                f"cores {figures.get('cpu_cores')}",
                 flush=True,
             )
         run.write(STATE / "result.json")
         print(f"gpu-bench: {args.variant} {dataset_name}: {time.monotonic() - start:.0f} s")
+
+
+def serve_pids() -> dict[str, list[int]]:
+    """The running application's Serve processes by part (ingress, decode, prefill, proxy)."""
+    (application,) = plan()["serve_config"]["applications"]
+    app = application["name"]
+    found = cpu_use.serve_pids(stack.cluster().dashboard, [app])
+    return {name.removeprefix(f"{app}:"): pids for name, pids in found.items()}
 
 
 def fold(args: argparse.Namespace) -> None:
@@ -251,24 +305,32 @@ def stop(_: argparse.Namespace) -> None:
 
 
 def serve(args: argparse.Namespace) -> None:
+    """A Serve application as synthesized: on a fresh local Ray for the first, else in place
+    of the one running (every engine restarts: each variant is a synthesis of its own)."""
     p = plan()
-    node_env = {role: hand_off.side_channel_environment(role) for role in GPU_ROLES}
-    cluster = stack.start_ray(
-        p["head_start_params"], p["worker_resources"], environment(), STATE, node_env
-    )
-    cluster.put(p["serve_config"])
-    print("gpu-bench: Serve config PUT", flush=True)
+    config = p["serve_config"] if args.variant == DEPLOYED else p["variants"][args.variant]
+    cluster = stack.cluster()
+    try:
+        stack.applications(cluster)
+    except OSError:
+        node_env = {role: hand_off.side_channel_environment(role) for role in GPU_ROLES}
+        cluster = stack.start_ray(
+            p["head_start_params"], p["worker_resources"], environment(), STATE, node_env
+        )
+    stack.replace_applications(cluster, config)
+    print(f"gpu-bench: {args.variant} Serve config PUT", flush=True)
     if args.wait:
         wait(args)
 
 
-def wait(_: argparse.Namespace) -> None:
+def wait(args: argparse.Namespace) -> None:
     p = plan()
     (application,) = p["serve_config"]["applications"]
     seconds = stack.cluster().wait_running(application["name"], STATE / "serve-status.json")
-    print(f"gpu-bench: application RUNNING ({seconds:.0f} s of waiting)", flush=True)
+    print(f"gpu-bench: {args.variant} RUNNING ({seconds:.0f} s of waiting)", flush=True)
     run = record()
-    run.startup.setdefault("Serve app RUNNING, waited (s)", round(seconds))
+    key = "Serve app" if args.variant == DEPLOYED else args.variant
+    run.startup.setdefault(f"{key} RUNNING, waited (s)", round(seconds))
     run.write(STATE / "result.json")
 
 
@@ -340,7 +402,16 @@ def main(argv: list[str] | None = None) -> int:
     p = commands.add_parser("prepare")
     p.add_argument("--cdk-out", default=str(ROOT / "cdk.out"))
     p.add_argument("--model-config", required=True)
-    p.add_argument("--tokenizer", required=True, help="folder with tokenizer.json")
+    p.add_argument(
+        "--tokenizer", help="folder with tokenizer.json (default: word_tokenizer's, built here)"
+    )
+    p.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        metavar="NAME=CDK_OUT",
+        help=f"a deployed variant's synthesis ({', '.join(SYNTHESIZED)})",
+    )
     p.add_argument("--commit", default="")
     p.add_argument("--hand-off", choices=hand_off.DIRECTIONS, default="pull")
     p.add_argument(
@@ -367,10 +438,14 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("--concurrency", type=int, nargs="*")
     s.set_defaults(handler=sweep)
     commands.add_parser("stop").set_defaults(handler=stop)
+    deployed_variants = (DEPLOYED, *SYNTHESIZED)
     v = commands.add_parser("serve")
+    v.add_argument("variant", nargs="?", choices=deployed_variants, default=DEPLOYED)
     v.add_argument("--wait", action="store_true")
     v.set_defaults(handler=serve)
-    commands.add_parser("wait").set_defaults(handler=wait)
+    w = commands.add_parser("wait")
+    w.add_argument("variant", nargs="?", choices=deployed_variants, default=DEPLOYED)
+    w.set_defaults(handler=wait)
     i = commands.add_parser("ingress")
     i.add_argument("replicas", type=int)
     i.set_defaults(handler=ingress)

@@ -432,14 +432,7 @@ def _record() -> KvReuseRun:
 def prepare(args: argparse.Namespace) -> None:
     STATE.mkdir(parents=True, exist_ok=True)
     config = json.loads(Path(args.model_config).read_text())
-    tokenizer = Path(args.tokenizer) if args.tokenizer else STATE / "tokenizer"
-    model_changes = []
-    if not args.tokenizer:
-        size = word_tokenizer.build(tokenizer)
-        model_changes.append(
-            f"tokenizer: a word-level one of Qwen3's {size} tokens (tools/gpu_bench/"
-            "word_tokenizer.py; no Hub on the GPU machine): same embedding and LM head rows"
-        )
+    tokenizer, model_changes = word_tokenizer.given_or_built(args.tokenizer, STATE)
     model_path = STATE / "model"
     model_changes += real_size.build(config, tokenizer, model_path)
     block_bytes = 0
@@ -496,11 +489,6 @@ def _node_environment() -> dict[str, dict[str, str]]:
     return found
 
 
-def _applications(cluster: stack.LocalCluster) -> dict[str, Any]:
-    with urllib.request.urlopen(f"{cluster.dashboard}/api/serve/applications/", timeout=30) as a:
-        return json.loads(a.read()).get("applications", {})
-
-
 def serve(args: argparse.Namespace) -> None:
     """Deploy one variant: a fresh Ray on the first, else the running applications deleted
     first (a PUT over a running app would report its old RUNNING state for a moment)."""
@@ -508,7 +496,7 @@ def serve(args: argparse.Namespace) -> None:
     start = time.monotonic()
     try:
         cluster = stack.cluster()
-        existing = _applications(cluster)
+        stack.applications(cluster)
     except OSError:
         cluster = stack.start_ray(
             plan["head_start_params"],
@@ -518,16 +506,7 @@ def serve(args: argparse.Namespace) -> None:
             _node_environment(),
             {"prefill": PREFILL_REPLICAS},
         )
-        existing = {}
-    if existing:
-        request = urllib.request.Request(
-            f"{cluster.dashboard}/api/serve/applications/", method="DELETE"
-        )
-        urllib.request.urlopen(request, timeout=60).close()
-        deadline = time.monotonic() + 300
-        while _applications(cluster) and time.monotonic() < deadline:
-            time.sleep(3)
-    cluster.put(plan["serve_config"])
+    stack.replace_applications(cluster, plan["serve_config"])
     (application,) = plan["serve_config"]["applications"]
     seconds = cluster.wait_running(application["name"], STATE / f"serve-{args.variant}.json")
     run = _record()

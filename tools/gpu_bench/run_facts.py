@@ -22,7 +22,27 @@ def point_figures(raw: Path) -> dict[str, Any]:
     errors = [error for error in saved.get("errors", []) if error]
     if errors:
         figures["first_error"] = str(errors[0])[:300]
+    reading = raw.with_suffix(".cpu.json")
+    if reading.exists():
+        figures.update(cpu_figures(json.loads(reading.read_text()), saved))
     return figures
+
+
+def cpu_figures(reading: dict[str, Any], saved: dict[str, Any]) -> dict[str, Any]:
+    """Each process group's CPU over a point (tools/gpu_bench/points.py): in cores over the
+    benchmark's duration, and in CPU microseconds per output token. The reading spans the
+    point's warm-up requests too (4 of them), so both are a little high at the lowest
+    concurrency and exact enough at the high ones, where a ceiling shows."""
+    duration, tokens = saved.get("duration") or 0, saved.get("total_output_tokens") or 0
+    spent = reading["cpu_s"]
+    return {
+        "cpu_cores": {part: round(s / duration, 3) for part, s in spent.items()}
+        if duration
+        else {},
+        "cpu_us_per_token": {part: round(s * 1e6 / tokens, 1) for part, s in spent.items()}
+        if tokens
+        else {},
+    }
 
 
 LOG_LIMIT_BYTES = 20 * 2**20

@@ -125,6 +125,14 @@ def start_engines(
     return seconds
 
 
+def direct_pids(state: Path) -> dict[str, list[int]]:
+    """The direct path's processes by part, as start_engines started them (one per line of
+    its pids file: each side's engine, whose API server is the process itself, then the
+    proxy), so that their CPU reads as the Serve application's does."""
+    pids = [int(line) for line in (state / "pids").read_text().split()]
+    return {part: [pid] for part, pid in zip((*GPU_ROLES, "proxy"), pids, strict=True)}
+
+
 def engine_url(role: str) -> str:
     return f"http://{LOOPBACK}:{HTTP_PORTS[role]}"
 
@@ -219,6 +227,26 @@ def stop_ray(env: Mapping[str, str]) -> None:
         capture_output=True,
         timeout=120,
     )
+
+
+def applications(cluster: LocalCluster) -> dict[str, Any]:
+    with urllib.request.urlopen(f"{cluster.dashboard}/api/serve/applications/", timeout=30) as a:
+        return json.loads(a.read()).get("applications", {})
+
+
+def replace_applications(cluster: LocalCluster, config: Mapping[str, Any]) -> None:
+    """PUT ``config`` after deleting whatever Serve runs: a PUT over a running application
+    would report its old RUNNING state for a moment, and the engines of both would not fit the
+    GPU together."""
+    if applications(cluster):
+        request = urllib.request.Request(
+            f"{cluster.dashboard}/api/serve/applications/", method="DELETE"
+        )
+        urllib.request.urlopen(request, timeout=60).close()
+        deadline = time.monotonic() + 300
+        while applications(cluster) and time.monotonic() < deadline:
+            time.sleep(3)
+    cluster.put(config)
 
 
 def deployments(cluster: LocalCluster, app: str) -> dict[str, Any]:

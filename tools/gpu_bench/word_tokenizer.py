@@ -61,6 +61,18 @@ def build(out: Path, words: int = QWEN3_WORDS, added: tuple[str, ...] = QWEN3_AD
     return words + len(added)
 
 
+def given_or_built(given: str | None, state: Path) -> tuple[Path, list[str]]:
+    """The tokenizer folder a run uses: the one given, else this one built under ``state``,
+    with the line the run's record prints for it."""
+    if given:
+        return Path(given), []
+    size = build(state / "tokenizer")
+    return state / "tokenizer", [
+        f"tokenizer: a word-level one of Qwen3's {size} tokens (tools/gpu_bench/"
+        "word_tokenizer.py; no Hub on the GPU machine): same embedding and LM head rows"
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("out", type=Path)

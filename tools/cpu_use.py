@@ -1,5 +1,9 @@
 """CPU time over one benchmark point: the Serve processes' own, and everybody else's.
 
+Used by the stand-in bench (tests/e2e/bench_orchestration.py) and the GPU bench
+(tools/gpu_bench): what the ingress replica spends per streamed token is what tells its ceiling
+from decode's, whichever engine is behind it.
+
 The orchestration bench runs on a machine it shares (2 cores, other sessions' test runs), and
 its figures are CPU-bound: a point that ran while something else took the cores is a point of
 that load, not of the Serve path. So each point reads, before and after:
@@ -63,6 +67,56 @@ def tree_cpu_s(root: int) -> float:
     return total
 
 
+# Parts of a Serve application, by the deployment name's prefix (Ray Serve LLM 2.58's P/D
+# builder names them OpenAiIngress, Prefill:<model>, Decode:<model>; its aggregated builder
+# LLMServer:<model>).
+DEPLOYMENT_PARTS = (
+    ("OpenAiIngress", "ingress"),
+    ("Prefill", "prefill"),
+    ("Decode", "decode"),
+    ("LLMServer", "server"),
+)
+
+
+def serve_part(deployment: str) -> str | None:
+    """The part a Serve deployment plays in the application: ingress, prefill, decode or
+    (aggregated) server."""
+    for prefix, part in DEPLOYMENT_PARTS:
+        if deployment.startswith(prefix):
+            return part
+    return None
+
+
+def serve_pids(dashboard: str, apps: list[str]) -> dict[str, list[int]]:
+    """The pids of each application's Serve processes by part (``<app>:ingress``,
+    ``<app>:decode``, ``<app>:prefill``) and of the proxies (``proxy``, shared by all), from
+    Ray's actor table: Serve names a replica's actor ``ServeReplica:<app>:<deployment>``."""
+    from ray.util.state import list_actors
+
+    pids: dict[str, list[int]] = {"proxy": []}
+    for app in apps:
+        for part in ("ingress", "decode", "prefill"):
+            pids[f"{app}:{part}"] = []
+    alive = list_actors(dashboard, filters=[("state", "=", "ALIVE")], limit=10000, detail=True)
+    for actor in alive:
+        name, pid = actor.class_name, actor.pid
+        if name == "ProxyActor":
+            pids["proxy"].append(pid)
+            continue
+        if not name.startswith("ServeReplica:"):
+            continue
+        _, app, deployment = name.split(":", 2)
+        key = f"{app}:{serve_part(deployment)}"
+        if key in pids:
+            pids[key].append(pid)
+    return pids
+
+
+def cpu_seconds(named: dict[str, list[int]]) -> dict[str, float]:
+    """CPU seconds of each named group of processes (those that have gone count 0)."""
+    return {name: sum(process_cpu_s(pid) or 0.0 for pid in pids) for name, pids in named.items()}
+
+
 @dataclass
 class Sample:
     """One reading: the machine's busy time, the bench's process tree, named processes."""
@@ -79,9 +133,7 @@ class Sample:
             wall_s=time.monotonic(),
             machine_s=machine_busy_s(),
             tree_s=tree_cpu_s(os.getpid()),
-            named_s={
-                name: sum(process_cpu_s(pid) or 0.0 for pid in pids) for name, pids in named.items()
-            },
+            named_s=cpu_seconds(named),
             load_average=os.getloadavg(),
         )
 
