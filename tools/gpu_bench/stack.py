@@ -129,8 +129,9 @@ def direct_pids(state: Path) -> dict[str, list[int]]:
     """The direct path's processes by part, as start_engines started them (one per line of
     its pids file: each side's engine, whose API server is the process itself, then the
     proxy), so that their CPU reads as the Serve application's does."""
-    pids = [int(line) for line in (state / "pids").read_text().split()]
-    return {part: [pid] for part, pid in zip((*GPU_ROLES, "proxy"), pids, strict=True)}
+    parts = (*GPU_ROLES, "proxy")
+    pids = [int(line) for line in (state / "pids").read_text().split()][-len(parts) :]
+    return {part: [pid] for part, pid in zip(parts, pids, strict=False)}
 
 
 def engine_url(role: str) -> str:
