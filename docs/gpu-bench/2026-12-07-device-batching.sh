@@ -2,7 +2,8 @@
 # How the 2026-12-07 gpu-bench run was driven on the lent GPU machine, one phase per device call
 # (tools/gpu_bench/__main__.py): the direct path, then the deployed application synthesized with
 # serving.stream_batching_interval_ms at 10 and at 0 ms (tools/gpu_bench SYNTHESIZED), each
-# point with the Serve processes' CPU; Ray's default (50 ms) last, if the lease allowed it.
+# point with the Serve processes' CPU. Six failed machine starts took 12 of the lease's 30
+# minutes, so the run began with `p1 ag deployed-batching-10ms` (no direct engines).
 # build/whl/part-XX: the wheel tar in 50 MiB parts (tools/gpu_bench/pack_wheels.sh);
 # build/gb/<variant>/: each variant's synthesized serving template (`cdk synth -c <override>`),
 # build/gb/commit. Each phase sweeps the variant that is up, then deploys the next, so the
@@ -21,7 +22,7 @@ case "$1" in
   first) rm -rf /root/wheels.tar /root/gpu-bench; cat build/whl/part-$2 >> /root/wheels.tar
          nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv; nproc; free -g | head -2 ;;
   chunk) cat build/whl/part-$2 >> /root/wheels.tar; ls -la /root/wheels.tar ;;
-  p1) # the last chunk, the install, the direct engines
+  p1) # the last chunk ($2), the install, the direct engines or the first variant ($3)
     cat build/whl/part-$2 >> /root/wheels.tar; md5sum /root/wheels.tar; cat build/whl/wheels.md5
     mkdir -p /root/whl && tar xf /root/wheels.tar -C /root/whl || exit 1
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
@@ -30,8 +31,12 @@ case "$1" in
       --variant deployed-batching-10ms=build/gb/deployed-batching-10ms \
       --variant deployed-batching-0ms=build/gb/deployed-batching-0ms \
       --commit "$(cat build/gb/commit)" || exit 1; left
-    $B engines || tail -20 /root/gpu-bench/prefill.log /root/gpu-bench/decode.log; left
-    $B probe direct --timeout 60; left; $B collect $OUT ;;
+    if [ "$3" = direct ]; then
+      $B engines || tail -20 /root/gpu-bench/prefill.log /root/gpu-bench/decode.log; left
+      $B probe direct --timeout 60
+    else # the lease left no room for the direct engines: the first deployed variant instead
+      $B serve $3 && timeout $(budget 575) $B wait $3
+    fi; left; $B collect $OUT ;;
   p2) # direct swept; the engines stopped; Ray and the 10 ms application started
     timeout $(budget 200) $B sweep direct random; left
     $B metrics direct; $B stop; sleep 3; nvidia-smi --query-gpu=memory.used --format=csv
