@@ -21,14 +21,19 @@ Every change the run makes to the rendered application, and why:
    per replica with its streams.
 2. Each side may grow to MAX_REPLICAS (its node group's max_size with it); the latency policy's
    GPU budget is what both sides' maxima hold, so it is never what binds.
-3. The autoscaled runs are deployed warm, as the simulation's start (tools/latency_replay.py
-   WARM_START: the replicas the first phase needs), fixed at those counts, and their autoscaling
-   bounds are put back as the load starts (`localize` says why; `scaled` says what Serve did
-   with it: the replicas restart).
+3. Every run is deployed warm, as the simulation's start (tools/latency_replay.py
+   WARM_START: the replicas the first phase needs; the fixed ratio's counts), fixed at those
+   counts by deployment overrides, and the autoscaled runs' bounds are put back as the load
+   starts, the same overrides otherwise, so that Serve keeps the warm replicas (warm_start.py
+   says why it takes two PUTs and how Serve 2.58 keeps them; `start_warm`; the run records
+   whether it did, test_latency_replay_warm_start.py checks it).
 4. One local Ray node per side holds all its possible replicas (the pods of a node group):
    fewer raylets on two cores.
 5. The stand-in's request records are off (STANDIN_RECORDS empty): two JSON lines with the
    prompt per request would cost the machine more than the requests.
+6. Decode runs the requests thinned away as companions (STANDIN_COMPANIONS, `Companions`
+   below; tools/latency_replay_scale.py change 3 says why): their timeline is written as the
+   load starts and the running decode replicas each time Serve's change.
 
     <e2e venv>/bin/python tests/e2e/latency_replay_local.py all --out docs/latency-replay/X.json
 
@@ -44,6 +49,7 @@ import contextlib
 import datetime
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -59,6 +65,7 @@ sys.path.insert(0, str(PROJECT_ROOT))
 import itertools
 
 import warm_start
+from latency_model import COMPANION_TIMELINE, DECODE_REPLICAS
 
 from tools.latency_replay import DURATION_S, SIDES, WARM_START, fit, workload
 from tools.latency_replay_scale import (
@@ -69,8 +76,8 @@ from tools.latency_replay_scale import (
     objectives,
     ongoing_divisor,
     ray_environment,
-    replayed,
     serve_timing,
+    split,
 )
 from tools.latency_replay_score import covered, score, table
 
@@ -218,10 +225,14 @@ async def send(
 
 
 async def replay_load(
-    base_url: str, model: str, requests: list[ReplayedRequest], until_s: float | None = None
+    base_url: str,
+    model: str,
+    requests: list[ReplayedRequest],
+    companions: Companions,
+    until_s: float | None = None,
 ) -> list[dict]:
     """Every request sent when due; answered within the workload (or `until_s`) plus DRAIN_S,
-    else recorded as failed."""
+    else recorded as failed. The companions' timeline starts with it."""
     import aiohttp
 
     if until_s is None:
@@ -231,7 +242,8 @@ async def replay_load(
     timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
     connector = aiohttp.TCPConnector(limit=MAX_IN_FLIGHT)
     async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
-        start = asyncio.get_running_loop().time()
+        start = asyncio.get_running_loop().time()  # time.monotonic(), as the replicas read it
+        companions.start(start)
         url = f"{base_url}/v1/completions"
         tasks = [
             asyncio.ensure_future(send(session, url, model, i, r, start, gate))
@@ -261,13 +273,44 @@ async def replay_load(
         return results
 
 
+# ---------------------------------------------------------------------- decode's companions
+@dataclass
+class Companions:
+    """The files the decode replicas read their companions from (STANDIN_COMPANIONS,
+    standin_engine.py CompanionFiles; change 6): the timeline of the requests thinned away,
+    written when the load starts, and the running decode replicas, as Serve reports them."""
+
+    folder: Path
+    timeline: list[tuple[float, int]]
+
+    def __post_init__(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self.folder.mkdir(parents=True)
+        self._running: list[str] | None = None
+
+    def start(self, at: float) -> None:
+        self._write(COMPANION_TIMELINE, {"start": at, "companions": self.timeline})
+
+    def serving(self, states: dict[str, str]) -> None:
+        running = sorted(r for r, state in states.items() if state == "RUNNING")
+        if running != self._running:
+            self._write(DECODE_REPLICAS, {"running": running})
+            self._running = running
+
+    def _write(self, name: str, content: dict[str, Any]) -> None:
+        part = self.folder / f".{name}"
+        part.write_text(json.dumps(content))
+        part.replace(self.folder / name)
+
+
 # ---------------------------------------------------------------------- Serve's replicas
 class ReplicaLog:
     """Serve's replicas per side (any state) and its targets, read from the dashboard's Serve
     API every SAMPLE_S on a thread of its own."""
 
-    def __init__(self, cluster: LocalRay) -> None:
+    def __init__(self, cluster: LocalRay, companions: Companions) -> None:
         self._cluster = cluster
+        self._companions = companions
         self.samples: list[dict[str, Any]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -287,7 +330,9 @@ class ReplicaLog:
     def _run(self) -> None:
         while not self._stop.is_set():
             with contextlib.suppress(OSError, RuntimeError, KeyError, ValueError):
-                self.samples.append({"t": time.monotonic() - self.start, **self._read()})
+                sample = {"t": time.monotonic() - self.start, **self._read()}
+                self.samples.append(sample)
+                self._companions.serving(sample["states"]["decode"])
             self._stop.wait(SAMPLE_S)
 
     def begin(self) -> None:
@@ -354,6 +399,8 @@ class Sizing:
     bounds: dict[str, dict[str, dict[str, Any]]]
     fitted: dict[str, Any]
     latency: dict[str, Any]
+    requests: list[ReplayedRequest]
+    companions: Companions
 
     @property
     def model_id(self) -> str:
@@ -372,6 +419,8 @@ def prepare(policy: str, fixed: dict[str, int], folder: Path) -> Sizing:
     synthesized = rendered(rayservice)
     model, fitted = fit()
     latency = engine_latency(model, SCALE)
+    requests, thinned = split(workload(), SCALE)
+    companions = Companions(folder / "companions", thinned)
     cluster = LocalRay(
         synthesized,
         folder,
@@ -380,12 +429,13 @@ def prepare(policy: str, fixed: dict[str, int], folder: Path) -> Sizing:
         extra_env={
             "STANDIN_LATENCY_MODEL": json.dumps(latency, sort_keys=True),
             "STANDIN_RECORDS": "",
+            "STANDIN_COMPANIONS": str(companions.folder),
             **ray_environment(SCALE),
         },
     )
     application = cluster.config["applications"][0]
     bounds = localize(application, policy, fixed, SCALE)
-    return Sizing(policy, cluster, application, bounds, fitted, latency)
+    return Sizing(policy, cluster, application, bounds, fitted, latency, requests, companions)
 
 
 def start_warm(sizing: Sizing) -> dict[str, Any]:
@@ -408,15 +458,17 @@ def start_warm(sizing: Sizing) -> dict[str, Any]:
 def run_one(policy: str, fixed: dict[str, int], out: Path) -> None:
     sizing = prepare(policy, fixed, RUN_DIR / policy)
     cluster, application = sizing.cluster, sizing.application
-    requests = replayed(workload(), SCALE)
+    requests = sizing.requests
     result: dict[str, Any] = {"policy": policy, "load_average_before": list(os.getloadavg())}
     started = time.monotonic()
     try:
         warm = start_warm(sizing)
         result["ready_s"] = round(time.monotonic() - started, 1)
-        log = ReplicaLog(cluster)
+        log = ReplicaLog(cluster, sizing.companions)
         log.begin()
-        clients = asyncio.run(replay_load(cluster.base_url, sizing.model_id, requests))
+        clients = asyncio.run(
+            replay_load(cluster.base_url, sizing.model_id, requests, sizing.companions)
+        )
         result["replica_costs"] = replica_costs()
         samples = log.end()
     finally:
@@ -471,13 +523,15 @@ def check_warm_start(seconds: float, out: Path) -> None:
     Serve's replicas read every SAMPLE_S (test_latency_replay_warm_start.py reads the JSON)."""
     sizing = prepare("latency", simulation_best_fixed(), RUN_DIR / "warm-start")
     cluster = sizing.cluster
-    requests = [r for r in replayed(workload(), SCALE) if r.at_s < seconds]
+    requests = [r for r in sizing.requests if r.at_s < seconds]
     try:
         warm = start_warm(sizing)
         serving = cluster.applications()[cluster.app_name]["deployments"]
-        log = ReplicaLog(cluster)
+        log = ReplicaLog(cluster, sizing.companions)
         log.begin()
-        clients = asyncio.run(replay_load(cluster.base_url, sizing.model_id, requests, seconds))
+        clients = asyncio.run(
+            replay_load(cluster.base_url, sizing.model_id, requests, sizing.companions, seconds)
+        )
         samples = log.end()
         after = warm_start.replicas(cluster)
         # Serve's rule on the 2026-12-07 start: a first PUT without the overrides
