@@ -228,8 +228,9 @@ def describe(scale: ReplayScale) -> dict[str, Any]:
             "workload timeline",
             "engine start-up",
         ],
-        "companions_are": "the requests thinned away after each replayed one, run by decode "
-        "as sequences beside its stream (tests/e2e/latency_model.py Companions)",
+        "companions_are": "the requests thinned away, run by the decode replicas as sequences "
+        "beside their streams, each at its own time, split at random among the running ones "
+        "(tests/e2e/latency_model.py Companions)",
         "dilated": [
             "arrival gaps",
             "prefill time",
