@@ -16,15 +16,37 @@ ceiling"), so the local replay changes two things and keeps the rest:
 2. The requests are thinned, each replayed request standing for C x D real ones, and each
    request's own times are dilated by D (`dilation`): arrivals D times sparser, each engine
    time (prefill's forward pass, decode's step, the KV hand-off) and both objectives D times
-   longer. Prefill's utilisation and TTFT in objective units are then the model's; so is
-   decode's ITL, with answers C x D times shorter and each running sequence costing C x D
-   times as much (one replayed stream for C x D real ones). Prompts are `prompt_divisor` times
-   shorter in words, each word costing as many real tokens, so that their text is cheap to send.
-   Decode's target of requests in flight per replica is divided as its streams are
-   (`ongoing_divisor`): Serve's queue policy sees the load it would see deployed.
+   longer. Prefill's utilisation and TTFT in objective units are then the model's (a thinned
+   Poisson process is Poisson: prefill's FIFO queue is the real one, time-scaled by D).
+   Answers are C x D times shorter, so that a stream lasts as long, in the compressed
+   timeline, as a real one does. Prompts are `prompt_divisor` times shorter in words, each word
+   costing as many real tokens, so that their text is cheap to send. Decode's target of
+   requests in flight per replica is divided as its streams are (`ongoing_divisor`): Serve's
+   queue policy sees the load it would see deployed.
+3. Decode runs the thinned-away requests as companions (`split`; tests/e2e/latency_model.py
+   Companions): each at its own arrival time (compressed) with its answer length (shortened as
+   a stream's), split at random among the running decode replicas, where it takes its part of
+   every step and produces no output. A step's cost is the fitted curve's at the replica's
+   streams and companions together, each one real sequence (D x the real step): a decode
+   replica runs as many sequences as a real one (about 75 on the long answers), with the spread
+   of a random split of the real arrivals. Before this (the 2026-12-07 run) each replayed
+   stream cost C x D real sequences, so a replica's 2 or 3 streams stood for 75, and their
+   Poisson spread, sqrt(C x D) times too wide relative to the mean, put ITL p95 well above the
+   mean. (Companions carried by their replayed request, to its replica, would keep much of that
+   spread: C x D - 1 of them land together.)
+
+The trade-off: Serve carries one request in C x D, so only those streams' ITL is measured:
+about 24 streams per scored minute of long answers (each minute's p95 is its second highest),
+where a real minute has 720. The companions skip prefill, Serve and the KV pull (they arrive
+at decode when the real requests arrive at the application) and are split at random, where
+Serve's power-of-two choices would balance the replicas more. What Serve carries stays what
+two cores can: about 6 requests/s and a few hundred streamed tokens/s.
 
 Under the model of tools/latency_replay.py `fit()` (one source of truth for the engines) this
-leaves each side's load, in replicas needed, as in the simulation.
+leaves each side's load, in replicas needed, as in the simulation: by Little's law a decode
+replica's sequences are the replayed arrival rate (C times the real one, over C x D) plus its
+companions' (C x D - 1 as many), times a sequence's duration (answer / (C x D) tokens at D x the
+real step), which is the real arrival rate times the real duration.
 """
 
 from __future__ import annotations
@@ -71,6 +93,8 @@ class ReplayScale:
     compression: float = 15.0
     dilation: float = 2.0
     prompt_divisor: float = 10.0
+    # Change 3; off: each replayed stream costs decode C x D sequences (the 2026-12-07 run).
+    companions: bool = True
 
     def __post_init__(self) -> None:
         if self.compression < 1 or self.dilation < 1 or self.prompt_divisor < 1:
@@ -102,13 +126,14 @@ def objectives(scale: ReplayScale, real: Objectives = OBJECTIVES) -> Objectives:
 
 def engine_latency(model: EngineModel, scale: ReplayScale) -> dict[str, Any]:
     """The stand-in's STANDIN_LATENCY_MODEL (tests/e2e/latency_model.py EngineLatency) for the
-    fitted model: per prompt word and per replayed running sequence."""
+    fitted model: per prompt word, and per running sequence (a stream or a companion, each one
+    real sequence; without companions a stream stands for `thinning` sequences)."""
     d = scale.dilation
     return {
         "prefill_step_s": d * model.step_s,
         "prefill_s_per_token": d * scale.prompt_divisor / model.prefill_tokens_per_s,
         "decode_step_s": d * model.step_s,
-        "decode_s_per_running": d * scale.answer_divisor * model.per_seq_s,
+        "decode_s_per_running": d * model.per_seq_s * (1 if scale.companions else scale.thinning),
         "handoff_s_per_token": d * scale.prompt_divisor * HANDOFF_S_PER_TOKEN,
         "start_s": {
             side: max(0.0, seconds / scale.compression - REPLICA_START_S)
@@ -125,22 +150,40 @@ class ReplayedRequest:
 
 
 def replayed(requests: list[Request], scale: ReplayScale, seed: int = 11) -> list[ReplayedRequest]:
+    """The requests the replay sends (`split`)."""
+    return split(requests, scale, seed)[0]
+
+
+def split(
+    requests: list[Request], scale: ReplayScale, seed: int = 11
+) -> tuple[list[ReplayedRequest], list[tuple[float, int]]]:
     """The simulation's workload (tools/latency_replay.py workload()) thinned at random, one in
     `thinning` kept (a thinned Poisson process is a Poisson process), its timeline compressed,
-    its lengths divided. An answer keeps two tokens at least: one gap to time."""
+    its lengths divided; and the requests thinned away, decode's companions: (seconds of the
+    run, answer tokens) each, none without `scale.companions`. An answer keeps two tokens at
+    least: one gap to time."""
     rng = random.Random(seed)
-    kept = []
+    kept: list[ReplayedRequest] = []
+    companions: list[tuple[float, int]] = []
     for request in requests:
+        at_s = request.arrival / scale.compression
         if rng.random() * scale.thinning >= 1.0:
+            if scale.companions:
+                companions.append((at_s, answer_tokens(request.answer, scale)))
             continue
         kept.append(
             ReplayedRequest(
-                at_s=request.arrival / scale.compression,
+                at_s=at_s,
                 prompt_words=max(2, round(request.prompt / scale.prompt_divisor)),
-                answer_tokens=max(2, round(request.answer / scale.answer_divisor)),
+                answer_tokens=answer_tokens(request.answer, scale),
             )
         )
-    return kept
+    return kept, companions
+
+
+def answer_tokens(real: int, scale: ReplayScale) -> int:
+    """A replayed answer's tokens (a stream's or a companion's): two at least."""
+    return max(2, round(real / scale.answer_divisor))
 
 
 def serve_timing(deployment_config: dict[str, Any], scale: ReplayScale) -> dict[str, Any]:
@@ -158,11 +201,12 @@ def serve_timing(deployment_config: dict[str, Any], scale: ReplayScale) -> dict[
 
 
 def ongoing_divisor(side: str, scale: ReplayScale) -> float:
-    """What a side's requests in flight shrink by, and so its target_ongoing_requests (Serve's
-    queue policy, and the latency policy's queue fallback): by Little's law prefill's stay the
-    model's (D times fewer arrivals, each D times longer), decode's are answer_divisor times
-    fewer (one replayed stream for that many real ones)."""
-    return scale.answer_divisor if side == "decode" else 1.0
+    """What a side's requests in flight, as Serve counts them, shrink by, and so its
+    target_ongoing_requests (Serve's queue policy, and the latency policy's queue fallback): by
+    Little's law prefill's stay the model's (D times fewer arrivals, each D times longer);
+    decode's are `thinning` times fewer (Serve sees one stream of each request and its
+    companions, which are its sequences too)."""
+    return scale.thinning if side == "decode" else 1.0
 
 
 def ray_environment(scale: ReplayScale) -> dict[str, str]:
@@ -184,6 +228,9 @@ def describe(scale: ReplayScale) -> dict[str, Any]:
             "workload timeline",
             "engine start-up",
         ],
+        "companions_are": "the requests thinned away, run by the decode replicas as sequences "
+        "beside their streams, each at its own time, split at random among the running ones "
+        "(tests/e2e/latency_model.py Companions)",
         "dilated": [
             "arrival gaps",
             "prefill time",

@@ -29,12 +29,14 @@ from tools.latency_replay_scale import (
     PUSH_INTERVAL_ENV,
     REPLICA_START_S,
     ReplayScale,
+    answer_tokens,
     engine_latency,
     objectives,
     ongoing_divisor,
     ray_environment,
     replayed,
     serve_timing,
+    split,
 )
 from tools.latency_replay_score import covered, minutes, replica_seconds, score
 
@@ -70,13 +72,120 @@ def stand_in(stand_in_model: ModuleType) -> Any:
 # ---- the scale keeps the fitted engines' curves
 
 
-@pytest.mark.parametrize("streams", [1, 2, 4, 8])
-def test_a_replayed_stream_count_has_the_dilated_itl_of_the_real_count_it_stands_for(
-    stand_in: Any, streams: int
+@pytest.mark.parametrize("sequences", [1, 8, 75, 150])
+def test_a_decode_replicas_sequences_each_cost_a_real_sequence_dilated(
+    stand_in: Any, sequences: int
 ) -> None:
+    """Streams and companions together are the real count (latency_model.py Companions): each
+    costs one real sequence, in D times the real time. (Before the companions each replayed
+    stream cost C x D sequences, and a replica's 2 or 3 stood for 75.)"""
     model, _ = fit()
-    real = model.itl(streams * SCALE.answer_divisor)
-    assert stand_in.step_time(streams) == pytest.approx(SCALE.dilation * real)
+    assert stand_in.step_time(sequences) == pytest.approx(SCALE.dilation * model.itl(sequences))
+
+
+def test_without_companions_a_stream_costs_decode_the_sequences_it_stands_for() -> None:
+    """The 2026-12-07 run's rule, which its record is checked against."""
+    model, _ = fit()
+    before = ReplayScale(companions=False)
+    latency = engine_latency(model, before)
+    assert latency["decode_s_per_running"] == pytest.approx(
+        before.dilation * before.thinning * model.per_seq_s
+    )
+    assert split(workload()[:3000], before)[1] == []
+
+
+def test_a_decode_replica_runs_the_real_sequence_count_by_littles_law() -> None:
+    """Replayed arrivals (C x the real rate, over C x D) and their companions (C x D - 1 as
+    many), each answer / (C x D) tokens at D x the real step, give the real count: real rate x
+    real duration."""
+    model, _ = fit()
+    real_rate, real_answer, running = 6.0, 1500, 75  # one of two decode replicas, long answers
+    itl = model.itl(running)
+    replayed_rate = real_rate * SCALE.compression / SCALE.thinning
+    companion_rate = replayed_rate * (SCALE.thinning - 1)
+    duration = real_answer / SCALE.answer_divisor * SCALE.dilation * itl
+    assert (replayed_rate + companion_rate) * duration == pytest.approx(
+        real_rate * real_answer * itl
+    )
+
+
+def test_the_requests_thinned_away_are_decodes_companions_at_their_own_times() -> None:
+    real = workload()
+    kept, companions = split(real, SCALE)
+    assert kept == replayed(real, SCALE)
+    assert len(kept) + len(companions) == len(real)
+    assert len(companions) == pytest.approx(len(real) * (1 - 1 / SCALE.thinning), rel=0.01)
+    # Every request is one or the other, at its compressed time, its answer shortened alike.
+    both = sorted([(r.at_s, r.answer_tokens) for r in kept] + companions)
+    assert both == [(r.arrival / SCALE.compression, answer_tokens(r.answer, SCALE)) for r in real]
+    assert split(real, ReplayScale(companions=False))[1] == []
+
+
+@pytest.mark.parametrize("members", [["a"], ["a", "b"], ["a", "b", "c"]])
+def test_each_companion_goes_to_one_running_decode_replica_about_evenly(
+    stand_in_model: ModuleType, members: list[str]
+) -> None:
+    shares = {m: sum(stand_in_model.assigned(i, members, m) for i in range(3000)) for m in members}
+    assert sum(shares.values()) == 3000
+    assert all(abs(n - 3000 / len(members)) < 0.06 * 3000 for n in shares.values())
+    assert not any(stand_in_model.assigned(i, members, "stopped") for i in range(100))
+    # The same split whatever order the list comes in.
+    reordered = list(reversed(members))
+    assert all(
+        stand_in_model.assigned(i, members, m) == stand_in_model.assigned(i, reordered, m)
+        for i in range(100) for m in members
+    )  # fmt: skip
+
+
+def test_a_replica_takes_its_companions_as_their_time_comes(stand_in_model: ModuleType) -> None:
+    timeline = [(0.5, 10), (1.0, 20), (1.5, 30), (2.0, 40)]
+    feed = stand_in_model.CompanionFeed(100.0, timeline)
+    alone = ["me"]
+    assert feed.due(100.4, alone, "me") == []
+    assert feed.due(101.2, alone, "me") == [(100.5, 10), (101.0, 20)]
+    assert feed.due(101.2, alone, "me") == []  # each once
+    assert feed.due(110.0, ["other"], "me") == []  # not running: none, and they are gone
+    assert feed.due(111.0, alone, "me") == []
+
+
+def test_companions_run_their_tokens_at_the_step_time_of_everything_running(
+    stand_in_model: ModuleType,
+) -> None:
+    """Two companions of 10 tokens from t = 0; a step takes 10 ms per sequence running: 20 ms
+    alone, so both end at 0.2 s; beside one stream of the replica's own, 30 ms, at 0.3 s."""
+    for others, ends_at in [(0, 0.2), (1, 0.3)]:
+        companions = stand_in_model.Companions(lambda running: 0.01 * max(1, running))
+        companions.add(0.0, 10)
+        companions.add(0.0, 10)
+        assert companions.running(0.0, others) == 2
+        assert companions.running(ends_at - 0.001, others) == 2
+        assert companions.running(ends_at + 0.001, others) == 0
+
+
+def test_a_companion_starts_when_it_is_due_and_the_last_ends_first(
+    stand_in_model: ModuleType,
+) -> None:
+    companions = stand_in_model.Companions(lambda running: 0.01)  # one step: 10 ms
+    companions.add(1.0, 5)
+    companions.add(0.0, 20)
+    assert companions.running(0.1, 0) == 1
+    assert companions.running(0.21, 0) == 0  # its 20 steps were done at 0.2 s
+    assert companions.running(0.99, 0) == 0
+    assert companions.running(1.0, 0) == 1
+    assert companions.running(1.04, 0) == 1
+    assert companions.running(1.06, 0) == 0  # 5 steps from 1.0 s
+
+
+def test_companions_in_steady_state_hold_arrival_rate_times_duration(
+    stand_in_model: ModuleType,
+) -> None:
+    """Little's law on the clock: one arrival every 0.1 s of 300 tokens at 5 ms a step: 1.5 s
+    each, 15 running."""
+    companions = stand_in_model.Companions(lambda running: 0.005)
+    for i in range(400):
+        companions.add(i * 0.1, 300)
+    seen = [companions.running(t / 100, 0) for t in range(2000, 3000)]
+    assert sum(seen) / len(seen) == pytest.approx(15, abs=0.5)
 
 
 @pytest.mark.parametrize("words", [2, 100, 600, 2400])
@@ -263,6 +372,7 @@ def test_a_score_counts_the_minutes_held_and_the_replica_seconds() -> None:
 
 def test_decodes_target_in_flight_shrinks_with_its_streams_and_prefills_stays() -> None:
     """Little's law: prefill's requests in flight are arrivals x time, D times fewer arrivals
-    each D times longer; decode's are its streams, answer_divisor times fewer."""
+    each D times longer; decode's, as Serve counts them, are its streams, one per `thinning`
+    real requests (the companions are not Serve's)."""
     assert ongoing_divisor("prefill", SCALE) == 1.0
-    assert ongoing_divisor("decode", SCALE) == SCALE.answer_divisor
+    assert ongoing_divisor("decode", SCALE) == SCALE.thinning

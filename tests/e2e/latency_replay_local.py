@@ -21,14 +21,19 @@ Every change the run makes to the rendered application, and why:
    per replica with its streams.
 2. Each side may grow to MAX_REPLICAS (its node group's max_size with it); the latency policy's
    GPU budget is what both sides' maxima hold, so it is never what binds.
-3. The autoscaled runs are deployed warm, as the simulation's start (tools/latency_replay.py
-   WARM_START: the replicas the first phase needs), fixed at those counts, and their autoscaling
-   bounds are put back as the load starts (`localize` says why; `scaled` says what Serve did
-   with it: the replicas restart).
+3. Every run is deployed warm, as the simulation's start (tools/latency_replay.py
+   WARM_START: the replicas the first phase needs; the fixed ratio's counts), fixed at those
+   counts by deployment overrides, and the autoscaled runs' bounds are put back as the load
+   starts, the same overrides otherwise, so that Serve keeps the warm replicas (warm_start.py
+   says why it takes two PUTs and how Serve 2.58 keeps them; `start_warm`; the run records
+   whether it did, test_latency_replay_warm_start.py checks it).
 4. One local Ray node per side holds all its possible replicas (the pods of a node group):
    fewer raylets on two cores.
 5. The stand-in's request records are off (STANDIN_RECORDS empty): two JSON lines with the
    prompt per request would cost the machine more than the requests.
+6. Decode runs the requests thinned away as companions (STANDIN_COMPANIONS, `Companions`
+   below; tools/latency_replay_scale.py change 3 says why): their timeline is written as the
+   load starts and the running decode replicas each time Serve's change.
 
     <e2e venv>/bin/python tests/e2e/latency_replay_local.py all --out docs/latency-replay/X.json
 
@@ -44,18 +49,23 @@ import contextlib
 import datetime
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import PROJECT_ROOT, LocalRay, NodeShape, render_rayservice, rendered, wait_for
+from harness import PROJECT_ROOT, LocalRay, NodeShape, render_rayservice, rendered
 
 sys.path.insert(0, str(PROJECT_ROOT))
 
 import itertools
+
+import warm_start
+from latency_model import COMPANION_TIMELINE, DECODE_REPLICAS
 
 from tools.latency_replay import DURATION_S, SIDES, WARM_START, fit, workload
 from tools.latency_replay_scale import (
@@ -66,8 +76,8 @@ from tools.latency_replay_scale import (
     objectives,
     ongoing_divisor,
     ray_environment,
-    replayed,
     serve_timing,
+    split,
 )
 from tools.latency_replay_score import covered, score, table
 
@@ -83,7 +93,7 @@ DRAIN_S = 30.0  # after the last request is sent, at most this long for the ones
 MAX_IN_FLIGHT = 256  # the generator's bound: a request past it waits (its TTFT counts the wait)
 SAMPLE_S = 0.5  # how often Serve's replica states are read
 RUN_TIMEOUT_S = 900  # one sizing, start to stop
-SIDE_PREFIX = {"prefill": "Prefill:", "decode": "Decode:"}
+WARM_CHECK_S = 20.0  # warm-start: the load it watches the replicas under (5 scored minutes)
 
 
 # ------------------------------------------------------------------------ the application
@@ -109,27 +119,27 @@ def variant(policy: str, gpus_per_replica: int, scale: ReplayScale | None = None
 
 def localize(
     application: dict[str, Any], policy: str, fixed: dict[str, int], scale: ReplayScale
-) -> dict[str, dict[str, Any]]:
+) -> dict[str, dict[str, dict[str, Any]]]:
     """Changes 1 and 3 on the rendered Serve application, in place; returns each side's
-    autoscaling_config for the run.
-
-    The application is deployed with each side fixed at its warm count, and its autoscaling
-    bounds are put back (`scaled()`) once those replicas serve, as the load starts: Ray 2.58
-    lets a policy bypass the downscale delay while a deployment has no running replica
-    (autoscaling_policy.py _apply_default_params and _get_cold_start_scale_up_replicas:
-    `current_num_replicas == 0`), so an idle deployment whose initial_replicas are still
-    starting is cut to its minimum at once, and a warm start would not stay warm."""
+    autoscaling_config for the warm start ("warm": fixed at the warm count) and for the run
+    ("run"), both as Serve deployment overrides (warm_start.py says why a start takes two and
+    why both carry them)."""
     args = application["args"]
-    for_run = {}
+    bounds: dict[str, dict[str, dict[str, Any]]] = {"warm": {}, "run": {}}
     for side in SIDES:
         config = serve_timing(args[f"{side}_config"]["deployment_config"], scale)
         autoscaling = config["autoscaling_config"]
         autoscaling["target_ongoing_requests"] /= ongoing_divisor(side, scale)
         count = fixed[side] if policy == "best_fixed" else WARM_START[side]
-        for_run[side] = {**autoscaling, "initial_replicas": count}
+        bounds["run"][side] = {**autoscaling, "initial_replicas": count}
         if policy == "best_fixed":
-            for_run[side].update(min_replicas=count, max_replicas=count)
-        autoscaling.update(min_replicas=count, max_replicas=count, initial_replicas=count)
+            bounds["run"][side].update(min_replicas=count, max_replicas=count)
+        bounds["warm"][side] = {
+            **autoscaling,
+            "min_replicas": count,
+            "max_replicas": count,
+            "initial_replicas": count,
+        }
         args[f"{side}_config"]["deployment_config"] = config
     policy_kwargs = (application.get("autoscaling_policy") or {}).get("policy_kwargs")
     if policy_kwargs:  # the latency policy's queue fallback, as Serve's
@@ -138,35 +148,7 @@ def localize(
     ingress = args.get("ingress_deployment_config")
     if ingress and "autoscaling_config" in ingress:
         args["ingress_deployment_config"] = serve_timing(ingress, scale)
-    return for_run
-
-
-def scaled(cluster: LocalRay, for_run: dict[str, dict[str, Any]]) -> None:
-    """The run's autoscaling bounds, as Serve config overrides of the deployments by name,
-    applied before the load starts. Meant as a lightweight update, but Serve 2.58 deployed new
-    versions of all three deployments on it and replaced every replica as the load started (its
-    controller log in the recorded run: docs/verification.md, "Latency policy by trace replay on
-    the local Ray"), so the warm start is not kept; a start that keeps it is still to be found."""
-    deployments = cluster.applications()[cluster.app_name]["deployments"]
-    overrides = []
-    for side, prefix in SIDE_PREFIX.items():
-        (name,) = [d for d in deployments if d.startswith(prefix)]
-        overrides.append({"name": name, "autoscaling_config": for_run[side]})
-    config = json.loads(json.dumps(cluster.config))
-    config["applications"][0]["deployments"] = overrides
-    cluster.put(config)
-
-    def applied() -> bool:
-        now = cluster.applications()[cluster.app_name]["deployments"]
-        return all(
-            now[o["name"]]["deployment_config"]["autoscaling_config"]["max_replicas"]
-            == o["autoscaling_config"]["max_replicas"]
-            and now[o["name"]]["deployment_config"]["autoscaling_config"]["min_replicas"]
-            == o["autoscaling_config"]["min_replicas"]
-            for o in overrides
-        )
-
-    wait_for(applied, 60, 0.5, "autoscaling bounds applied")
+    return bounds
 
 
 def gpus_per_replica(application: dict[str, Any]) -> int:
@@ -242,20 +224,32 @@ async def send(
     }
 
 
-async def replay_load(base_url: str, model: str, requests: list[ReplayedRequest]) -> list[dict]:
+async def replay_load(
+    base_url: str,
+    model: str,
+    requests: list[ReplayedRequest],
+    companions: Companions,
+    until_s: float | None = None,
+) -> list[dict]:
+    """Every request sent when due; answered within the workload (or `until_s`) plus DRAIN_S,
+    else recorded as failed. The companions' timeline starts with it."""
     import aiohttp
+
+    if until_s is None:
+        until_s = DURATION_S / SCALE.compression
 
     gate = asyncio.Semaphore(MAX_IN_FLIGHT)
     timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
     connector = aiohttp.TCPConnector(limit=MAX_IN_FLIGHT)
     async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
-        start = asyncio.get_running_loop().time()
+        start = asyncio.get_running_loop().time()  # time.monotonic(), as the replicas read it
+        companions.start(start)
         url = f"{base_url}/v1/completions"
         tasks = [
             asyncio.ensure_future(send(session, url, model, i, r, start, gate))
             for i, r in enumerate(requests)
         ]
-        done, late = await asyncio.wait(tasks, timeout=DURATION_S / SCALE.compression + DRAIN_S)
+        done, late = await asyncio.wait(tasks, timeout=until_s + DRAIN_S)
         for task in late:
             task.cancel()
         results = []
@@ -279,13 +273,44 @@ async def replay_load(base_url: str, model: str, requests: list[ReplayedRequest]
         return results
 
 
+# ---------------------------------------------------------------------- decode's companions
+@dataclass
+class Companions:
+    """The files the decode replicas read their companions from (STANDIN_COMPANIONS,
+    standin_engine.py CompanionFiles; change 6): the timeline of the requests thinned away,
+    written when the load starts, and the running decode replicas, as Serve reports them."""
+
+    folder: Path
+    timeline: list[tuple[float, int]]
+
+    def __post_init__(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self.folder.mkdir(parents=True)
+        self._running: list[str] | None = None
+
+    def start(self, at: float) -> None:
+        self._write(COMPANION_TIMELINE, {"start": at, "companions": self.timeline})
+
+    def serving(self, states: dict[str, str]) -> None:
+        running = sorted(r for r, state in states.items() if state == "RUNNING")
+        if running != self._running:
+            self._write(DECODE_REPLICAS, {"running": running})
+            self._running = running
+
+    def _write(self, name: str, content: dict[str, Any]) -> None:
+        part = self.folder / f".{name}"
+        part.write_text(json.dumps(content))
+        part.replace(self.folder / name)
+
+
 # ---------------------------------------------------------------------- Serve's replicas
 class ReplicaLog:
     """Serve's replicas per side (any state) and its targets, read from the dashboard's Serve
     API every SAMPLE_S on a thread of its own."""
 
-    def __init__(self, cluster: LocalRay) -> None:
+    def __init__(self, cluster: LocalRay, companions: Companions) -> None:
         self._cluster = cluster
+        self._companions = companions
         self.samples: list[dict[str, Any]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -294,7 +319,7 @@ class ReplicaLog:
     def _read(self) -> dict[str, Any]:
         deployments = self._cluster.applications()[self._cluster.app_name]["deployments"]
         counts, targets, states = {}, {}, {}
-        for side, prefix in SIDE_PREFIX.items():
+        for side, prefix in warm_start.SIDE_PREFIX.items():
             (name,) = [d for d in deployments if d.startswith(prefix)]
             replicas = deployments[name].get("replicas") or []
             counts[side] = len(replicas)
@@ -305,7 +330,9 @@ class ReplicaLog:
     def _run(self) -> None:
         while not self._stop.is_set():
             with contextlib.suppress(OSError, RuntimeError, KeyError, ValueError):
-                self.samples.append({"t": time.monotonic() - self.start, **self._read()})
+                sample = {"t": time.monotonic() - self.start, **self._read()}
+                self.samples.append(sample)
+                self._companions.serving(sample["states"]["decode"])
             self._stop.wait(SAMPLE_S)
 
     def begin(self) -> None:
@@ -362,8 +389,25 @@ def replica_costs() -> dict[str, Any]:
 SCALE = ReplayScale()
 
 
-def run_one(policy: str, fixed: dict[str, int], out: Path) -> None:
-    folder = RUN_DIR / policy
+@dataclass
+class Sizing:
+    """One sizing's local Ray and its application, ready to start (changes 1 to 5 made)."""
+
+    policy: str
+    cluster: LocalRay
+    application: dict[str, Any]
+    bounds: dict[str, dict[str, dict[str, Any]]]
+    fitted: dict[str, Any]
+    latency: dict[str, Any]
+    requests: list[ReplayedRequest]
+    companions: Companions
+
+    @property
+    def model_id(self) -> str:
+        return self.application["args"]["decode_config"]["model_loading_config"]["model_id"]
+
+
+def prepare(policy: str, fixed: dict[str, int], folder: Path) -> Sizing:
     folder.mkdir(parents=True, exist_ok=True)
     queue = render_rayservice(PROJECT_PYTHON, folder / "queue", overrides=variant("queue", 0))
     rayservice = queue
@@ -375,6 +419,8 @@ def run_one(policy: str, fixed: dict[str, int], out: Path) -> None:
     synthesized = rendered(rayservice)
     model, fitted = fit()
     latency = engine_latency(model, SCALE)
+    requests, thinned = split(workload(), SCALE)
+    companions = Companions(folder / "companions", thinned)
     cluster = LocalRay(
         synthesized,
         folder,
@@ -383,24 +429,46 @@ def run_one(policy: str, fixed: dict[str, int], out: Path) -> None:
         extra_env={
             "STANDIN_LATENCY_MODEL": json.dumps(latency, sort_keys=True),
             "STANDIN_RECORDS": "",
+            "STANDIN_COMPANIONS": str(companions.folder),
             **ray_environment(SCALE),
         },
     )
     application = cluster.config["applications"][0]
-    for_run = localize(application, policy, fixed, SCALE)
-    requests = replayed(workload(), SCALE)
+    bounds = localize(application, policy, fixed, SCALE)
+    return Sizing(policy, cluster, application, bounds, fitted, latency, requests, companions)
+
+
+def start_warm(sizing: Sizing) -> dict[str, Any]:
+    """Start Ray, deploy warm and, for an autoscaled sizing, put its bounds back (change 3).
+    Returns what the start did: every replica before the bounds went back, and whether Serve's
+    own rule gives both PUTs one code version (warm_start.py: the replicas stay only then)."""
+    cluster = sizing.cluster
+    cluster.start()
+    warm_start.deploy_warm(cluster, sizing.bounds["warm"], DEPLOY_TIMEOUT_S)
+    before = warm_start.replicas(cluster)
+    same_version = warm_start.code_versions_match(
+        warm_start.with_bounds(cluster.config, sizing.bounds["warm"]),
+        warm_start.with_bounds(cluster.config, sizing.bounds["run"]),
+    )
+    if sizing.policy != "best_fixed":
+        warm_start.release(cluster, sizing.bounds["run"])
+    return {"replicas_before_release": before, "same_code_version": same_version}
+
+
+def run_one(policy: str, fixed: dict[str, int], out: Path) -> None:
+    sizing = prepare(policy, fixed, RUN_DIR / policy)
+    cluster, application = sizing.cluster, sizing.application
+    requests = sizing.requests
     result: dict[str, Any] = {"policy": policy, "load_average_before": list(os.getloadavg())}
     started = time.monotonic()
     try:
-        cluster.start()
-        cluster.deploy(cluster.config, timeout=DEPLOY_TIMEOUT_S)
-        if policy != "best_fixed":
-            scaled(cluster, for_run)
+        warm = start_warm(sizing)
         result["ready_s"] = round(time.monotonic() - started, 1)
-        model_id = application["args"]["decode_config"]["model_loading_config"]["model_id"]
-        log = ReplicaLog(cluster)
+        log = ReplicaLog(cluster, sizing.companions)
         log.begin()
-        clients = asyncio.run(replay_load(cluster.base_url, model_id, requests))
+        clients = asyncio.run(
+            replay_load(cluster.base_url, sizing.model_id, requests, sizing.companions)
+        )
         result["replica_costs"] = replica_costs()
         samples = log.end()
     finally:
@@ -411,6 +479,7 @@ def run_one(policy: str, fixed: dict[str, int], out: Path) -> None:
         raise RuntimeError(f"{policy}: Serve's replica states were not read over the whole run")
     scored = score(clients, series, objectives(SCALE), SCALE)
     result["replica_starts_s"] = replica_starts(samples)
+    result["warm_start"] = warm_kept(warm, samples)
     changes = [
         {"t_s": round(s["t"], 1), "targets": s["targets"]}
         for before, s in itertools.pairwise(samples)
@@ -421,7 +490,7 @@ def run_one(policy: str, fixed: dict[str, int], out: Path) -> None:
         application={
             "import_path": application["import_path"],
             "autoscaling_policy": application.get("autoscaling_policy"),
-            "autoscaling_configs": for_run,
+            "autoscaling_configs": sizing.bounds["run"],
         },
         target_changes=changes,
         scaling_changes=len(changes),
@@ -433,12 +502,61 @@ def run_one(policy: str, fixed: dict[str, int], out: Path) -> None:
         ],
         clients=clients,
         wall_s=round(time.monotonic() - started, 1),
-        model=fitted,
-        engine_latency=latency,
+        model=sizing.fitted,
+        engine_latency=sizing.latency,
     )
     if policy == "best_fixed":
         result.update(fixed)
     out.write_text(json.dumps(result) + "\n")
+
+
+def warm_kept(warm: dict[str, Any], samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run's record of its warm start (warm_start.kept: the replicas stayed)."""
+    return {
+        "same_code_version": warm["same_code_version"],
+        **warm_start.kept(warm["replicas_before_release"], samples),
+    }
+
+
+def check_warm_start(seconds: float, out: Path) -> None:
+    """The latency sizing's start as `run_one` makes it, then the first `seconds` of its load,
+    Serve's replicas read every SAMPLE_S (test_latency_replay_warm_start.py reads the JSON)."""
+    sizing = prepare("latency", simulation_best_fixed(), RUN_DIR / "warm-start")
+    cluster = sizing.cluster
+    requests = [r for r in sizing.requests if r.at_s < seconds]
+    try:
+        warm = start_warm(sizing)
+        serving = cluster.applications()[cluster.app_name]["deployments"]
+        log = ReplicaLog(cluster, sizing.companions)
+        log.begin()
+        clients = asyncio.run(
+            replay_load(cluster.base_url, sizing.model_id, requests, sizing.companions, seconds)
+        )
+        samples = log.end()
+        after = warm_start.replicas(cluster)
+        # Serve's rule on the 2026-12-07 start: a first PUT without the overrides
+        without_overrides = warm_start.code_versions_match(
+            cluster.config, warm_start.with_bounds(cluster.config, sizing.bounds["run"])
+        )
+    finally:
+        cluster.stop()
+    result = {
+        "bounds": sizing.bounds,
+        "serving_autoscaling": {
+            name: d["deployment_config"]["autoscaling_config"] for name, d in serving.items()
+        },
+        "same_code_version": warm["same_code_version"],
+        "same_code_version_without_first_overrides": without_overrides,
+        "replicas_before_release": warm["replicas_before_release"],
+        "replicas_after_load": after,
+        "samples": [
+            {"t": round(s["t"], 2), "targets": s["targets"], "states": s["states"]} for s in samples
+        ],
+        "requests_sent": len(clients),
+        "requests_failed": sum(1 for c in clients if c["failed"]),
+        "warm_start": warm_kept(warm, samples),
+    }
+    out.write_text(json.dumps(result, indent=1) + "\n")
 
 
 # ------------------------------------------------------------------------------ all of them
@@ -533,8 +651,13 @@ def run_all(out: Path, fixed: dict[str, int], policies: tuple[str, ...]) -> int:
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=("all", "one", "report"))
-    parser.add_argument("--out", type=Path, help="where the JSON goes (all, one); report: read")
+    parser.add_argument("mode", choices=("all", "one", "report", "warm-start"))
+    parser.add_argument(
+        "--out", type=Path, help="where the JSON goes (all, one, warm-start); report: read"
+    )
+    parser.add_argument(
+        "--seconds", type=float, default=WARM_CHECK_S, help="warm-start: seconds of load"
+    )
     parser.add_argument("--policy", choices=POLICIES)
     parser.add_argument("--policies", nargs="+", choices=POLICIES, default=list(POLICIES))
     parser.add_argument("--fixed", help="best_fixed's prefill:decode (default: the simulation's)")
@@ -551,6 +674,9 @@ def main(argv: list[str]) -> int:
         parser.error(f"--fixed {fixed}: at most {MAX_REPLICAS} replicas per side")
     if options.mode == "one":
         run_one(options.policy, fixed, options.out)
+        return 0
+    if options.mode == "warm-start":
+        check_warm_start(options.seconds, options.out)
         return 0
     return run_all(options.out, fixed, tuple(options.policies))
 

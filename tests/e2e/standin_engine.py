@@ -47,26 +47,38 @@ Environment (set by the harness for the whole local Ray cluster):
                           above with a model of a real engine's latency under load: the engine
                           start takes `start_s` of its side; prefill is one FIFO server (a
                           prompt waits for the prompts before it); decode's step grows with the
-                          sequences it runs; the KV pull takes its time per prompt token. The
-                          latency-policy replay sets it (latency_replay_local.py)
+                          sequences it runs (its streams, and its companions: latency_model.py);
+                          the KV pull takes its time per prompt token. The latency-policy
+                          replay sets it (latency_replay_local.py)
+  STANDIN_COMPANIONS      under the latency model, the folder of the replay's companion files
+                          (COMPANION_TIMELINE, DECODE_REPLICAS): decode runs its share of them
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import hashlib
 import json
+import math
 import os
 import time
 import uuid
 from collections import OrderedDict
 from collections.abc import AsyncGenerator
+from pathlib import Path
 from typing import Any
 
 import ray
 from data_parallel import data_parallel_record
-from latency_model import EngineLatency
+from latency_model import (
+    COMPANION_TIMELINE,
+    DECODE_REPLICAS,
+    CompanionFeed,
+    Companions,
+    EngineLatency,
+)
 from ray import serve
 from ray.llm._internal.serve.core.configs.llm_config import LLMConfig
 from ray.llm._internal.serve.core.configs.openai_api_models import (
@@ -100,6 +112,8 @@ DEFAULT_MAX_TOKENS = 16
 TOKEN_DELAY_S = float(os.environ.get("STANDIN_TOKEN_DELAY_S", "0.005"))
 PREFILL_S_PER_PROMPT_TOKEN = float(os.environ.get("STANDIN_PREFILL_S_PER_PROMPT_TOKEN", "0"))
 LATENCY_MODEL = EngineLatency.from_env(os.environ.get("STANDIN_LATENCY_MODEL"))
+COMPANIONS_DIR = os.environ.get("STANDIN_COMPANIONS", "")
+COMPANION_FILES_CHECK_S = 0.2
 # vLLM's NixlPromMetrics buckets (vllm/distributed/kv_transfer/kv_connector/v1/nixl/stats.py).
 NIXL_XFER_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0, 5.0]
 LATENCY_BUCKETS = [0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0]
@@ -233,6 +247,37 @@ class EngineMetrics:
         self.kv_usage.set(min(1.0, 0.01 * count))
 
 
+class CompanionFiles:
+    """The load generator's companion files (STANDIN_COMPANIONS), read again at most every
+    COMPANION_FILES_CHECK_S: the timeline once it is there, the running decode replicas when
+    they change. Both are written whole and renamed into place."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.feed: CompanionFeed | None = None
+        self.members: list[str] = []
+        self._checked = -math.inf
+        self._members_mtime: float | None = None
+
+    def due(self, now: float, me: str) -> list[tuple[float, int]]:
+        if now - self._checked >= COMPANION_FILES_CHECK_S:
+            self._checked = now
+            self._refresh()
+        return self.feed.due(now, self.members, me) if self.feed else []
+
+    def _refresh(self) -> None:
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            if self.feed is None:
+                timeline = json.loads((self.folder / COMPANION_TIMELINE).read_text())
+                pairs = [(float(t), int(n)) for t, n in timeline["companions"]]
+                self.feed = CompanionFeed(float(timeline["start"]), pairs)
+            path = self.folder / DECODE_REPLICAS
+            mtime = path.stat().st_mtime
+            if mtime != self._members_mtime:
+                self.members = list(json.loads(path.read_text())["running"])
+                self._members_mtime = mtime
+
+
 class StandinEngine(LLMEngine):
     """Ray Serve LLM's engine interface, answered without CUDA."""
 
@@ -253,6 +298,10 @@ class StandinEngine(LLMEngine):
         # Prefill under the latency model: one prompt at a time, in arrival order (asyncio.Lock
         # wakes its waiters first in, first out).
         self._prefill_queue = asyncio.Lock()
+        # Decode under the latency model: the sequences the replay thinned away, run beside
+        # the streams (latency_model.py Companions), read from STANDIN_COMPANIONS (start()).
+        self._companions: Companions | None = None
+        self._companion_files: CompanionFiles | None = None
 
     async def start(self) -> None:
         if self._running:
@@ -261,6 +310,10 @@ class StandinEngine(LLMEngine):
         self.deployment = context.deployment
         self.replica_id = context.replica_id.unique_id
         self.role = "prefill" if self.deployment.lower().startswith("prefill") else "decode"
+        if LATENCY_MODEL is not None and self.role == "decode":
+            self._companions = Companions(LATENCY_MODEL.step_time)
+            if COMPANIONS_DIR:
+                self._companion_files = CompanionFiles(Path(COMPANIONS_DIR))
         if LATENCY_MODEL is not None:  # the real engine's load time, as the model has it
             await asyncio.sleep(LATENCY_MODEL.start_s.get(self.role, 0.0))
         self.node_id = ray.get_runtime_context().get_node_id()
@@ -489,10 +542,18 @@ class StandinEngine(LLMEngine):
 
     def _token_delay(self) -> float:
         """One decode step: fixed, or under the latency model longer with each sequence the
-        engine runs (the requests it is generating for now, this one included)."""
+        engine runs (the requests it is generating for now, this one included, and the
+        companions running beside them)."""
         if LATENCY_MODEL is None:
             return TOKEN_DELAY_S
-        return LATENCY_MODEL.step_time(self._in_flight)
+        running = self._in_flight
+        if self._companions is not None:
+            now = time.monotonic()
+            if self._companion_files is not None:
+                for start, tokens in self._companion_files.due(now, self.replica_id):
+                    self._companions.add(start, tokens)
+            running += self._companions.running(now, self._in_flight)
+        return LATENCY_MODEL.step_time(running)
 
     @staticmethod
     def _response(
