@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jsii
-from jsii._kernel.types import GetRequest, ObjRef
+from jsii._kernel.types import GetRequest, GetResponse, ObjRef
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,10 @@ class StructValue:
 def struct_property(obj: Any, jsii_name: str, struct: type) -> StructValue | Any:
     """The value of ``obj``'s property ``jsii_name``: a ``StructValue`` when it holds a
     ``struct``, else the value as ``jsii.get`` gives it (a token, a primitive, None)."""
-    raw = jsii.kernel.provider.get(GetRequest(objref=obj.__jsii_ref__, property=jsii_name)).value
+    response = jsii.kernel.provider.get(GetRequest(objref=obj.__jsii_ref__, property=jsii_name))
+    if not isinstance(response, GetResponse):  # a getter that calls back into Python
+        raise TypeError(f"{jsii_name} of {obj} is not a plain L1 property: read it with jsii.get")
+    raw = response.value
     if isinstance(raw, ObjRef) and struct.__jsii_type__ in (raw.interfaces or ()):
         return StructValue(_Reference(raw))
     return jsii.get(obj, jsii_name)
