@@ -17,7 +17,7 @@ CDK_FLAGS := --no-notices $(if $(CONFIG),-c config=$(CONFIG))
 SYNTH_FLAGS := $(if $(STRICT),--strict)
 PIP := $(BIN)/python -m pip install -qq --disable-pip-version-check
 
-.PHONY: help setup setup-dev synth test lint format diff deploy destroy snapshots bench config-docs manifests clean e2e-setup e2e e2e-bench latency-replay gpu-check gpu-bench gpu-bench-kv-reuse
+.PHONY: help setup setup-dev synth test lint format diff deploy destroy snapshots bench bench-synth config-docs manifests clean e2e-setup e2e e2e-bench latency-replay gpu-check gpu-bench gpu-bench-kv-reuse
 
 help: ## List the targets
 	@grep -E '^[a-z0-9-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -89,6 +89,10 @@ manifests: setup ## Write the serving manifests to build/manifests/ (ROLE_ARN=<o
 
 bench: setup-dev ## Time cdk synth (cold and warm) and the test suite
 	$(BIN)/python -m tools.bench
+
+# PAIRS=8: more pairs where the machine is shared (each pair and the load average are printed).
+bench-synth: setup ## Time cdk synth against a bare EKS app only, alternated pairs
+	$(BIN)/python -m tools.bench synth --pairs $(or $(PAIRS),5)
 
 # The end-to-end tier: the Serve config synthesized into cdk.out, run by the image's Ray Serve
 # LLM on a local Ray with a stand-in engine (tests/e2e, docs/verification.md, "What runs before deploy"). Its

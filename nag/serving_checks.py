@@ -14,6 +14,7 @@ from aws_cdk import aws_ec2 as ec2
 from cdk_nag import NagPack, NagRuleCompliance
 
 from nag.rule import AppliedRule, NagRule
+from nag.struct_reads import StructValue, struct_property
 
 COMPLIANT = NagRuleCompliance.COMPLIANT
 NON_COMPLIANT = NagRuleCompliance.NON_COMPLIANT
@@ -78,13 +79,15 @@ def secrets_envelope_encrypted(node: CfnResource) -> NagRuleCompliance:
 def launch_template_requires_imdsv2(node: CfnResource) -> NagRuleCompliance:
     if not isinstance(node, ec2.CfnLaunchTemplate):
         return NOT_APPLICABLE
-    data = node.launch_template_data
-    # Resolve only the metadata options where the data is a struct: resolving the whole data
-    # (user data with its multipart MIME) was most of this pack's cost on every synth.
-    options = getattr(data, "metadata_options", data)
-    resolved = _resolve(node, options) or {}
-    if options is data:
-        resolved = resolved.get("metadataOptions") or {}
+    data = struct_property(
+        node, "launchTemplateData", ec2.CfnLaunchTemplate.LaunchTemplateDataProperty
+    )
+    if isinstance(data, StructValue):
+        # Only the metadata options leave JavaScript: the rest of the data (the network
+        # interfaces, the user data with its multipart MIME) is most of a synth's jsii traffic.
+        resolved = _resolve(node, data.member("metadataOptions")) or {}
+    else:  # a token (the L2 LaunchTemplate hands its data over as one) or nothing
+        resolved = (_resolve(node, data) or {}).get("metadataOptions") or {}
     return COMPLIANT if resolved.get("httpTokens") == "required" else NON_COMPLIANT
 
 

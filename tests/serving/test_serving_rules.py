@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import aws_cdk as cdk
+import jsii
 import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks, aws_eks_v2
+from cdk_nag import NagRuleCompliance
 
 from constructs import Construct
 from constructs.gpu_nodes.efa_security_group import EfaSecurityGroup
-from nag.serving_checks import EFA_SECURITY_GROUP_METADATA, RULES, ServingChecks
+from nag.serving_checks import (
+    EFA_SECURITY_GROUP_METADATA,
+    RULES,
+    ServingChecks,
+    launch_template_requires_imdsv2,
+)
 
 ALL_LOGS = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 
@@ -133,6 +141,69 @@ def test_launch_template_requiring_imdsv2_passes() -> None:
         )
 
     assert _violations(build) == set()
+
+
+def _gpu_launch_template(
+    stack: Construct, construct_id: str, http_tokens: str, cards: int
+) -> ec2.CfnLaunchTemplate:
+    """Shaped like a GPU node's: one EFA interface per network card."""
+    lt = ec2.CfnLaunchTemplate
+    return lt(
+        stack,
+        construct_id,
+        launch_template_data=lt.LaunchTemplateDataProperty(
+            metadata_options=lt.MetadataOptionsProperty(http_tokens=http_tokens),
+            network_interfaces=[
+                lt.NetworkInterfaceProperty(
+                    device_index=0 if card == 0 else 1,
+                    network_card_index=card,
+                    interface_type="efa",
+                )
+                for card in range(cards)
+            ],
+        ),
+    )
+
+
+def _kernel_round_trips(
+    call: Callable[[], object], monkeypatch: pytest.MonkeyPatch
+) -> tuple[object, int]:
+    """What ``call`` returns, and how many requests it sent to jsii's Node.js kernel."""
+    provider = jsii.kernel.provider
+    sent = []
+    for method in ("get", "set", "sget", "invoke", "sinvoke", "create"):
+        original = getattr(provider, method)
+
+        def counted(request: object, original: Callable = original) -> object:
+            sent.append(request)
+            return original(request)
+
+        monkeypatch.setattr(provider, method, counted)
+    result = call()
+    monkeypatch.undo()
+    return result, len(sent)
+
+
+@pytest.mark.parametrize(
+    ("http_tokens", "compliance"),
+    [("required", NagRuleCompliance.COMPLIANT), ("optional", NagRuleCompliance.NON_COMPLIANT)],
+)
+def test_the_imdsv2_rule_reads_as_much_of_a_32_card_template_as_of_a_1_card_one(
+    http_tokens: str, compliance: NagRuleCompliance, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """jsii copies a struct into Python one round trip per property, nested ones included: the
+    whole data of a 32-card template was about 800 round trips, half of a synth's. The rule
+    copies only the metadata options, so the interfaces cost it nothing."""
+    stack = cdk.Stack(cdk.App(), "RuleUnderTest")
+    round_trips = []
+    for cards in (1, 32):
+        template = _gpu_launch_template(stack, f"Cards{cards}", http_tokens, cards)
+        verdict, sent = _kernel_round_trips(
+            functools.partial(launch_template_requires_imdsv2, template), monkeypatch
+        )
+        assert verdict == compliance
+        round_trips.append(sent)
+    assert round_trips[0] == round_trips[1]
 
 
 def _vpc(stack: Construct) -> ec2.IVpc:
