@@ -12,7 +12,7 @@ export PYTHONPATH=/root/site:$PWD PYTHONUNBUFFERED=1 GPU_BENCH_STATE=/root/gpu-b
 B="python3 -m tools.gpu_bench"
 T0=$(date +%s)
 left() { echo "gpu-bench: phase at $(( $(date +%s) - T0 )) s"; }
-budget() { echo $(( $1 - ($(date +%s) - T0) )); }
+budget() { local b=$(( $1 - ($(date +%s) - T0) )); echo $(( b < 5 ? 5 : b )); }
 up_then_sweep() { # $1: the variant that should be up
   timeout $(budget 300) $B wait $1 || tail -c 1500 /root/gpu-bench/serve-status.json
   $B probe $1 --timeout 60; left
@@ -37,6 +37,20 @@ case "$1" in
     else # the lease left no room for the direct engines: the first deployed variant instead
       $B serve $3 && timeout $(budget 575) $B wait $3
     fi; left; $B collect $OUT ;;
+  solo) # what a short lease allows in one call: the last chunk ($2), the install, one deployed
+    # variant ($3) started and swept, the record copied out every 15 s in case the lease ends
+    ( while sleep 15; do $B collect $OUT 2>/dev/null; done ) &
+    cat build/whl/part-$2 >> /root/wheels.tar; md5sum /root/wheels.tar; cat build/whl/wheels.md5
+    mkdir -p /root/whl && tar xf /root/wheels.tar -C /root/whl || exit 1
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target /root/site /root/whl/*.whl 2>&1 | tail -3; left
+    $B prepare --cdk-out build/gb/deployed --model-config catalog/model_configs/Qwen3-8B.json \
+      --variant deployed-batching-10ms=build/gb/deployed-batching-10ms \
+      --variant deployed-batching-0ms=build/gb/deployed-batching-0ms \
+      --commit "$(cat build/gb/commit)" || exit 1; left
+    $B serve $3 && timeout $(budget 450) $B wait $3; left
+    $B probe $3 --timeout 30; timeout $(budget 585) $B sweep $3 random; left
+    $B metrics $3; kill %1; $B collect $OUT ;;
   p2) # direct swept; the engines stopped; Ray and the 10 ms application started
     timeout $(budget 200) $B sweep direct random; left
     $B metrics direct; $B stop; sleep 3; nvidia-smi --query-gpu=memory.used --format=csv
