@@ -38,7 +38,8 @@ case "$1" in
       $B serve $3 && timeout $(budget 575) $B wait $3
     fi; left; $B collect $OUT ;;
   solo) # what a short lease allows in one call: the last chunk ($2), the install, one deployed
-    # variant ($3) started and swept, the record copied out every 15 s in case the lease ends
+    # variant ($3) started and swept, the record copied out every 15 s in case the lease ends;
+    # $4: decoder layers kept (fast engines: the Serve path's own ceiling)
     ( while sleep 15; do $B collect $OUT 2>/dev/null; done ) &
     cat build/whl/part-$2 >> /root/wheels.tar; md5sum /root/wheels.tar; cat build/whl/wheels.md5
     mkdir -p /root/whl && tar xf /root/wheels.tar -C /root/whl || exit 1
@@ -47,7 +48,7 @@ case "$1" in
     $B prepare --cdk-out build/gb/deployed --model-config catalog/model_configs/Qwen3-8B.json \
       --variant deployed-batching-10ms=build/gb/deployed-batching-10ms \
       --variant deployed-batching-0ms=build/gb/deployed-batching-0ms \
-      --commit "$(cat build/gb/commit)" || exit 1; left
+      ${4:+--layers $4} --commit "$(cat build/gb/commit)" || exit 1; left
     $B serve $3 && timeout $(budget 450) $B wait $3; left
     $B probe $3 --timeout 30; timeout $(budget 585) $B sweep $3 random; left
     $B metrics $3; kill %1; $B collect $OUT ;;

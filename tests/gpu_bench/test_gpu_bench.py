@@ -96,6 +96,17 @@ def test_the_vocabulary_is_cut_to_what_the_tokenizer_decodes(
     }
 
 
+@pytest.mark.parametrize(("layers", "kept"), [(2, 2), (36, 36), (None, 36), (40, 36)])
+def test_a_fast_engine_keeps_only_the_first_layers_and_says_so(tmp_path, layers, kept) -> None:
+    tokenizer = _tokenizer(tmp_path / "tok", 151643, 26)
+    config = json.loads((ROOT / "catalog/model_configs/Qwen3-8B.json").read_text())
+    notes = real_size.build(config, tokenizer, tmp_path / "model", layers)
+    written = json.loads((tmp_path / "model" / "config.json").read_text())
+    assert written["num_hidden_layers"] == kept
+    assert any("num_hidden_layers" in note for note in notes) is (kept < 36)
+    assert written["hidden_size"] == config["hidden_size"]
+
+
 def _run(direct: dict, deployed: dict) -> BenchRun:
     return BenchRun(
         date="d",

@@ -84,7 +84,7 @@ def prepare(args: argparse.Namespace) -> None:
     config = json.loads(Path(args.model_config).read_text())
     model_path = STATE / "model"
     tokenizer, model_changes = word_tokenizer.given_or_built(args.tokenizer, STATE)
-    model_changes += real_size.build(config, tokenizer, model_path)
+    model_changes += real_size.build(config, tokenizer, model_path, args.layers)
     serve_config, lines, hand_off_changes = one_gpu(deployed, model_path, args.hand_off)
     resources, resource_changes = one_gpu_worker_resources(
         {role: deployed.worker_resources(role) for role in GPU_ROLES}
@@ -404,6 +404,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model-config", required=True)
     p.add_argument(
         "--tokenizer", help="folder with tokenizer.json (default: word_tokenizer's, built here)"
+    )
+    p.add_argument(
+        "--layers",
+        type=int,
+        help="keep only this many decoder layers (fast engines: the Serve path's ceiling)",
     )
     p.add_argument(
         "--variant",
