@@ -18,19 +18,23 @@ up_then_sweep() { # $1: the variant that should be up
   $B probe $1 --timeout 60; left
   timeout $(budget 330) $B sweep $1 random; left
 }
+install_and_prepare() { # $1: the last chunk; then prepare's own options
+  local chunk=$1; shift
+  cat build/whl/part-$chunk >> /root/wheels.tar; md5sum /root/wheels.tar; cat build/whl/wheels.md5
+  mkdir -p /root/whl && tar xf /root/wheels.tar -C /root/whl || return 1
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /root/site /root/whl/*.whl 2>&1 | tail -3; left
+  $B prepare --cdk-out build/gb/deployed --model-config catalog/model_configs/Qwen3-8B.json \
+    --variant deployed-batching-10ms=build/gb/deployed-batching-10ms \
+    --variant deployed-batching-0ms=build/gb/deployed-batching-0ms \
+    --commit "$(cat build/gb/commit)" "$@" || return 1; left
+}
 case "$1" in
   first) rm -rf /root/wheels.tar /root/gpu-bench; cat build/whl/part-$2 >> /root/wheels.tar
          nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv; nproc; free -g | head -2 ;;
   chunk) cat build/whl/part-$2 >> /root/wheels.tar; ls -la /root/wheels.tar ;;
   p1) # the last chunk ($2), the install, the direct engines or the first variant ($3)
-    cat build/whl/part-$2 >> /root/wheels.tar; md5sum /root/wheels.tar; cat build/whl/wheels.md5
-    mkdir -p /root/whl && tar xf /root/wheels.tar -C /root/whl || exit 1
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-      --target /root/site /root/whl/*.whl 2>&1 | tail -3; left
-    $B prepare --cdk-out build/gb/deployed --model-config catalog/model_configs/Qwen3-8B.json \
-      --variant deployed-batching-10ms=build/gb/deployed-batching-10ms \
-      --variant deployed-batching-0ms=build/gb/deployed-batching-0ms \
-      --commit "$(cat build/gb/commit)" || exit 1; left
+    install_and_prepare $2 || exit 1
     if [ "$3" = direct ]; then
       $B engines || tail -20 /root/gpu-bench/prefill.log /root/gpu-bench/decode.log; left
       $B probe direct --timeout 60
@@ -41,14 +45,7 @@ case "$1" in
     # variant ($3) started and swept, the record copied out every 15 s in case the lease ends;
     # $4: decoder layers kept (fast engines: the Serve path's own ceiling)
     ( while sleep 15; do $B collect $OUT 2>/dev/null; done ) &
-    cat build/whl/part-$2 >> /root/wheels.tar; md5sum /root/wheels.tar; cat build/whl/wheels.md5
-    mkdir -p /root/whl && tar xf /root/wheels.tar -C /root/whl || exit 1
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-      --target /root/site /root/whl/*.whl 2>&1 | tail -3; left
-    $B prepare --cdk-out build/gb/deployed --model-config catalog/model_configs/Qwen3-8B.json \
-      --variant deployed-batching-10ms=build/gb/deployed-batching-10ms \
-      --variant deployed-batching-0ms=build/gb/deployed-batching-0ms \
-      ${4:+--layers $4} --commit "$(cat build/gb/commit)" || exit 1; left
+    install_and_prepare $2 ${4:+--layers $4} || exit 1
     $B serve $3 && timeout $(budget 450) $B wait $3; left
     $B probe $3 --timeout 30; timeout $(budget 585) $B sweep $3 random; left
     $B metrics $3; kill %1; $B collect $OUT ;;
