@@ -335,11 +335,12 @@ def wait(args: argparse.Namespace) -> None:
 
 
 def ingress(args: argparse.Namespace) -> None:
-    """N ingress replicas, by Serve's in-place update of one deployment's autoscaling bounds (a
-    `deployments` entry in the Serve config): the same deployment options that
-    `ingress_deployment_config` gives the ingress at build time, without the full redeploy that
-    a change of the application's args causes (Serve's code version hashes the args,
-    serve/_private/deploy_utils.py get_app_code_version, 2.58)."""
+    """N ingress replicas, by a `deployments` entry for the ingress's autoscaling bounds in the
+    Serve config (the options `ingress_deployment_config` gives it at build time). Not an
+    in-place update here: the first PUT had no such entry, and Serve 2.58's code version counts
+    the entries (_private/deploy_utils.py get_app_code_version), so Serve rebuilds the whole
+    application and every engine restarts (the 2026-12-02 run; tests/e2e/warm_start.py has the
+    rule and the start that avoids it)."""
     p = plan()
     cluster = stack.cluster()
     config = copy.deepcopy(p["serve_config"])
