@@ -19,10 +19,10 @@ the line predicts L + (L - f) / (x - x0) * (x * g / (g - 1) - x). With x0 = 0 th
 scale-up's model; a floor seen under load (x0 > 0) gives a steeper line, more cautious. A floor
 seen at more than half of today's load says little of the slope (a percentile's noise over a
 small load difference would make it anything): the scale-down then counts all of the latency
-as load, f = 0 (the rule before the floor was used for it, which could never
-bring a side down whose floor is near the aim: decode at 3 replicas, a 10.2 ms step and a
-14 ms aim, docs/verification.md, the second local replay). The load is Serve's requests in
-flight, the queue rule's own input.
+as load, f = 0. That was the only rule before, and it could never bring down a side whose
+floor is near the aim (decode at 3 replicas, a 10.2 ms step and a 14 ms aim: docs/
+verification.md, the second local replay). The load is Serve's requests in flight, the queue
+rule's own input.
 
 Stability, so that the two sides never chase each other:
 - a dead band: scale up only above `scale_up_at` of the objective, down only when the model
@@ -197,8 +197,8 @@ def _side_decision(
     pressure = latency / objective.value_s
     if target > current:
         return _bounded(target, limits, STARTING, pressure)
-    needed = current * (latency - floor) / (goal - floor)
     if latency > tuning.scale_up_at * objective.value_s:
+        needed = current * (latency - floor) / (goal - floor)
         wanted = max(current + 1, math.ceil(needed))
         wanted = min(wanted, max(current + 1, math.floor(current * tuning.max_step_up)))
         return _bounded(wanted, limits, OVER, pressure)
