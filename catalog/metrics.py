@@ -320,8 +320,8 @@ SCALING_REASON = PrometheusMetric(
     "ray_pd_llm_scaling_reason",
     "gauge",
     "1 for the reason of the latency policy's last decision for the side (over_objective, "
-    "under_objective, within_objective, replicas_starting, queue_fallback, at_max_replicas, "
-    "at_gpu_budget), 0 for the others.",
+    "under_objective, within_objective, replicas_starting, queue_fallback, awaiting_samples, "
+    "at_max_replicas, at_gpu_budget), 0 for the others.",
     LATENCY_POLICY_SOURCE,
 )
 SCRAPED_FOR_LATENCY_POLICY: tuple[PrometheusMetric, ...] = (

@@ -30,6 +30,7 @@ pd_builder.py). A side whose replicas report neither is scaled on its queue (lat
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from serve_extensions import latency_policy
@@ -86,6 +87,7 @@ class LatencyObjectivePolicy:
         self._tuning = Tuning(**(tuning or {}))
         self._memory = Memory()
         self._gauges: tuple[Any, Any] | None = None
+        self._last: dict[str, tuple[int, str]] = {}
 
     def __call__(self, contexts: dict[Any, Any]) -> tuple[dict[Any, int], dict[Any, dict]]:
         by_side, others = {}, {}
@@ -113,6 +115,7 @@ class LatencyObjectivePolicy:
             self._tuning,
         )
         self._export(by_side, decisions)
+        self._log_changes(observations, decisions)
         for side, decision in decisions.items():
             deployment_id, ctx = by_side[side]
             replicas[deployment_id] = decision.replicas
@@ -152,6 +155,22 @@ class LatencyObjectivePolicy:
                 reason.set(1.0 if name == decision.reason else 0.0, tags={**tags, "reason": name})
         logger.debug("latency policy: %s", decisions)
 
+    def _log_changes(self, observations: dict[str, Any], decisions: dict[str, Any]) -> None:
+        """A line in Serve's controller log when a side's wanted replicas or reason change, with
+        what the policy saw: the metrics show the decision, the log keeps why (the replays read
+        it: docs/verification.md)."""
+        for side, decision in decisions.items():
+            now = (decision.replicas, decision.reason)
+            if self._last.get(side) != now:
+                self._last[side] = now
+                logger.info(
+                    "latency policy: %s -> %d replicas (%s), saw %s",
+                    side,
+                    decision.replicas,
+                    decision.reason,
+                    observations[side],
+                )
+
 
 def _queue_decisions(contexts: dict[Any, Any]) -> tuple[dict[Any, float], dict[Any, dict]]:
     if not contexts:
@@ -167,7 +186,9 @@ def _queue_decisions(contexts: dict[Any, Any]) -> tuple[dict[Any, float], dict[A
 
 def observe(side: str, ctx: Any) -> SideObservation:
     """A side's observation from its AutoscalingContext: the highest latency any of its replicas
-    reports (the side holds its objective only if every replica does) and their samples."""
+    reports (the side holds its objective only if every replica does), their samples, the
+    controller's clock (Serve's control loop sets current_time; time.time() where it does not)
+    and the side's look-back period."""
     metrics = ctx.aggregated_metrics or {}
     latencies = [value for value in (metrics.get(LATENCY_METRIC[side]) or {}).values() if value]
     samples = sum((metrics.get(SAMPLES_METRIC) or {}).values())
@@ -177,4 +198,6 @@ def observe(side: str, ctx: Any) -> SideObservation:
         ongoing_requests=ctx.total_num_requests,
         latency_s=max(latencies) if latencies else None,
         samples=int(samples),
+        now_s=time.time() if ctx.current_time is None else ctx.current_time,
+        look_back_s=ctx.config.look_back_period_s,
     )

@@ -11,8 +11,18 @@ proportion to the load per DP group (queueing on prefill, batch size on decode; 
 grows about linearly with the batch on the real-engine figures, docs/gpu-bench/
 2026-12-02-h200-qwen3-8b.json). With `groups` groups observed at latency L and floor f, the
 groups that bring it to `aim` of the objective T are groups * (L - f) / (aim * T - f). The floor
-is the lowest latency the side has reported (its latency at the least load seen); a scale-down
-is judged without it (all latency as load), the cautious side of the model.
+is the lowest latency the side has reported (its latency at the least load seen).
+
+A scale-down is judged on the same line, drawn through the floor and now: the floor seen at
+load per group x0, the latency L now at x, one group fewer brings x to x * g / (g - 1), and
+the line predicts L + (L - f) / (x - x0) * (x * g / (g - 1) - x). With x0 = 0 that is the
+scale-up's model; a floor seen under load (x0 > 0) gives a steeper line, more cautious. A floor
+seen at more than half of today's load says little of the slope (a percentile's noise over a
+small load difference would make it anything): the scale-down then counts all of the latency
+as load, f = 0. That was the only rule before, and it could never bring down a side whose
+floor is near the aim (decode at 3 replicas, a 10.2 ms step and a 14 ms aim: docs/
+verification.md, the second local replay). The load is Serve's requests in flight, the queue
+rule's own input.
 
 Stability, so that the two sides never chase each other:
 - a dead band: scale up only above `scale_up_at` of the objective, down only when the model
@@ -26,7 +36,19 @@ Stability, so that the two sides never chase each other:
   cool-downs.
 
 Missing inputs (a side that reported fewer than `min_samples` latencies in the look-back window,
-or none at all) degrade that side to Serve's queue rule: ongoing requests / target_ongoing_requests
+or none at all) first hold the side at its target: a side under load reports its first samples
+only after its requests finish, the replicas' reports reach the controller and fill its
+look-back window (Ray 2.58: a replica records every look_back_period_s x 0.2 and pushes every
+RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S, 10 s; the controller averages over
+look_back_period_s, 30 s: serve/_private/replica.py, constants.py, config.py). Sizing it on its
+queue meanwhile is what went wrong for decode: Ray Serve LLM's decode server calls prefill
+itself (serving_patterns/prefill_decode/pd_server.py PDOrchestratorMixin), so decode's requests
+in flight include every prompt's prefill, and long prompts scaled decode up on prefill's work.
+The hold lasts `hold_look_backs` look-back periods from the first decision that saw the side
+loaded without samples (2: one window to fill, with the push's 10 s and a stream's own length,
+up to about 15 s for 1,500 tokens at 10 ms, inside the second). Past it, or while the side has
+no requests at all (an idle side has nothing to wait for), or with no replica running (Serve's
+cold start), the side degrades to Serve's queue rule: ongoing requests / target_ongoing_requests
 (ray/serve/autoscaling_policy.py _core_replica_queue_length_policy).
 """
 
@@ -43,9 +65,10 @@ UNDER = "under_objective"
 WITHIN = "within_objective"
 STARTING = "replicas_starting"
 QUEUE = "queue_fallback"
+AWAITING = "awaiting_samples"
 AT_MAX = "at_max_replicas"
 AT_BUDGET = "at_gpu_budget"
-REASONS = (OVER, UNDER, WITHIN, STARTING, QUEUE, AT_MAX, AT_BUDGET)
+REASONS = (OVER, UNDER, WITHIN, STARTING, QUEUE, AWAITING, AT_MAX, AT_BUDGET)
 
 
 @dataclass(frozen=True)
@@ -82,25 +105,30 @@ class SideObservation:
     """What Serve's controller knows of a side at one decision: running replicas, its current
     target, the requests in flight (running and queued in handles), and the latency percentile
     the side's replicas reported over the look-back window with the number of samples behind it
-    (None: not reported)."""
+    (None: not reported), the controller's clock and the side's look_back_period_s (for how
+    long missing samples are waited for)."""
 
     running_replicas: int
     target_replicas: int
     ongoing_requests: float
     latency_s: float | None = None
     samples: int = 0
+    now_s: float = 0.0
+    look_back_s: float = 30.0
 
 
 @dataclass(frozen=True)
 class Tuning:
     """Where the policy aims (a share of the objective), from what share it adds replicas (before
     the objective is missed: a new replica takes minutes to serve), how far it moves at once, and
-    how many latency samples it needs to trust a percentile."""
+    how many latency samples it needs to trust a percentile, and for how many look-back periods
+    a loaded side waits for them before it degrades to the queue rule."""
 
     aim: float = 0.7
     scale_up_at: float = 0.9
     max_step_up: float = 2.0
     min_samples: int = 8
+    hold_look_backs: float = 2.0
 
 
 @dataclass(frozen=True)
@@ -113,9 +141,12 @@ class Decision:
 
 @dataclass
 class Memory:
-    """What the policy carries between decisions: each side's latency floor."""
+    """What the policy carries between decisions: each side's latency floor and the requests in
+    flight per group when it was seen, and since when a loaded side has been without samples."""
 
     floor_s: dict[str, float] = field(default_factory=dict)
+    floor_load: dict[str, float] = field(default_factory=dict)
+    missing_since_s: dict[str, float] = field(default_factory=dict)
 
 
 def decide(
@@ -147,13 +178,18 @@ def _side_decision(
     current = _groups(seen.running_replicas, limits)
     target = _groups(seen.target_replicas, limits)
     if seen.latency_s is None or seen.samples < tuning.min_samples or current == 0:
+        if _awaiting_samples(seen, current, memory, side, tuning):
+            return _bounded(target, limits, AWAITING, None)
         wanted = math.ceil(
             seen.ongoing_requests / limits.target_ongoing_requests / limits.group_size
         )
         return _bounded(wanted, limits, QUEUE, None)
+    memory.missing_since_s.pop(side, None)
     latency = seen.latency_s
-    floor = min(memory.floor_s.get(side, latency), latency)
-    memory.floor_s[side] = floor
+    load = seen.ongoing_requests / current
+    if latency <= memory.floor_s.get(side, latency):
+        memory.floor_s[side], memory.floor_load[side] = latency, load
+    floor, floor_load = memory.floor_s[side], memory.floor_load[side]
     goal = tuning.aim * objective.value_s
     # A floor at or above the aim leaves no room the load may take: treat the latency as all
     # load-driven, so that the side still grows with its latency.
@@ -166,11 +202,40 @@ def _side_decision(
         wanted = max(current + 1, math.ceil(needed))
         wanted = min(wanted, max(current + 1, math.floor(current * tuning.max_step_up)))
         return _bounded(wanted, limits, OVER, pressure)
-    # Down without the floor: all of the latency counted as load predicts more growth from one
-    # group fewer than the floor would, so a scale-down is never one the next decision undoes.
-    if current > 1 and math.ceil(current * latency / goal) < current:
+    # Down on the line through the floor and now (module docstring): one group fewer only if it
+    # predicts the latency stays within the aim, below scale_up_at, so that the next decision
+    # does not undo it.
+    if current > 1 and _one_fewer_latency(latency, load, floor, floor_load, current) <= goal:
         return _bounded(current - 1, limits, UNDER, pressure)
     return _bounded(current, limits, WITHIN, pressure)
+
+
+def _one_fewer_latency(
+    latency: float, load: float, floor: float, floor_load: float, groups: int
+) -> float:
+    """The latency the side's line predicts with one group fewer carrying the same requests:
+    through (floor_load, floor) and (load, latency) where the floor was seen at half the load
+    or less, else through (0, 0), all latency as load."""
+    if load <= 0:
+        return math.inf  # no request in flight: nothing to go by, the side goes idle
+    if floor_load <= load / 2 and floor > 0:
+        slope = (latency - floor) / (load - floor_load)
+    else:
+        slope = latency / load
+    return latency + slope * load / (groups - 1)
+
+
+def _awaiting_samples(
+    seen: SideObservation, current: int, memory: Memory, side: str, tuning: Tuning
+) -> bool:
+    """Whether a side without enough samples is held (True) rather than sized on its queue: it
+    has replicas serving and requests in flight, and has waited less than hold_look_backs
+    look-back periods since the first decision that saw it so."""
+    if current == 0 or seen.ongoing_requests <= 0:
+        memory.missing_since_s.pop(side, None)
+        return False
+    since = memory.missing_since_s.setdefault(side, seen.now_s)
+    return seen.now_s - since < tuning.hold_look_backs * seen.look_back_s
 
 
 def _groups(replicas: int, limits: SideLimits) -> int:

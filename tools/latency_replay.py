@@ -663,6 +663,20 @@ def run(log: Callable[[str], None] = print) -> dict[str, Any]:
     }
 
 
+def latency_from(warm: dict[str, int], log: Callable[[str], None] = print) -> dict[str, Any]:
+    """The latency policy alone, from another warm start (e.g. 3:3, decode where a queue
+    fallback that counts prefill's work put it on the local Ray): whether it brings a side
+    down that its load no longer needs, and what that costs in minutes held."""
+    model, _ = fit()
+    settings = today_settings()
+    for side, count in warm.items():
+        settings[side]["initial"] = count
+    result = replay(model, workload(), OBJECTIVES, settings, "latency")
+    log(_line(f"latency {warm['prefill']}:{warm['decode']}", result))
+    log(f"replica-seconds per side: {result['replica_seconds']}")
+    return result
+
+
 def _line(name: str, result: dict[str, Any]) -> str:
     return (
         f"{name:>12}: objectives held in {result['minutes_held']}/{result['minutes_scored']} "
@@ -709,7 +723,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", type=Path, help="write the result JSON here")
     parser.add_argument("--report", type=Path, help="print the table of a recorded result")
+    parser.add_argument(
+        "--latency-from", metavar="P:D", help="only the latency policy, warm at P:D replicas"
+    )
     args = parser.parse_args(argv)
+    if args.latency_from:
+        p, d = (int(n) for n in args.latency_from.split(":"))
+        latency_from({"prefill": p, "decode": d})
+        return 0
     if args.report:
         print(table(json.loads(args.report.read_text())), end="")
         return 0

@@ -581,14 +581,24 @@ def run_bounded(command: list[str]) -> int:
         return 124
 
 
-def run_all(out: Path, fixed: dict[str, int], policies: tuple[str, ...]) -> int:
+def run_all(
+    out: Path, fixed: dict[str, int], policies: tuple[str, ...], reuse: bool = False
+) -> int:
+    """Each sizing in its own interpreter, then the record. reuse: a sizing whose result is
+    already in RUN_DIR (an earlier `all --policies ...`) is taken as it is, and the record
+    names it (a change to one policy need not rerun the sizings it does not touch)."""
     started = time.monotonic()
     print(f"scale: {json.dumps(describe(SCALE))}", flush=True)
     print(f"objectives in the run's time: {objectives(SCALE)}", flush=True)
     RUN_DIR.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {}
+    reused = []
     for policy in policies:
         part = RUN_DIR / f"{policy}.json"
+        if reuse and part.exists():
+            results[policy] = json.loads(part.read_text())
+            reused.append(policy)
+            continue
         part.unlink(missing_ok=True)
         command = [
             sys.executable,
@@ -636,6 +646,7 @@ def run_all(out: Path, fixed: dict[str, int], policies: tuple[str, ...]) -> int:
         "best_fixed_from": f"{SIMULATION.relative_to(PROJECT_ROOT)} (the simulation's search)",
         "machine": {"cpus": os.cpu_count()},
         "wall_s": round(time.monotonic() - started, 1),
+        "reused_from_an_earlier_run": reused,
         "results": {
             name: {k: v for k, v in r.items() if k not in ("clients", "per_minute")}
             for name, r in results.items()
@@ -661,6 +672,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--policy", choices=POLICIES)
     parser.add_argument("--policies", nargs="+", choices=POLICIES, default=list(POLICIES))
     parser.add_argument("--fixed", help="best_fixed's prefill:decode (default: the simulation's)")
+    parser.add_argument(
+        "--reuse", action="store_true", help="all: keep the sizings already run in RUN_DIR"
+    )
     options = parser.parse_args(argv)
     if options.mode == "report":
         print(table(json.loads(options.out.read_text())), end="")
@@ -678,7 +692,7 @@ def main(argv: list[str]) -> int:
     if options.mode == "warm-start":
         check_warm_start(options.seconds, options.out)
         return 0
-    return run_all(options.out, fixed, tuple(options.policies))
+    return run_all(options.out, fixed, tuple(options.policies), options.reuse)
 
 
 if __name__ == "__main__":

@@ -135,3 +135,28 @@ def test_the_highest_replica_latency_is_the_sides() -> None:
     ctx.aggregated_metrics[LATENCY_METRIC["prefill"]][slow] = 0.9
     assert observe("prefill", ctx).latency_s == 0.9
     assert observe("prefill", ctx).samples == 100
+
+
+def test_the_controllers_clock_and_the_sides_look_back_are_observed() -> None:
+    """The hold on missing samples is timed by Serve's clock (AutoscalingContext.current_time)
+    in look-back periods of the side's own AutoscalingConfig (30 s here, Ray's default)."""
+    observation = observe("decode", context("decode", 3, 90, now=1234.5))
+    assert (observation.now_s, observation.look_back_s) == (1234.5, 30.0)
+
+
+def test_a_loaded_side_without_samples_is_held_through_serves_wrapper_then_queued() -> None:
+    """Serve's own wrapper (Ray 2.58) around the policy: decode with 90 requests in flight and no
+    latency is held at its 1 replica for two look-backs (the queue rule would want 3), then
+    sized on its queue."""
+    policy = _apply_app_level_autoscaling_config(LatencyObjectivePolicy(**KWARGS))
+    wanted = {}
+    states: dict[Any, dict] = {}
+    for now in (0.0, 59.0, 60.0):
+        contexts = {
+            IDS["prefill"]: context("prefill", 1, 2, latency=0.3, now=now),
+            IDS["decode"]: context("decode", 1, 90, now=now, upscale_delay_s=0,
+                                   state=states.get(IDS["decode"])),
+        }  # fmt: skip
+        decisions, states = policy(contexts)
+        wanted[now] = decisions[IDS["decode"]]
+    assert wanted == {0.0: 1, 59.0: 1, 60.0: 3}

@@ -10,6 +10,7 @@ import pytest
 from serve_extensions.latency_policy import (
     AT_BUDGET,
     AT_MAX,
+    AWAITING,
     OVER,
     QUEUE,
     STARTING,
@@ -59,15 +60,18 @@ ROWS = [
     (seen(2, 9.0), seen(2, 0.2), LIMITS, None, (4, OVER), (4, OVER)),
     # down one group at a time
     (seen(6, 0.1), seen(6, 0.005), LIMITS, None, (5, UNDER), (5, UNDER)),
-    # no latency reported, or too few samples: Serve's queue rule
+    # no latency reported, or too few samples, under load: held at the target until they come
+    # (test_missing_samples_hold_the_side_then_degrade_to_the_queue_rule: for how long)
     (
         seen(2, None, ongoing=20),
-        seen(2, 0.02, samples=3, ongoing=100),
+        seen(2, 0.02, samples=3, ongoing=100, target=3),
         LIMITS,
         None,
-        (5, QUEUE),
-        (4, QUEUE),
+        (2, AWAITING),
+        (3, AWAITING),
     ),
+    # ... and with no request in flight, nothing to wait for: Serve's queue rule
+    (seen(2, None, ongoing=0), seen(3, None, ongoing=0), LIMITS, None, (1, QUEUE), (1, QUEUE)),
     # replicas starting: hold the target, whatever the latency says
     (seen(2, 3.0, target=4), steady("decode", 2), LIMITS, None, (4, STARTING), (2, WITHIN)),
     # bounds
@@ -143,6 +147,120 @@ def test_the_floor_is_the_lowest_latency_seen_and_makes_growth_larger() -> None:
     assert with_floor.replicas == math.ceil(2 * (0.050 - 0.010) / (aim - 0.010))  # 4
     assert without.replicas == math.ceil(2 * 0.050 / aim)  # 3
     assert with_floor.replicas > without.replicas
+
+
+LOOK_BACK_S = 30.0
+HOLD_S = Tuning().hold_look_backs * LOOK_BACK_S  # 60 s
+
+
+def missing(at_s: float, *, ongoing: float = 40, running: int = 2) -> SideObservation:
+    """Decode with no latency reported at `at_s`, 40 requests in flight (the queue rule: 2)."""
+    return SideObservation(running, running, ongoing, None, 0, at_s, LOOK_BACK_S)
+
+
+def reported(at_s: float) -> SideObservation:
+    return SideObservation(2, 2, 40, ITL.value_s / 2, 100, at_s, LOOK_BACK_S)
+
+
+# A sequence of decode observations, each at its time -> the reason of each decision.
+HOLD_ROWS = [
+    # loaded, no samples: held for two look-backs from the first such decision, then the queue
+    ("held, then the queue", [missing(100), missing(159), missing(160)],
+     [AWAITING, AWAITING, QUEUE]),
+    # samples came within the hold: the latency rule; missing again later starts a new hold
+    ("samples end the hold", [missing(0), reported(30), missing(200), missing(259)],
+     [AWAITING, WITHIN, AWAITING, AWAITING]),
+    # idle (nothing in flight) clears the clock: a load that starts later gets its own hold
+    ("idle resets it", [missing(0), missing(50, ongoing=0), missing(100), missing(159)],
+     [AWAITING, QUEUE, AWAITING, AWAITING]),
+    # no replica running (Serve's cold start): the queue rule at once
+    ("cold start", [missing(0, running=0)], [QUEUE]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("why", "sequence", "reasons"), HOLD_ROWS)
+def test_missing_samples_hold_the_side_then_degrade_to_the_queue_rule(
+    why: str, sequence: list[SideObservation], reasons: list[str]
+) -> None:
+    memory = Memory()
+    got = [
+        decide({"prefill": steady("prefill", 1), "decode": seen}, LIMITS, OBJECTIVES, memory)[
+            "decode"
+        ]
+        for seen in sequence
+    ]
+    assert [d.reason for d in got] == reasons, why
+    for seen, decision in zip(sequence, got, strict=True):
+        if decision.reason == AWAITING:
+            assert decision.replicas == seen.target_replicas
+        if decision.reason == QUEUE:
+            assert decision.replicas == max(1, math.ceil(seen.ongoing_requests / 32))
+    assert HOLD_S == 60.0
+
+
+def model_itl(floor: float, per_request: float, requests: float, replicas: int) -> float:
+    """Decode's ITL on the fitted model's shape: a step plus a part per request of a replica."""
+    return floor + per_request * requests / replicas
+
+
+# Decode's floor seen at a light load, then a heavier one at `running` replicas -> the decision.
+# ITL 50 ms, aim 35 ms; step 20 ms, 0.5 ms per request in flight per replica.
+FLOOR_ROWS = [
+    # 3 replicas at 30 requests: 25 ms; 2 would give 27.5 ms, within the aim: down one
+    # (without the floor, all as load: 25 ms x 3 / 2 = 37.5 ms, over the aim, WITHIN)
+    ("down with the floor", 3, 30.0, (2, UNDER)),
+    # 2 replicas at 30: 27.5 ms; 1 would give 35 ms: at the aim, down
+    ("down to the aim", 2, 30.0, (1, UNDER)),
+    # 2 replicas at 40: 30 ms; 1 would give 40 ms, over the aim: hold
+    ("hold short of the aim", 2, 40.0, (2, WITHIN)),
+]
+
+
+@pytest.mark.parametrize(("why", "running", "requests", "want"), FLOOR_ROWS)
+def test_a_scale_down_is_judged_on_the_line_through_the_floor(
+    why: str, running: int, requests: float, want: tuple[int, str]
+) -> None:
+    memory = Memory()
+    light = model_itl(0.020, 0.0005, 2.0, 2)  # 20.5 ms at 1 request per replica
+    decide({"prefill": steady("prefill", 1), "decode": seen(2, light, ongoing=2.0)}, LIMITS,
+           OBJECTIVES, memory)  # fmt: skip
+    now = model_itl(0.020, 0.0005, requests, running)
+    decision = decide(
+        {"prefill": steady("prefill", 1), "decode": seen(running, now, ongoing=requests)},
+        LIMITS,
+        OBJECTIVES,
+        memory,
+    )["decode"]
+    assert (decision.replicas, decision.reason) == want, why
+    # what the line predicts is the model's latency at one replica fewer (it is linear)
+    if decision.reason == UNDER:
+        assert model_itl(0.020, 0.0005, requests, running - 1) <= AIM * ITL.value_s + 1e-12
+
+
+@pytest.mark.parametrize(
+    ("floor_requests", "want"),
+    [
+        (90.0, (3, WITHIN)),  # seen at a heavier load: no slope
+        (18.0, (3, WITHIN)),  # at 6 per replica, more than half of now's 10: no slope trusted
+        (15.0, (2, UNDER)),  # at 5, half: the line through the floor
+    ],
+)
+def test_a_floor_seen_at_more_than_half_the_load_is_not_a_slope(
+    floor_requests: float, want: tuple[int, str]
+) -> None:
+    """The first row of FLOOR_ROWS (3 replicas, 30 requests, 25 ms) with the floor (20 ms) seen
+    at other loads: without a trusted slope the rule counts all of the latency as load
+    (25 ms x 3 / 2 = 37.5 ms, over the 35 ms aim)."""
+    memory = Memory()
+    decide({"prefill": steady("prefill", 1), "decode": seen(3, 0.020, ongoing=floor_requests)},
+           LIMITS, OBJECTIVES, memory)  # fmt: skip
+    decision = decide(
+        {"prefill": steady("prefill", 1), "decode": seen(3, 0.025, ongoing=30.0)},
+        LIMITS,
+        OBJECTIVES,
+        memory,
+    )["decode"]
+    assert (decision.replicas, decision.reason) == want
 
 
 @pytest.mark.parametrize(
