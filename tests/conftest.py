@@ -46,6 +46,21 @@ STACK_ROLES = ("network", "cluster", "gpu-nodes", "serving", "observability")
 _BUILT: dict[str, app.BuiltApp] = {}
 
 
+# Workers `-n auto` (pyproject's addopts) starts beyond one per core: about a fifth of a run's
+# worker time is tests waiting on purpose (pdctl's deadlines against hostile servers, preStop
+# drains, the autoscaler sidecar's restart, the EFA-check linger), with their core idle; a worker
+# more runs other tests meanwhile (docs/verification.md "Benchmarks", 2026-12-07).
+EXTRA_WORKERS = 1
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """`-n auto`: the cores this process may run on, plus EXTRA_WORKERS; None (xdist's own
+    count) when PYTEST_XDIST_AUTO_NUM_WORKERS names one."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return len(os.sched_getaffinity(0)) + EXTRA_WORKERS
+
+
 def cfn_text(value: object) -> str:
     """A CloudFormation string value as text, each token (Ref, GetAtt, import) shown as
     <token>."""
