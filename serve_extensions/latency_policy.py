@@ -168,7 +168,7 @@ class Decision:
 class Memory:
     """What the policy carries between decisions: each side's latency floor and the requests in
     flight per group when it was seen, since when a loaded side has been without samples, and
-    the side's requests in flight at each decision of the last look-back period (the trend)."""
+    the side's requests in flight at each decision over the trend's span (`_trend`)."""
 
     floor_s: dict[str, float] = field(default_factory=dict)
     floor_load: dict[str, float] = field(default_factory=dict)
