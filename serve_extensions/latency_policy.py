@@ -226,24 +226,25 @@ def _side_decision(
     if target > current:
         return _bounded(target, limits, STARTING, pressure)
     if latency > tuning.scale_up_at * objective.value_s:
-        needed = current * (latency - floor) / (goal - floor)
-        wanted = max(current + 1, math.ceil(needed))
-        wanted = min(wanted, max(current + 1, math.floor(current * tuning.max_step_up)))
-        return _bounded(wanted, limits, OVER, pressure)
+        return _bounded(_grown(current, latency, floor, goal, tuning), limits, OVER, pressure)
     ahead = load + trend * tuning.lead_look_backs * seen.look_back_s / current
     predicted = _latency_at(ahead, latency, load, floor, floor_load)
     rising = ahead >= (1 + tuning.lead_min_rise) * load and latency > goal
     if rising and predicted > tuning.scale_up_at * objective.value_s:
-        needed = current * (predicted - floor) / (goal - floor)
-        wanted = max(current + 1, math.ceil(needed))
-        wanted = min(wanted, max(current + 1, math.floor(current * tuning.max_step_up)))
-        return _bounded(wanted, limits, RISING, pressure)
+        return _bounded(_grown(current, predicted, floor, goal, tuning), limits, RISING, pressure)
     # Down on the line through the floor and now (module docstring): one group fewer only if it
     # predicts the latency stays within the aim, below scale_up_at, so that the next decision
     # does not undo it.
     if current > 1 and _one_fewer_latency(latency, load, floor, floor_load, current) <= goal:
         return _bounded(current - 1, limits, UNDER, pressure)
     return _bounded(current, limits, WITHIN, pressure)
+
+
+def _grown(current: int, latency: float, floor: float, goal: float, tuning: Tuning) -> int:
+    """The groups that bring `latency` (measured, or predicted by the lead) to the goal on the
+    model (module docstring): at least one more, at most max_step_up times."""
+    wanted = max(current + 1, math.ceil(current * (latency - floor) / (goal - floor)))
+    return min(wanted, max(current + 1, math.floor(current * tuning.max_step_up)))
 
 
 def _one_fewer_latency(
