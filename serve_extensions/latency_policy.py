@@ -30,9 +30,9 @@ start: 60 s + 106 s for decode, in which the third local replay lost four minute
 long answers). The same line predicts the latency at the load the side is heading for: its
 requests in flight now plus their trend (their change per second over the last
 `trend_look_backs` look-back periods) times `lead_look_backs` look-back periods,
-L + (L - f) / (x - x0) * (x' - x) per group. Where
-that is above `scale_up_at` of the objective the side asks for the groups that bring the
-predicted latency to `aim`, as the measured one would (`load_rising`). Only a rising load leads,
+L + (L - f) / (x - x0) * (x' - x) per group. Where that is above `scale_up_at` of the
+objective the side asks for the groups that bring the predicted latency to `aim`, as the
+measured one would (`load_rising`). Only a rising load leads,
 by more than `lead_min_rise` of today's load, on a side already above its aim, and on a line it
 can trust (a floor seen at half of today's load or less, as for the scale-down); without a
 trend (the first half of its span), a floor or samples the side decides as before. The gates
@@ -255,11 +255,8 @@ def _one_fewer_latency(
     or less, else through (0, 0), all latency as load."""
     if load <= 0:
         return math.inf  # no request in flight: nothing to go by, the side goes idle
-    if floor_load <= load / 2 and floor > 0:
-        slope = (latency - floor) / (load - floor_load)
-    else:
-        slope = latency / load
-    return latency + slope * load / (groups - 1)
+    slope = _slope(latency, load, floor, floor_load)
+    return latency + (latency / load if slope is None else slope) * load / (groups - 1)
 
 
 def _latency_at(
@@ -268,9 +265,17 @@ def _latency_at(
     """The latency the line through the floor and now predicts at another load per group; the
     latency now where the line is not to be trusted (no floor, or one seen at more than half of
     today's load: the module docstring), so that the side decides on what it measured."""
+    slope = _slope(latency, load, floor, floor_load)
+    return latency if slope is None else latency + slope * (load_ahead - load)
+
+
+def _slope(latency: float, load: float, floor: float, floor_load: float) -> float | None:
+    """The slope of the line through the floor and now, latency per request in flight per group;
+    None where it is not to be trusted: no floor, or one seen at more than half of today's load
+    (the module docstring)."""
     if floor <= 0 or load <= 0 or floor_load > load / 2:
-        return latency
-    return latency + (latency - floor) / (load - floor_load) * (load_ahead - load)
+        return None
+    return (latency - floor) / (load - floor_load)
 
 
 def _trend(seen: SideObservation, memory: Memory, side: str, span_s: float) -> float:
