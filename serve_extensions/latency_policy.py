@@ -24,6 +24,25 @@ floor is near the aim (decode at 3 replicas, a 10.2 ms step and a 14 ms aim: doc
 verification.md, the second local replay). The load is Serve's requests in flight, the queue
 rule's own input.
 
+A scale-up is led by the load, so that the replicas it asks for serve before the measured
+percentile breaches (a new replica serves only after Serve's upscale delay and its engine's
+start: 60 s + 106 s for decode, in which the third local replay lost four minutes at the turn to
+long answers). The same line predicts the latency at the load the side is heading for: its
+requests in flight now plus their trend (their change per second over the last
+`trend_look_backs` look-back periods) times `lead_look_backs` look-back periods,
+L + (L - f) / (x - x0) * (x' - x) per group. Where that is above `scale_up_at` of the
+objective the side asks for the groups that bring the predicted latency to `aim`, as the
+measured one would (`load_rising`). Only a rising load leads,
+by more than `lead_min_rise` of today's load, on a side already above its aim, and on a line it
+can trust (a floor seen at half of today's load or less, as for the scale-down); without a
+trend (the first half of its span), a floor or samples the side decides as before. The gates
+are against noise: below the aim a side's requests in flight are few and their look-back
+average swings by half in a minute at a steady load (the simulation's prefill, 0.7 to 2 at one
+replica), and a lead there added a prefill replica twice for nothing. The noise that passes
+them (decode at 2 replicas on the long answers, near the scale-up line) asks for more for a
+few seconds, shorter than Serve's upscale delay, so the target does not move (the simulation:
+tools/latency_replay.py, docs/verification.md). The scale-down is judged as before.
+
 Stability, so that the two sides never chase each other:
 - a dead band: scale up only above `scale_up_at` of the objective, down only when the model
   says one group fewer still stays within `aim` of it, below that (so the next decision after
@@ -68,7 +87,8 @@ QUEUE = "queue_fallback"
 AWAITING = "awaiting_samples"
 AT_MAX = "at_max_replicas"
 AT_BUDGET = "at_gpu_budget"
-REASONS = (OVER, UNDER, WITHIN, STARTING, QUEUE, AWAITING, AT_MAX, AT_BUDGET)
+RISING = "load_rising"
+REASONS = (OVER, UNDER, WITHIN, STARTING, QUEUE, AWAITING, AT_MAX, AT_BUDGET, RISING)
 
 
 @dataclass(frozen=True)
@@ -122,13 +142,18 @@ class Tuning:
     """Where the policy aims (a share of the objective), from what share it adds replicas (before
     the objective is missed: a new replica takes minutes to serve), how far it moves at once, and
     how many latency samples it needs to trust a percentile, and for how many look-back periods
-    a loaded side waits for them before it degrades to the queue rule."""
+    a loaded side waits for them before it degrades to the queue rule, and how many look-back
+    periods ahead a rising load is projected (about the time a scale-up takes to serve: Serve's
+    upscale delay and an engine's start, 60 s + 106 s for decode at the defaults)."""
 
     aim: float = 0.7
     scale_up_at: float = 0.9
     max_step_up: float = 2.0
     min_samples: int = 8
     hold_look_backs: float = 2.0
+    lead_look_backs: float = 4.0
+    lead_min_rise: float = 0.25
+    trend_look_backs: float = 2.0
 
 
 @dataclass(frozen=True)
@@ -142,11 +167,13 @@ class Decision:
 @dataclass
 class Memory:
     """What the policy carries between decisions: each side's latency floor and the requests in
-    flight per group when it was seen, and since when a loaded side has been without samples."""
+    flight per group when it was seen, since when a loaded side has been without samples, and
+    the side's requests in flight at each decision over the trend's span (`_trend`)."""
 
     floor_s: dict[str, float] = field(default_factory=dict)
     floor_load: dict[str, float] = field(default_factory=dict)
     missing_since_s: dict[str, float] = field(default_factory=dict)
+    loads: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
 
 def decide(
@@ -177,6 +204,7 @@ def _side_decision(
 ) -> Decision:
     current = _groups(seen.running_replicas, limits)
     target = _groups(seen.target_replicas, limits)
+    trend = _trend(seen, memory, side, tuning.trend_look_backs * seen.look_back_s)
     if seen.latency_s is None or seen.samples < tuning.min_samples or current == 0:
         if _awaiting_samples(seen, current, memory, side, tuning):
             return _bounded(target, limits, AWAITING, None)
@@ -198,16 +226,25 @@ def _side_decision(
     if target > current:
         return _bounded(target, limits, STARTING, pressure)
     if latency > tuning.scale_up_at * objective.value_s:
-        needed = current * (latency - floor) / (goal - floor)
-        wanted = max(current + 1, math.ceil(needed))
-        wanted = min(wanted, max(current + 1, math.floor(current * tuning.max_step_up)))
-        return _bounded(wanted, limits, OVER, pressure)
+        return _bounded(_grown(current, latency, floor, goal, tuning), limits, OVER, pressure)
+    ahead = load + trend * tuning.lead_look_backs * seen.look_back_s / current
+    predicted = _latency_at(ahead, latency, load, floor, floor_load)
+    rising = ahead >= (1 + tuning.lead_min_rise) * load and latency > goal
+    if rising and predicted > tuning.scale_up_at * objective.value_s:
+        return _bounded(_grown(current, predicted, floor, goal, tuning), limits, RISING, pressure)
     # Down on the line through the floor and now (module docstring): one group fewer only if it
     # predicts the latency stays within the aim, below scale_up_at, so that the next decision
     # does not undo it.
     if current > 1 and _one_fewer_latency(latency, load, floor, floor_load, current) <= goal:
         return _bounded(current - 1, limits, UNDER, pressure)
     return _bounded(current, limits, WITHIN, pressure)
+
+
+def _grown(current: int, latency: float, floor: float, goal: float, tuning: Tuning) -> int:
+    """The groups that bring `latency` (measured, or predicted by the lead) to the goal on the
+    model (module docstring): at least one more, at most max_step_up times."""
+    wanted = max(current + 1, math.ceil(current * (latency - floor) / (goal - floor)))
+    return min(wanted, max(current + 1, math.floor(current * tuning.max_step_up)))
 
 
 def _one_fewer_latency(
@@ -218,11 +255,42 @@ def _one_fewer_latency(
     or less, else through (0, 0), all latency as load."""
     if load <= 0:
         return math.inf  # no request in flight: nothing to go by, the side goes idle
-    if floor_load <= load / 2 and floor > 0:
-        slope = (latency - floor) / (load - floor_load)
-    else:
-        slope = latency / load
-    return latency + slope * load / (groups - 1)
+    slope = _slope(latency, load, floor, floor_load)
+    return latency + (latency / load if slope is None else slope) * load / (groups - 1)
+
+
+def _latency_at(
+    load_ahead: float, latency: float, load: float, floor: float, floor_load: float
+) -> float:
+    """The latency the line through the floor and now predicts at another load per group; the
+    latency now where the line is not to be trusted (no floor, or one seen at more than half of
+    today's load: the module docstring), so that the side decides on what it measured."""
+    slope = _slope(latency, load, floor, floor_load)
+    return latency if slope is None else latency + slope * (load_ahead - load)
+
+
+def _slope(latency: float, load: float, floor: float, floor_load: float) -> float | None:
+    """The slope of the line through the floor and now, latency per request in flight per group;
+    None where it is not to be trusted: no floor, or one seen at more than half of today's load
+    (the module docstring)."""
+    if floor <= 0 or load <= 0 or floor_load > load / 2:
+        return None
+    return (latency - floor) / (load - floor_load)
+
+
+def _trend(seen: SideObservation, memory: Memory, side: str, span_s: float) -> float:
+    """The side's requests in flight, change per second over the last `span_s` (0 until half of
+    it has been seen). Serve's count is itself a look-back average, and its change over one
+    look-back is mostly noise at a steady Poisson load (the simulation's decode, 130 to 175
+    requests at 2 replicas on the long answers)."""
+    history = memory.loads.setdefault(side, [])
+    history.append((seen.now_s, seen.ongoing_requests))
+    while history[0][0] < seen.now_s - span_s:
+        history.pop(0)
+    since, then = history[0]
+    if seen.now_s - since < span_s / 2:
+        return 0.0
+    return (seen.ongoing_requests - then) / (seen.now_s - since)
 
 
 def _awaiting_samples(

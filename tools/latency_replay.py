@@ -34,6 +34,7 @@ node start-up either: docs/operating.md).
 from __future__ import annotations
 
 import argparse
+import datetime
 import heapq
 import json
 import math
@@ -639,7 +640,7 @@ def run(log: Callable[[str], None] = print) -> dict[str, Any]:
         results["best_fixed"] = {"prefill": best[0][0], "decode": best[0][1], **best[1]}
         log(_line(f"fixed {best[0][0]}:{best[0][1]}", best[1]))
     return {
-        "date": "2026-12-02",
+        "date": datetime.date.today().isoformat(),
         "what": "trace replay against a simulation of Ray Serve 2.58's autoscaling loop "
         "(Ray's own policy and delay code under a virtual clock; tools/latency_replay.py)",
         "model": fitted,

@@ -13,6 +13,7 @@ from serve_extensions.latency_policy import (
     AWAITING,
     OVER,
     QUEUE,
+    RISING,
     STARTING,
     UNDER,
     WITHIN,
@@ -261,6 +262,63 @@ def test_a_floor_seen_at_more_than_half_the_load_is_not_a_slope(
         memory,
     )["decode"]
     assert (decision.replicas, decision.reason) == want
+
+
+# Decode's load over time at 2 replicas, its ITL on the model above at each point (floor 20.5 ms
+# at 2 requests, t = 0) -> the decision at the last point. Objective 50 ms: scale-up from 45 ms,
+# aim 35 ms; the trend spans 2 look-backs (60 s), the lead 4 (120 s), 25 % rise at least.
+LEAD_ROWS = [
+    # 32 per replica now (36 ms, over the aim), from 20 a minute ago: 56 ahead, 48 ms, over
+    # 45 ms before the measured latency is: the replicas that bring 48 ms to the aim,
+    # 2 x 27.5 / 14.5 -> 4
+    ("rising past scale_up_at: up before the breach", [(30, 40.0), (90, 64.0)], (4, RISING)),
+    # 44 per replica (42 ms), from 35: 62 ahead, 51 ms: up, at most x2
+    ("rising near the objective", [(30, 70.0), (90, 88.0)], (4, RISING)),
+    # 44 per replica (42 ms), from 40: 52 ahead (+18 %), 46 ms: a rise within the noise, hold
+    ("a rise under lead_min_rise", [(30, 80.0), (90, 88.0)], (2, WITHIN)),
+    # 36 per replica (38 ms), from 30: 48 ahead, 44 ms, under 45 ms: no lead, and one fewer
+    # (56 ms at 72 requests) over the aim: hold
+    ("rising, predicted under scale_up_at", [(30, 60.0), (90, 72.0)], (2, WITHIN)),
+    # 20 per replica (30 ms, under the 35 ms aim), from 1: 58 ahead, 49 ms: no lead below the
+    # aim (a queue's noise there is most of its load: the simulation's prefill)
+    ("under the aim", [(30, 2.0), (90, 40.0)], (2, WITHIN)),
+    # falling: no lead; one fewer at 64 requests is 52 ms, over the aim: hold
+    ("falling", [(30, 100.0), (90, 64.0)], (2, WITHIN)),
+    # the first half of the trend's span: no trend yet, decided on the latency (36 ms)
+    ("no trend before half its span", [(20, 64.0)], (2, WITHIN)),
+]
+
+
+def lead_decision(points: list[tuple[float, float]], floor_requests: float = 2.0) -> tuple:
+    memory, decision = Memory(), None
+    for at_s, requests in [(0.0, floor_requests), *points]:
+        decode = SideObservation(2, 2, requests, model_itl(0.020, 0.0005, requests, 2), 100,
+                                 now_s=at_s, look_back_s=LOOK_BACK_S)  # fmt: skip
+        prefill = SideObservation(1, 1, 1.0, 0.5, 100, now_s=at_s, look_back_s=LOOK_BACK_S)
+        decision = decide({"prefill": prefill, "decode": decode}, LIMITS, OBJECTIVES, memory)
+    return decision["decode"].replicas, decision["decode"].reason
+
+
+@pytest.mark.parametrize(("why", "points", "want"), LEAD_ROWS)
+def test_a_rising_load_scales_up_before_the_latency_breaches(
+    why: str, points: list[tuple[float, float]], want: tuple[int, str]
+) -> None:
+    assert lead_decision(points) == want, why
+    if want[1] == RISING:  # the measured latency alone was within the objective
+        assert model_itl(0.020, 0.0005, points[-1][1], 2) <= 0.9 * ITL.value_s
+
+
+def test_the_lead_needs_a_line_it_can_trust() -> None:
+    """The first row with the floor seen at 40 requests (20 per replica, more than half of the
+    32 now): no slope to predict on, the side is decided on its measured 36 ms."""
+    assert lead_decision([(30, 40.0), (90, 64.0)], floor_requests=40.0) == (2, WITHIN)
+
+
+def test_the_tuning_defaults_the_lead_rows_assume() -> None:
+    tuning = Tuning()
+    assert (tuning.trend_look_backs, tuning.lead_look_backs, tuning.lead_min_rise) == (
+        2.0, 4.0, 0.25
+    )  # fmt: skip
 
 
 @pytest.mark.parametrize(
