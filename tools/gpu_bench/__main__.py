@@ -42,7 +42,7 @@ from typing import Any
 from app_config.node_labels import GPU_ROLES
 from tools import cpu_use
 from tools.gpu_bench import hand_off, real_size, stack, word_tokenizer
-from tools.gpu_bench.results import BenchRun, markdown_report, write_svg
+from tools.gpu_bench.results import DEPLOYED, FLOOR, BenchRun, markdown_report, write_svg
 from tools.gpu_bench.run_facts import archive, point_figures
 from tools.gpu_bench.workload import CONCURRENCY, DATASETS, OUTPUT_TOKENS, PROMPTS
 from tools.gpu_check.deployed import DeployedRayService
@@ -64,7 +64,6 @@ VARIANTS = {
     "(each token its own Serve message)",
     "deployed-ingress-2": "deployed, with 2 ingress replicas",
 }
-DEPLOYED = "deployed"
 # Deployed variants that are a synthesis of their own: their `cdk synth -c` overrides (the
 # Makefile's gpu-bench target synthesizes each into build/gpu-bench/<name>).
 SYNTHESIZED = {
@@ -229,13 +228,7 @@ def sweep(args: argparse.Namespace) -> None:
     from tools.gpu_bench.workload import bench_args
 
     p = plan()
-    pids = (
-        serve_pids()
-        if args.variant.startswith(DEPLOYED)
-        else stack.direct_pids(STATE)
-        if args.variant.startswith("direct")
-        else {}
-    )
+    pids = process_pids(args.variant)
     for dataset_name in args.datasets:
         dataset = DATASETS[dataset_name]
         concurrencies = args.concurrency or CONCURRENCY
@@ -278,6 +271,16 @@ def sweep(args: argparse.Namespace) -> None:
             )
         run.write(STATE / "result.json")
         print(f"gpu-bench: {args.variant} {dataset_name}: {time.monotonic() - start:.0f} s")
+
+
+def process_pids(variant: str) -> dict[str, list[int]]:
+    """The processes whose CPU a variant's points read: a deployed application's Serve
+    processes, the direct path's proxy and engines; none for the aggregated engine."""
+    if variant.startswith(DEPLOYED):
+        return serve_pids()
+    if variant.startswith(FLOOR):
+        return stack.direct_pids(STATE)
+    return {}
 
 
 def serve_pids() -> dict[str, list[int]]:
