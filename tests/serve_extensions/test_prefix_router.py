@@ -259,7 +259,11 @@ def test_a_prompt_is_hashed_once_per_request_and_nothing_is_kept_after(monkeypat
         return len(router._keys_by_request)
 
     assert asyncio.run(scenario()) == 0
-    assert len(calls) == 1
+    # At most once: Ray 2.58's routing task may take the request with no pending request in hand
+    # (request_router.py _fulfill_pending_requests: _get_next_pending_request_to_route() can be
+    # None when another task took it), and then chooses without the prompt, hashing nothing.
+    # That affinity is computed at all is what the routing tests above hold.
+    assert len(calls) <= 1
 
 
 def test_keys_of_requests_never_reported_routed_are_bounded() -> None:
