@@ -551,6 +551,11 @@ INVALID = [
     ({"tags": json.dumps({"team": "a\u0000b"})}, "tags", "control character ('\\x00')"),
     ({"tags": json.dumps({"team": "a;b"})}, "tags", "characters AWS tags do not allow"),
     (
+        {"tags": json.dumps({"Team": "a", "team": "b"})},
+        "tags",
+        "tag keys 'Team' and 'team' differ only in case; IAM takes tag keys case-insensitively",
+    ),
+    (
         {
             "gpu_nodes.prefill.taints": json.dumps(
                 [
