@@ -60,7 +60,7 @@ def _no_keys_differing_only_in_case(tags: dict[str, str]) -> None:
     """IAM takes the tag keys of roles case-insensitively (IAM user guide, "Tags for AWS Identity
     and Access Management resources", Case sensitivity) and CreateRole refuses two keys that
     differ only in case ("Duplicate tag keys found. Please note that Tag keys are case
-    insensitive."; aws/aws-cdk#26253): every tag reaches the app's IAM roles."""
+    insensitive."; aws/aws-cdk#26253), and the tags reach the app's IAM roles (Tags.of(app))."""
     seen: dict[str, str] = {}
     for key in tags:
         first = seen.setdefault(key.casefold(), key)

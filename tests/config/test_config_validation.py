@@ -578,6 +578,28 @@ INVALID = [
         "needs an ACM certificate of us-west-2",
     ),
     (
+        {
+            "serving.endpoint.authentication": "none",
+            "serving.endpoint.client_security_group_ids": '["sg-0123456789abcdef0"]',
+            "serving.endpoint.certificate_arn": CERTIFICATE_ARN.replace(
+                "arn:aws:", "arn:aws-us-gov:"
+            ),
+        },
+        "serving.endpoint.certificate_arn",
+        "is in partition aws-us-gov; a deployment in us-west-2 reads ARNs of aws (arn:aws:...)",
+    ),
+    (
+        {"serving.model.hf_token_secret_arn": SECRET_ARN.replace("us-west-2", "us-east-1")},
+        "serving.model.hf_token_secret_arn",
+        "is in us-east-1; the Secrets Store CSI driver reads it from Secrets Manager in the "
+        "nodes' region, us-west-2",
+    ),
+    (
+        {"serving.model.hf_token_secret_arn": SECRET_ARN.replace("arn:aws:", "arn:aws-us-gov:")},
+        "serving.model.hf_token_secret_arn",
+        "is in partition aws-us-gov",
+    ),
+    (
         {"serving.decode.tensor_parallel_size": "3"},
         "serving.decode.tensor_parallel_size",
         "does not divide the 8 GPUs",
