@@ -913,9 +913,19 @@ def test_yaml_file_overrides_cdk_json_and_flags_override_the_file(tmp_path: Path
     assert settings.network.availability_zones == ["usw2-az1", "usw2-az2"]  # from cdk.json
 
 
-def test_missing_config_file_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match=r"config = 'nope\.yaml': no such file"):
-        load_settings({**cdk_json_context(), "config": "nope.yaml"})
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("nope.yaml", "no such file"),
+        ("tests", "is a directory"),
+        ("/dev/null", "is not a regular file"),
+    ],
+)
+def test_a_config_path_that_is_no_file_is_a_config_error_saying_what_it_is(
+    path: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=rf"config = '{re.escape(path)}': {message}"):
+        load_settings({**cdk_json_context(), "config": path})
 
 
 def test_account_falls_back_to_cdk_default_account_only_when_unset() -> None:
