@@ -411,6 +411,14 @@ INVALID = [
         "serving.gcs_fault_tolerance.node_type",
         "such as cache.r7g.large",
     ),
+    *[
+        (
+            {"serving.gcs_fault_tolerance.node_type": node_type},
+            "serving.gcs_fault_tolerance.node_type",
+            f"{node_type.split('.')[1]} is a node family ElastiCache no longer creates clusters of",
+        )
+        for node_type in ("cache.t2.medium", "cache.m3.large", "cache.r3.large")
+    ],
     (
         {"serving.old_cluster_deletion_delay_seconds": "-1"},
         "serving.old_cluster_deletion_delay_seconds",
