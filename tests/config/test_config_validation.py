@@ -944,8 +944,41 @@ def test_account_falls_back_to_cdk_default_account_only_when_unset() -> None:
 
 
 def test_cdk_internal_context_keys_are_not_mistaken_for_settings() -> None:
-    context = {**cdk_json_context(), "aws:cdk:enable-path-metadata": True, "@aws-cdk/x:y": True}
+    context = {
+        **cdk_json_context(),
+        "aws:cdk:enable-path-metadata": True,
+        "@aws-cdk/x:y": True,
+        "availability-zones:account=111122223333:region=us-west-2": ["us-west-2a"],
+    }
     assert load_settings(context).region == "us-west-2"
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        (
+            "tags.cost:center",
+            "'cost:center' is not a setting name (a-z, 0-9 and _); give a key of tags with the "
+            "map, as JSON: -c tags='{...}'",
+        ),
+        (
+            "gpu_nodes.decode.labels.example.com/team",
+            "'com/team' is not a setting name (a-z, 0-9 and _); give a key of "
+            "gpu_nodes.decode.labels with the map, as JSON: -c gpu_nodes.decode.labels='{...}'",
+        ),
+        ("serving.model.id:x", "'id:x' is not a setting name (a-z, 0-9 and _)"),
+        ("region:x", "unknown context key; did you mean 'region'?"),
+    ],
+)
+def test_a_key_with_a_colon_under_a_setting_is_judged_not_passed_over_as_cdks(
+    key: str, message: str
+) -> None:
+    """CDK's own keys with ':' never begin with a setting's name; these were dropped without a
+    word (a tag given with -c never reached a resource)."""
+    with pytest.raises(ConfigError) as raised:
+        load_settings({**cdk_json_context(), key: "x"})
+    (problem,) = [p for p in raised.value.problems if p.path == key]
+    assert problem.message.startswith(message)
 
 
 HOSTILE_CLI_INPUTS = [
