@@ -58,7 +58,7 @@ from app_config.section import (
 )
 from app_config.serving import Serving
 from app_config.side import Side
-from catalog.instances import CATALOG, GpuInstance
+from catalog.instances import CAPACITY_BLOCK_TYPES, CATALOG, GpuInstance
 from catalog.ray_llm_image import VLLM
 from catalog.regions import (
     REGIONS,
@@ -348,6 +348,16 @@ class GpuNodeGroup(Section):
 
     @model_validator(mode="after")
     def _within_reservation(self) -> GpuNodeGroup:
+        if (
+            self.capacity.type == "capacity_block"
+            and self.instance_type not in CAPACITY_BLOCK_TYPES
+        ):
+            raise ValueError(
+                f"capacity.type capacity_block: Capacity Blocks for ML are not sold for "
+                f"{self.instance_type} (EC2 user guide, 'Capacity Blocks for ML'), so the "
+                f"reservation cannot hold this group's instances; use one of "
+                f"{', '.join(sorted(CAPACITY_BLOCK_TYPES))}, or capacity_reservation"
+            )
         reserved = self.capacity.reserved_instances
         if reserved is not None and self.scaling.max_size > reserved:
             raise ValueError(

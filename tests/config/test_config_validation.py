@@ -13,6 +13,7 @@ import pytest
 import app
 from app_config import ConfigError, load_settings
 from app_config.aws_tags import TAGS_ADDED_BY_APP, TAGS_PER_RESOURCE
+from catalog.instances import CAPACITY_BLOCK_TYPES, CATALOG
 from catalog.regions import default_zone_ids
 from tests.configurations import PROJECT_ROOT, cdk_json_context
 
@@ -130,6 +131,21 @@ INVALID = [
         "gpu_nodes.decode.capacity",
         "needs reservation_id",
     ),
+    *[
+        (
+            {
+                "gpu_nodes.prefill.instance_type": instance_type,
+                "gpu_nodes.decode.instance_type": instance_type,
+                "gpu_nodes.decode.capacity.type": "capacity_block",
+                "gpu_nodes.decode.capacity.reservation_id": "cr-0fedcba9876543210",
+                "gpu_nodes.decode.capacity.reserved_instances": "2",
+                "network.gpu_availability_zone": "usw2-az1",
+            },
+            "gpu_nodes.decode",
+            f"Capacity Blocks for ML are not sold for {instance_type}",
+        )
+        for instance_type in sorted(set(CATALOG) - CAPACITY_BLOCK_TYPES)
+    ],
     (
         {"gpu_nodes.decode.capacity.reservation_id": "cr-0123456789abcdef0"},
         "gpu_nodes.decode.capacity",
