@@ -35,6 +35,7 @@ def _tags(tags: dict[str, str]) -> dict[str, str]:
             f"{len(tags)} tags; a resource takes {TAGS_PER_RESOURCE} and the app, the CDK and EKS "
             f"add up to {TAGS_ADDED_BY_APP} to some: at most {room}"
         )
+    _no_keys_differing_only_in_case(tags)
     for key, value in tags.items():
         reserved = next((p for p in RESERVED_KEY_PREFIXES if key.lower().startswith(p)), None)
         if reserved:
@@ -53,6 +54,22 @@ def _tags(tags: dict[str, str]) -> dict[str, str]:
                     "letters, digits, spaces and _ . : / = + - @"
                 )
     return tags
+
+
+def _no_keys_differing_only_in_case(tags: dict[str, str]) -> None:
+    """IAM takes the tag keys of roles case-insensitively (IAM user guide, "Tags for AWS Identity
+    and Access Management resources", Case sensitivity) and CreateRole refuses two keys that
+    differ only in case ("Duplicate tag keys found. Please note that Tag keys are case
+    insensitive."; aws/aws-cdk#26253), and the tags reach the app's IAM roles (Tags.of(app))."""
+    seen: dict[str, str] = {}
+    for key in tags:
+        first = seen.setdefault(key.casefold(), key)
+        if first != key:
+            raise ValueError(
+                f"tag keys {first!r} and {key!r} differ only in case; IAM takes tag keys "
+                "case-insensitively and refuses a role with both (CreateRole: 'Duplicate tag "
+                "keys found'): keep one"
+            )
 
 
 Tags = Annotated[dict[str, str], AfterValidator(_tags)]

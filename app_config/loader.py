@@ -18,7 +18,7 @@ import difflib
 import os
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
@@ -115,9 +115,9 @@ def _merged_sources(context: Mapping[str, Any], problems: list[Problem]) -> dict
         if not _is_setting_override(key):
             continue
         parts = key.split(".")
-        bad = next((part for part in parts if not _SETTING_NAME.fullmatch(part)), None)
+        bad = next((i for i, part in enumerate(parts) if not _SETTING_NAME.fullmatch(part)), None)
         if bad is not None:
-            problems.append(Problem(key, f"{bad!a} is not a setting name (a-z, 0-9 and _)"))
+            problems.append(Problem(key, _not_a_setting_name(parts, bad)))
             continue
         try:
             _set_path(raw, parts, _parse_override(value))
@@ -219,12 +219,23 @@ def _validate(raw: dict[str, Any]) -> list[Problem]:
     return problems + errors(evaluate(settings, valid))
 
 
+def _is_cdks_own(key: str) -> bool:
+    """CDK's keys: feature flags ('@...'), `cdk acknowledge`'s, and those with a ':' (the CLI's
+    aws:cdk:..., cached lookups such as availability-zones:account=...:region=...), none of
+    which begins with a setting's name. A key that does (`-c tags.cost:center=x`,
+    `-c serving.model.id:x=y`) is ours, and is judged rather than silently passed over."""
+    head = re.split(r"[.:]", key, maxsplit=1)[0]
+    return (
+        key.startswith("@")
+        or key in CDK_CONTEXT_KEYS
+        or (":" in key and head not in (*Settings.model_fields, SETTINGS_KEY, CONFIG_FILE_KEY))
+    )
+
+
 def _is_unknown(key: str) -> bool:
     return not (
         key in (SETTINGS_KEY, CONFIG_FILE_KEY)
-        or key in CDK_CONTEXT_KEYS
-        or ":" in key
-        or key.startswith("@")
+        or _is_cdks_own(key)
         or "." in key  # a dotted setting: validated against the model
         or key in Settings.model_fields
     )
@@ -242,9 +253,32 @@ def _unknown_key_message(key: str) -> str:
 
 def _is_setting_override(key: str) -> bool:
     """`-c` keys aimed at Settings. CDK's own context keys contain ':' or start with '@'."""
-    if key in (SETTINGS_KEY, CONFIG_FILE_KEY) or ":" in key or key.startswith("@"):
+    if key in (SETTINGS_KEY, CONFIG_FILE_KEY) or _is_cdks_own(key):
         return False
     return "." in key or key in Settings.model_fields
+
+
+def _not_a_setting_name(parts: list[str], bad: int) -> str:
+    """A dotted `-c` key names settings; a map's own keys (a tag key, a label key) are given with
+    the map, as JSON, where they may hold what a setting name may not ('.', ':', capitals)."""
+    message = f"{parts[bad]!a} is not a setting name (a-z, 0-9 and _)"
+    model: Any = Settings
+    for depth, part in enumerate(parts[:bad]):
+        field = model.model_fields.get(part) if isinstance(model, type) else None
+        if field is None:
+            break
+        annotation = field.annotation
+        if get_origin(annotation) is dict:
+            section = ".".join(parts[: depth + 1])
+            return (
+                f"{message}; give a key of {section} with the map, as JSON: -c {section}='{{...}}'"
+            )
+        model = next((arg for arg in (annotation, *get_args(annotation)) if _is_model(arg)), None)
+    return message
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
 def _parse_override(value: Any) -> Any:

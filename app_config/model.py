@@ -58,7 +58,7 @@ from app_config.section import (
 )
 from app_config.serving import Serving
 from app_config.side import Side
-from catalog.instances import CATALOG, GpuInstance
+from catalog.instances import CAPACITY_BLOCK_TYPES, CATALOG, GpuInstance
 from catalog.ray_llm_image import VLLM
 from catalog.regions import (
     REGIONS,
@@ -85,6 +85,8 @@ _ARM64_FAMILY = re.compile(r"(a1|[a-z]+\d+[a-z]*g[a-z]*)")
 # can admit exactly the load balancer. An NLB needs 8 free addresses per subnet (ELB user guide,
 # "Subnets for your Network Load Balancer"); a /27 leaves 27.
 ENDPOINT_SUBNET_MASK = 27
+# The smallest subnet a VPC takes (VPC user guide, "Subnet CIDR blocks": /16 to /28).
+SUBNET_MASK_MAX = 28
 # EKS takes at most this many public access CIDRs (EKS API, publicAccessCidrs).
 EKS_PUBLIC_ACCESS_CIDRS_MAX = 40
 
@@ -348,6 +350,16 @@ class GpuNodeGroup(Section):
 
     @model_validator(mode="after")
     def _within_reservation(self) -> GpuNodeGroup:
+        if (
+            self.capacity.type == "capacity_block"
+            and self.instance_type not in CAPACITY_BLOCK_TYPES
+        ):
+            raise ValueError(
+                f"capacity.type capacity_block: Capacity Blocks for ML are not sold for "
+                f"{self.instance_type} (EC2 user guide, 'Capacity Blocks for ML'), so the "
+                f"reservation cannot hold this group's instances; use one of "
+                f"{', '.join(sorted(CAPACITY_BLOCK_TYPES))}, or capacity_reservation"
+            )
         reserved = self.capacity.reserved_instances
         if reserved is not None and self.scaling.max_size > reserved:
             raise ValueError(
@@ -563,6 +575,20 @@ class LoadBalancerSubnet(ExistingSubnet):
 
     cidr_block: CidrBlock = Field(description="Its IPv4 CIDR (preflight compares it with AWS's).")
 
+    @field_validator("cidr_block")
+    @classmethod
+    def _room_for_the_load_balancer(cls, cidr: IPv4Network) -> IPv4Network:
+        # A subnet is a /16 to a /28 (VPC user guide, "Subnet CIDR blocks"), of which AWS keeps
+        # 5 addresses; the NLB needs 8 free (ELB user guide, "Subnets for your Network Load
+        # Balancer"): a longer prefix is no subnet the load balancer could be placed in.
+        if cidr.prefixlen > SUBNET_MASK_MAX:
+            raise ValueError(
+                f"a /{cidr.prefixlen} is smaller than any VPC subnet (a /16 to a /"
+                f"{SUBNET_MASK_MAX}, 5 addresses of it AWS's) and leaves no 8 free addresses "
+                "for the Network Load Balancer: give the subnet's own CIDR"
+            )
+        return cidr
+
 
 class ExistingVpc(Section):
     """A VPC the app does not own, used instead of the one the network stack would create. The
@@ -667,12 +693,15 @@ class Network(Section):
         "that VPC endpoints do not cover (Helm charts, Hugging Face).",
     )
     private_subnet_mask: int = Field(
-        19, ge=16, le=28, description="Prefix length of each private subnet (nodes and pods)."
+        19,
+        ge=16,
+        le=SUBNET_MASK_MAX,
+        description="Prefix length of each private subnet (nodes and pods).",
     )
     public_subnet_mask: int = Field(
         24,
         ge=16,
-        le=28,
+        le=SUBNET_MASK_MAX,
         description="Prefix length of each public subnet (NAT, public load balancer).",
     )
     flow_log_retention_days: LogRetentionDays = Field(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable
+from collections.abc import Collection, Hashable, Iterator
 from ipaddress import IPv4Network, collapse_addresses
 from types import NoneType, UnionType
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -136,6 +136,19 @@ class Section(BaseModel):
                 raise ValueError(f"{where}: {problem}" if where else problem)
         return value
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_switch_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """pydantic reads true as 1 and false as 0 where a number is expected, so a YAML or JSON
+        `max_size: true` (a key meant for a switch, a value from the line above) would deploy
+        one node, silently. A count, a size or a duration is never a switch."""
+        if isinstance(value, bool) and _takes_a_number(cls.model_fields[info.field_name]):
+            raise ValueError(
+                f"{str(value).lower()} is a switch (a YAML or JSON boolean), not a number; "
+                "write the number itself"
+            )
+        return value
+
     @field_validator("*", mode="after")
     @classmethod
     def _exact_numbers(cls, value: Any) -> Any:
@@ -149,6 +162,24 @@ class Section(BaseModel):
                 "and the CDK carry exactly"
             )
         return value
+
+
+def _takes_a_number(field: FieldInfo) -> bool:
+    """Whether the setting is a number (int or float, optional or not) and never a switch."""
+    kinds = set(_scalar_kinds(field.annotation))
+    return bool(kinds & {int, float}) and bool not in kinds
+
+
+def _scalar_kinds(annotation: Any) -> Iterator[Any]:
+    """The types a scalar setting takes: Annotated and unions unwrapped, lists and maps not."""
+    origin = get_origin(annotation)
+    if origin is Annotated:
+        yield from _scalar_kinds(get_args(annotation)[0])
+    elif origin in (Union, UnionType):
+        for arg in get_args(annotation):
+            yield from _scalar_kinds(arg)
+    elif origin is None:
+        yield annotation
 
 
 def _holds_section(annotation: Any) -> bool:

@@ -523,6 +523,12 @@ class Endpoint(Section):
         return self
 
 
+# ElastiCache node families no new cluster can use (ElastiCache user guide, "Supported node
+# types"): the previous generation ("creation of new clusters is not supported for these
+# types") and T2 ("You will no longer be able to create new ElastiCache clusters using T2").
+RETIRED_CACHE_FAMILIES = ("t1", "t2", "m1", "m2", "m3", "c1", "r3")
+
+
 class GcsFaultTolerance(Section):
     """Ray GCS state in ElastiCache for Valkey, so a restarted head resumes the running cluster
     instead of restarting every Serve replica (and reloading the model) with it."""
@@ -549,6 +555,17 @@ class GcsFaultTolerance(Section):
         description="Read replicas beside the primary; at least one, in another zone, so the "
         "store survives a zone or node failure (automatic failover).",
     )
+
+    @field_validator("node_type")
+    @classmethod
+    def _current_generation(cls, value: str) -> str:
+        family = value.split(".")[1]
+        if family in RETIRED_CACHE_FAMILIES:
+            raise ValueError(
+                f"{family} is a node family ElastiCache no longer creates clusters of (previous "
+                "generation, or T2); use a current one such as cache.r7g.large or cache.t4g.medium"
+            )
+        return value
 
 
 class ImageCache(Section):

@@ -57,6 +57,10 @@ def read_yaml_file(path: str) -> Any:
     """A configuration file: UTF-8 (a byte-order mark is allowed), within MAX_BYTES."""
     file = Path(path)
     try:
+        if file.is_dir():
+            raise YamlError("is a directory; name the configuration file in it")
+        if file.exists() and not file.is_file():
+            raise YamlError("is not a regular file (a device or a pipe); name a YAML file")
         if not file.is_file():
             raise YamlError("no such file (paths are relative to the directory cdk runs in)")
         with file.open("rb") as stream:

@@ -164,6 +164,15 @@ CATALOG: dict[str, GpuInstance] = {
 }
 
 
+# The catalog's types that Capacity Blocks for ML are sold for (EC2 user guide, "Capacity Blocks
+# for ML", Supported instance types and Regions; AWS PCS user guide, "Using Amazon EC2 Capacity
+# Blocks for ML with AWS PCS": P6-B200, P5en, P5e, P5 and P4d). No Capacity Block holds p4de,
+# G6 or G6e instances, so a capacity_block group of those could launch nothing.
+CAPACITY_BLOCK_TYPES = frozenset(
+    {"p4d.24xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge"}
+)
+
+
 def is_p_class(instance: GpuInstance) -> bool:
     """P4d to P6: On-Demand capacity of these is rarely free; AWS sells it through On-Demand
     Capacity Reservations and Capacity Blocks for ML (EC2 user guide, "Capacity Blocks for

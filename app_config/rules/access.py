@@ -32,21 +32,52 @@ def partition_problems(settings: Settings) -> list[Problem]:
     ]
 
 
-def certificate_in_region_and_account(settings: Settings) -> Iterator[Finding]:
+def regional_arns(settings: Settings) -> Iterator[Finding]:
+    """ARNs of regional resources the deployment reads where it runs: in its partition (an ARN
+    of another never matches a policy or a call here) and in its region."""
+    named = {
+        # ACM certificates are regional: a load balancer uses one of its own region (ACM user
+        # guide, "Supported Regions").
+        "serving.endpoint.certificate_arn": (
+            settings.serving.endpoint.certificate_arn,
+            f"a load balancer in {settings.region} needs an ACM certificate of {settings.region}",
+        ),
+        # The SecretProviderClass names no region, so the CSI driver's AWS provider calls
+        # Secrets Manager in the node's region (secrets-store-csi-driver-provider-aws README,
+        # "SecretProviderClass options": region), which holds only its own region's secrets.
+        "serving.model.hf_token_secret_arn": (
+            settings.serving.model.hf_token_secret_arn,
+            "the Secrets Store CSI driver reads it from Secrets Manager in the nodes' region, "
+            f"{settings.region}, which does not find another region's secret and leaves the "
+            "Ray pods unable to mount it: replicate the secret to "
+            f"{settings.region} (a Secrets Manager replica) and give the replica's ARN",
+        ),
+    }
+    expected = partition(settings.region)
+    for path, (arn, needs) in named.items():
+        if not arn:
+            continue
+        arn_partition, _, region = arn.split(":")[1:4]
+        if arn_partition != expected:
+            yield Finding(
+                path,
+                f"is in partition {arn_partition}; a deployment in {settings.region} reads "
+                f"ARNs of {expected} (arn:{expected}:...)",
+                arn,
+            )
+        elif region != settings.region:
+            yield Finding(path, f"is in {region}; {needs}", arn)
+
+
+def certificate_in_account(settings: Settings) -> Iterator[Finding]:
     certificate = settings.serving.endpoint.certificate_arn
-    if not certificate:
-        return
-    region, account = certificate.split(":")[3:5]
-    path = "serving.endpoint.certificate_arn"
-    if region != settings.region:
+    account = certificate.split(":")[4] if certificate else None
+    if account and settings.account and account != settings.account:
         yield Finding(
-            path,
-            f"is in {region}; a load balancer in {settings.region} needs an ACM certificate of "
-            f"{settings.region}",
+            "serving.endpoint.certificate_arn",
+            f"belongs to account {account}, not {settings.account}",
             certificate,
         )
-    if settings.account and account != settings.account:
-        yield Finding(path, f"belongs to account {account}, not {settings.account}", certificate)
 
 
 def no_cluster_admin(settings: Settings) -> Iterator[Finding]:
@@ -136,11 +167,8 @@ def model_id_case(settings: Settings) -> Iterator[Finding]:
 
 RULES = (
     Rule("principal-partition", frozenset({"region", "cluster"}), partition_problems),
-    Rule(
-        "certificate-region-account",
-        frozenset({"region", "account", "serving"}),
-        certificate_in_region_and_account,
-    ),
+    Rule("arn-partition-region", frozenset({"region", "serving"}), regional_arns),
+    Rule("certificate-account", frozenset({"account", "serving"}), certificate_in_account),
     Rule("no-cluster-admin", frozenset({"cluster"}), no_cluster_admin, WARNING),
     Rule(
         "documentation-placeholder",

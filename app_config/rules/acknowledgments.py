@@ -39,6 +39,22 @@ def unknown_codes(settings: Settings) -> Iterator[Finding]:
             yield Finding(f"acknowledged_warnings[{index}].code", reason, acknowledgment.code)
 
 
+def repeated_codes(settings: Settings) -> Iterator[Finding]:
+    """A warning is acknowledged once, with one reason: synth prints one reason for it
+    (stacks/findings.py), and a second would be dropped unread."""
+    first: dict[str, int] = {}
+    for index, acknowledgment in enumerate(settings.acknowledged_warnings):
+        earlier = first.setdefault(acknowledgment.code, index)
+        if earlier != index:
+            yield Finding(
+                f"acknowledged_warnings[{index}].code",
+                f"acknowledges {acknowledgment.code} again (acknowledged_warnings[{earlier}] "
+                "does already); synth prints one reason per warning: give it once, with both "
+                "reasons in it if both hold",
+                acknowledgment.code,
+            )
+
+
 def fired_warning_codes(settings: Settings) -> set[str]:
     """The codes of the warnings the configuration raises, acknowledged or not."""
     return {
@@ -68,5 +84,6 @@ _EVERYTHING = frozenset(
 )
 RULES = (
     Rule("unknown-warning-code", frozenset({"acknowledged_warnings"}), unknown_codes),
+    Rule("repeated-acknowledgment", frozenset({"acknowledged_warnings"}), repeated_codes),
     Rule(UNUSED, _EVERYTHING, unused, WARNING),
 )

@@ -23,6 +23,7 @@ class Leaf:
     shape: str  # "scalar", "list" or "map": how a text reaches it
     unicode: bool  # its service takes Unicode letters
     max_length: int
+    number: bool  # an int or float setting (optional or not)
     override: Callable[[Any], tuple[str, Any]]  # a value -> the `-c` key and value
 
     def __str__(self) -> str:
@@ -46,6 +47,7 @@ def leaves(model: type[BaseModel] = Settings, prefix: str = "") -> Iterator[Leaf
                 shape,
                 bool(extra.get("unicode")),
                 _max_length(field),
+                annotation in (int, float),
                 _override(path, shape),
             )
 
@@ -58,7 +60,14 @@ def _list_item_leaves(path: str, item: type[BaseModel]) -> Iterator[Leaf]:
             _, inner = leaf.override(value)
             return path, json.dumps([{leaf.path: _decoded(inner)}])
 
-        yield Leaf(f"{path}[0].{leaf.path}", leaf.shape, leaf.unicode, leaf.max_length, override)
+        yield Leaf(
+            f"{path}[0].{leaf.path}",
+            leaf.shape,
+            leaf.unicode,
+            leaf.max_length,
+            leaf.number,
+            override,
+        )
 
 
 def _override(path: str, shape: str) -> Callable[[Any], tuple[str, Any]]:

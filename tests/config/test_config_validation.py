@@ -13,6 +13,7 @@ import pytest
 import app
 from app_config import ConfigError, load_settings
 from app_config.aws_tags import TAGS_ADDED_BY_APP, TAGS_PER_RESOURCE
+from catalog.instances import CAPACITY_BLOCK_TYPES, CATALOG
 from catalog.regions import default_zone_ids
 from tests.configurations import PROJECT_ROOT, cdk_json_context
 
@@ -130,6 +131,21 @@ INVALID = [
         "gpu_nodes.decode.capacity",
         "needs reservation_id",
     ),
+    *[
+        (
+            {
+                "gpu_nodes.prefill.instance_type": instance_type,
+                "gpu_nodes.decode.instance_type": instance_type,
+                "gpu_nodes.decode.capacity.type": "capacity_block",
+                "gpu_nodes.decode.capacity.reservation_id": "cr-0fedcba9876543210",
+                "gpu_nodes.decode.capacity.reserved_instances": "2",
+                "network.gpu_availability_zone": "usw2-az1",
+            },
+            "gpu_nodes.decode",
+            f"Capacity Blocks for ML are not sold for {instance_type}",
+        )
+        for instance_type in sorted(set(CATALOG) - CAPACITY_BLOCK_TYPES)
+    ],
     (
         {"gpu_nodes.decode.capacity.reservation_id": "cr-0123456789abcdef0"},
         "gpu_nodes.decode.capacity",
@@ -411,6 +427,14 @@ INVALID = [
         "serving.gcs_fault_tolerance.node_type",
         "such as cache.r7g.large",
     ),
+    *[
+        (
+            {"serving.gcs_fault_tolerance.node_type": node_type},
+            "serving.gcs_fault_tolerance.node_type",
+            f"{node_type.split('.')[1]} is a node family ElastiCache no longer creates clusters of",
+        )
+        for node_type in ("cache.t2.medium", "cache.m3.large", "cache.r3.large")
+    ],
     (
         {"serving.old_cluster_deletion_delay_seconds": "-1"},
         "serving.old_cluster_deletion_delay_seconds",
@@ -551,6 +575,11 @@ INVALID = [
     ({"tags": json.dumps({"team": "a\u0000b"})}, "tags", "control character ('\\x00')"),
     ({"tags": json.dumps({"team": "a;b"})}, "tags", "characters AWS tags do not allow"),
     (
+        {"tags": json.dumps({"Team": "a", "team": "b"})},
+        "tags",
+        "tag keys 'Team' and 'team' differ only in case; IAM takes tag keys case-insensitively",
+    ),
+    (
         {
             "gpu_nodes.prefill.taints": json.dumps(
                 [
@@ -571,6 +600,28 @@ INVALID = [
         },
         "serving.endpoint.certificate_arn",
         "needs an ACM certificate of us-west-2",
+    ),
+    (
+        {
+            "serving.endpoint.authentication": "none",
+            "serving.endpoint.client_security_group_ids": '["sg-0123456789abcdef0"]',
+            "serving.endpoint.certificate_arn": CERTIFICATE_ARN.replace(
+                "arn:aws:", "arn:aws-us-gov:"
+            ),
+        },
+        "serving.endpoint.certificate_arn",
+        "is in partition aws-us-gov; a deployment in us-west-2 reads ARNs of aws (arn:aws:...)",
+    ),
+    (
+        {"serving.model.hf_token_secret_arn": SECRET_ARN.replace("us-west-2", "us-east-1")},
+        "serving.model.hf_token_secret_arn",
+        "is in us-east-1; the Secrets Store CSI driver reads it from Secrets Manager in the "
+        "nodes' region, us-west-2",
+    ),
+    (
+        {"serving.model.hf_token_secret_arn": SECRET_ARN.replace("arn:aws:", "arn:aws-us-gov:")},
+        "serving.model.hf_token_secret_arn",
+        "is in partition aws-us-gov",
     ),
     (
         {"serving.decode.tensor_parallel_size": "3"},
@@ -886,9 +937,19 @@ def test_yaml_file_overrides_cdk_json_and_flags_override_the_file(tmp_path: Path
     assert settings.network.availability_zones == ["usw2-az1", "usw2-az2"]  # from cdk.json
 
 
-def test_missing_config_file_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match=r"config = 'nope\.yaml': no such file"):
-        load_settings({**cdk_json_context(), "config": "nope.yaml"})
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("nope.yaml", "no such file"),
+        ("tests", "is a directory"),
+        ("/dev/null", "is not a regular file"),
+    ],
+)
+def test_a_config_path_that_is_no_file_is_a_config_error_saying_what_it_is(
+    path: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=rf"config = '{re.escape(path)}': {message}"):
+        load_settings({**cdk_json_context(), "config": path})
 
 
 def test_account_falls_back_to_cdk_default_account_only_when_unset() -> None:
@@ -899,8 +960,41 @@ def test_account_falls_back_to_cdk_default_account_only_when_unset() -> None:
 
 
 def test_cdk_internal_context_keys_are_not_mistaken_for_settings() -> None:
-    context = {**cdk_json_context(), "aws:cdk:enable-path-metadata": True, "@aws-cdk/x:y": True}
+    context = {
+        **cdk_json_context(),
+        "aws:cdk:enable-path-metadata": True,
+        "@aws-cdk/x:y": True,
+        "availability-zones:account=111122223333:region=us-west-2": ["us-west-2a"],
+    }
     assert load_settings(context).region == "us-west-2"
+
+
+@pytest.mark.parametrize(
+    ("key", "message"),
+    [
+        (
+            "tags.cost:center",
+            "'cost:center' is not a setting name (a-z, 0-9 and _); give a key of tags with the "
+            "map, as JSON: -c tags='{...}'",
+        ),
+        (
+            "gpu_nodes.decode.labels.example.com/team",
+            "'com/team' is not a setting name (a-z, 0-9 and _); give a key of "
+            "gpu_nodes.decode.labels with the map, as JSON: -c gpu_nodes.decode.labels='{...}'",
+        ),
+        ("serving.model.id:x", "'id:x' is not a setting name (a-z, 0-9 and _)"),
+        ("region:x", "unknown context key; did you mean 'region'?"),
+    ],
+)
+def test_a_key_with_a_colon_under_a_setting_is_judged_not_passed_over_as_cdks(
+    key: str, message: str
+) -> None:
+    """CDK's own keys with ':' never begin with a setting's name; these were dropped without a
+    word (a tag given with -c never reached a resource)."""
+    with pytest.raises(ConfigError) as raised:
+        load_settings({**cdk_json_context(), key: "x"})
+    (problem,) = [p for p in raised.value.problems if p.path == key]
+    assert problem.message.startswith(message)
 
 
 HOSTILE_CLI_INPUTS = [

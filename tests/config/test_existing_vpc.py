@@ -257,3 +257,15 @@ def test_subnets_given_by_zone_name_give_zone_names() -> None:
             ),
         )
     assert "network.availability_zones[1]" in {problem.path for problem in raised.value.problems}
+
+
+@pytest.mark.parametrize("prefix", [29, 30, 32])
+def test_a_load_balancer_subnet_smaller_than_any_vpc_subnet_is_refused(prefix: int) -> None:
+    """A VPC subnet is a /16 to a /28; a longer prefix cannot be the subnet's own CIDR, and
+    leaves no 8 free addresses for the Network Load Balancer."""
+    small = {**LOAD_BALANCER_A, "cidr_block": f"10.20.255.0/{prefix}"}
+    problems = refusals(CONFIGURATION, **_given("load_balancer_subnets", small, LOAD_BALANCER_B))
+    (problem,) = [
+        p for p in problems if p.path == "network.existing_vpc.load_balancer_subnets[0].cidr_block"
+    ]
+    assert problem.message.startswith(f"a /{prefix} is smaller than any VPC subnet (a /16 to a /28")

@@ -231,6 +231,11 @@ def test_an_acknowledgment_of_a_warning_not_raised_is_a_warning() -> None:
         ),
         (_acknowledging("one-node-prefill", reason="ok"), "acknowledged_warnings.0.reason", "20"),
         (_acknowledging("Pd-LLM:one-node"), "acknowledged_warnings.0.code", "warning code"),
+        (
+            _acknowledging("one-node-prefill", "one-node-decode", "one-node-prefill"),
+            "acknowledged_warnings[2].code",
+            "acknowledges one-node-prefill again (acknowledged_warnings[0] does already)",
+        ),
     ],
 )
 def test_a_bad_acknowledgment_is_an_error_naming_it(
