@@ -79,7 +79,7 @@ def _override(path: str, shape: str) -> Callable[[Any], tuple[str, Any]]:
 
 
 def _decoded(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) and value[:1] in "[{" else value
+    return json.loads(value) if isinstance(value, str) and value[:1] in ("[", "{") else value
 
 
 def _unwrap(annotation: Any) -> Any:
