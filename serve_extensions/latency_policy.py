@@ -43,7 +43,8 @@ load now plus its trend (its change per second over the last
 L + (L - f) / (x - x0) * (x' - x) per group. Where that is above `scale_up_at` of the
 objective the side asks for the groups that bring the predicted latency to `aim`, as the
 measured one would (`load_rising`). Only a rising load leads,
-by more than `lead_min_rise` of today's load, on a side already above its aim, and on a line it
+by more than `lead_min_rise` of today's load and by more than `lead_min_sigmas` standard
+deviations of a steady count (`_trend`), on a side already above its aim, and on a line it
 can trust (a floor seen at half of today's load or less, as for the scale-down); without a
 trend (the first half of its span), a floor or samples the side decides as before. The gates
 are against noise: below the aim a side's requests in flight are few and their look-back
@@ -170,6 +171,7 @@ class Tuning:
     lead_look_backs: float = 4.0
     lead_min_rise: float = 0.25
     trend_look_backs: float = 2.0
+    lead_min_sigmas: float = 2.0
 
 
 @dataclass(frozen=True)
@@ -221,7 +223,14 @@ def _side_decision(
     current = _groups(seen.running_replicas, limits)
     target = _groups(seen.target_replicas, limits)
     total = side_load(seen)
-    trend = _trend(seen.now_s, total, memory, side, tuning.trend_look_backs * seen.look_back_s)
+    trend = _trend(
+        seen.now_s,
+        total,
+        memory,
+        side,
+        tuning.trend_look_backs * seen.look_back_s,
+        tuning.lead_min_sigmas,
+    )
     if seen.latency_s is None or seen.samples < tuning.min_samples or current == 0:
         if _awaiting_samples(seen, total, current, memory, side, tuning):
             return _bounded(target, limits, AWAITING, None)
@@ -270,9 +279,13 @@ def _one_fewer_latency(
 ) -> float:
     """The latency the side's line predicts with one group fewer carrying the same requests:
     through (floor_load, floor) and (load, latency) where the floor was seen at half the load
-    or less, else through (0, 0), all latency as load."""
+    or less, else through (0, 0), all latency as load. With no request in flight one group
+    fewer carries nothing more: the latency is today's. A side with latency samples reads 0
+    where its requests are short and few: the engines' count is sampled every look_back_s x
+    0.2 (Serve's record interval), and prefill at 0.6 requests per replica read 0 in every
+    point of a window while it served (the simulation), which held it at 2 replicas."""
     if load <= 0:
-        return math.inf  # no request in flight: nothing to go by, the side goes idle
+        return latency
     slope = _slope(latency, load, floor, floor_load)
     return latency + (latency / load if slope is None else slope) * load / (groups - 1)
 
@@ -309,17 +322,25 @@ def side_load(seen: SideObservation) -> float:
     )
 
 
-def _trend(now_s: float, total: float, memory: Memory, side: str, span_s: float) -> float:
+def _trend(
+    now_s: float, total: float, memory: Memory, side: str, span_s: float, min_sigmas: float
+) -> float:
     """The side's load, change per second over the last `span_s` (0 until half of it has been
-    seen). Serve's count and the engines' are look-back averages, and their change over one
-    look-back is mostly noise at a steady Poisson load (the simulation's decode, 130 to 175
-    requests at 2 replicas on the long answers)."""
+    seen, and 0 for a change within `min_sigmas` standard deviations of a steady load). Serve's
+    count and the engines' are look-back averages, and their change over one look-back is
+    mostly noise at a steady Poisson load (the simulation's decode, 130 to 175 requests at 2
+    replicas on the long answers). The requests in flight at a steady Poisson load are Poisson
+    (decode serves every arrival at once: M/G/infinity; prefill's queue is near it at low
+    utilisation), so their standard deviation is the square root of their mean: where the count
+    is small, a change of a quarter is that noise (prefill's 2 requests at 3 replicas read 3.4
+    a minute later in the simulation with the engines' count, sampled every 6 s as Serve's
+    replicas record, and the lead asked for 6 replicas for nothing)."""
     history = memory.loads.setdefault(side, [])
     history.append((now_s, total))
     while history[0][0] < now_s - span_s:
         history.pop(0)
     since, then = history[0]
-    if now_s - since < span_s / 2:
+    if now_s - since < span_s / 2 or abs(total - then) < min_sigmas * math.sqrt(max(then, 1.0)):
         return 0.0
     return (total - then) / (now_s - since)
 

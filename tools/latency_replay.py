@@ -24,9 +24,11 @@ What is modelled (each rule from the Ray 2.58 source):
   the requests in flight (running and queued) over that window;
 - each replica's custom metrics are its latency percentile, its sample count and its engine's
   requests (serve_extensions/latency_servers.py), pushed with the rest and averaged per replica
-  over the window (aggregated_metrics); the engine's requests are prefill's prompts queued or in
-  their forward pass on it, and decode's running sequences with its share of those waiting for
-  a decode slot (vLLM's engine would queue them as waiting requests: `Cluster.engine_requests`);
+  over the window (aggregated_metrics; the engine's requests recorded every RECORD_S, as Serve's
+  replica records its metrics, and seen once pushed); the engine's requests are prefill's
+  prompts queued or in their forward pass on it, and decode's running sequences with its share
+  of those waiting for a decode slot (vLLM's engine would queue them as waiting requests:
+  `Cluster.engine_requests`);
 - a new replica serves after its engine starts (STARTUP_S, the real engines' figures); a
   removed replica stops taking requests and is counted until its requests finish (Serve's
   graceful shutdown); requests go to the replica with the shorter queue (Serve's power of two
@@ -62,6 +64,10 @@ BENCH = Path(__file__).resolve().parents[1] / "docs" / "gpu-bench" / "2026-12-02
 DECISION_S = 1.0
 STEP_S = 0.25
 PUSH_S = 10.0
+# A replica records its metrics every look_back_period_s x 0.2 (at most metrics_interval_s,
+# 10 s) and pushes what it recorded every PUSH_S (Ray 2.58 _private/replica.py
+# start_metrics_pusher, constants.py RAY_SERVE_AUTOSCALING_METRIC_RECORD_INTERVAL_FACTOR).
+RECORD_S = 30.0 * 0.2
 LOOK_BACK_S = 30.0
 # Engine healthy after start, real engines (docs/gpu-bench/2026-12-02-h200-qwen3-8b.json startup)
 STARTUP_S = {"prefill": 238.0, "decode": 106.0}
@@ -199,7 +205,9 @@ class Replica:
     clock: float = 0.0
     samples: list[tuple[float, float, float]] = field(default_factory=list)  # (t, value, weight)
     reports: list[tuple[float, float | None, int]] = field(default_factory=list)
-    engine_reports: list[tuple[float, float]] = field(default_factory=list)  # (t, requests)
+    # the engine's requests (t, requests): recorded every RECORD_S, seen once pushed
+    engine_recorded: list[tuple[float, float]] = field(default_factory=list)
+    engine_reports: list[tuple[float, float]] = field(default_factory=list)
     gone_at: float | None = None
 
     def ready(self, now: float) -> bool:
@@ -347,13 +355,20 @@ class Cluster:
         waiting = len(self.waiting) / len(ready) if replica in ready else 0.0
         return len(replica.running) + waiting
 
+    def record_metrics(self, now: float) -> None:
+        for side in SIDES:
+            for replica in self.live(side):
+                replica.engine_recorded.append((now, self.engine_requests(replica, now)))
+
     def push_metrics(self, now: float, q: float) -> None:
         for side in SIDES:
             for replica in self.live(side):
-                replica.engine_reports.append((now, self.engine_requests(replica, now)))
                 replica.engine_reports = [
-                    r for r in replica.engine_reports if now - LOOK_BACK_S < r[0]
+                    r
+                    for r in replica.engine_reports + replica.engine_recorded
+                    if now - LOOK_BACK_S < r[0]
                 ]
+                replica.engine_recorded = []
                 window = [(v, w) for t, v, w in replica.samples if now - PUSH_S < t <= now]
                 value = weighted_percentile(window, q)
                 replica.reports.append((now, value, len(window)))
@@ -536,13 +551,16 @@ def replay(
     done: list[Request] = []
     pending = iter(requests)
     upcoming = next(pending, None)
-    now, next_push, next_decision = 0.0, PUSH_S, DECISION_S
+    now, next_push, next_decision, next_record = 0.0, PUSH_S, DECISION_S, RECORD_S
     end = DURATION_S + 120
     while now < end:
         while upcoming is not None and upcoming.arrival <= now:
             cluster.arrive(upcoming, now)
             upcoming = next(pending, None)
         cluster.step(now, STEP_S, done)
+        if now >= next_record:
+            cluster.record_metrics(now)
+            next_record += RECORD_S
         if now >= next_push:
             cluster.push_metrics(now, objectives.percentile)
             next_push += PUSH_S

@@ -317,9 +317,27 @@ def test_the_lead_needs_a_line_it_can_trust() -> None:
 
 def test_the_tuning_defaults_the_lead_rows_assume() -> None:
     tuning = Tuning()
-    assert (tuning.trend_look_backs, tuning.lead_look_backs, tuning.lead_min_rise) == (
-        2.0, 4.0, 0.25
-    )  # fmt: skip
+    assert (tuning.trend_look_backs, tuning.lead_look_backs, tuning.lead_min_rise,
+            tuning.lead_min_sigmas) == (2.0, 4.0, 0.25, 2.0)  # fmt: skip
+
+
+@pytest.mark.parametrize(("sigmas", "want"), [(2.0, (3, WITHIN)), (0.0, (6, RISING))])
+def test_a_rise_within_a_steady_counts_noise_does_not_lead(
+    sigmas: float, want: tuple[int, str]
+) -> None:
+    """Prefill at 3 replicas on a line of 0.2 s + 0.5 s per request per replica past 0.1 (floor
+    seen at 0.3 requests): 2.2 requests, then 3.4 a minute later (0.72 s, over the 0.7 s aim).
+    The rise of 1.2 is within 2 standard deviations of a steady Poisson count of 2.2 (2.97):
+    no lead, and one fewer (1.0 s) is over the aim. Without the gate the lead predicts 1.12 s
+    two minutes on and asks for twice the replicas."""
+    tuning = Tuning(lead_min_sigmas=sigmas)
+    memory, decision = Memory(), None
+    for at_s, requests in [(0.0, 0.3), (30.0, 2.2), (90.0, 3.4)]:
+        latency = 0.2 + 0.5 * (requests / 3 - 0.1)
+        prefill = SideObservation(3, 3, requests, latency, 100, at_s, LOOK_BACK_S)
+        decision = decide({"prefill": prefill, "decode": steady("decode", 1)}, LIMITS,
+                          OBJECTIVES, memory, tuning=tuning)  # fmt: skip
+    assert (decision["prefill"].replicas, decision["prefill"].reason) == want
 
 
 # ---- the engines' requests as the side's load (latency_policy.side_load)
@@ -400,6 +418,26 @@ def test_the_lead_and_the_floor_line_read_the_engines_load(
         prefill = SideObservation(1, 1, 1.0, 0.5, 100, now_s=at_s, look_back_s=LOOK_BACK_S)
         decision = decide({"prefill": prefill, "decode": decode}, LIMITS, OBJECTIVES, memory)
     assert (decision["decode"].replicas, decision["decode"].reason) == want, why
+
+
+@pytest.mark.parametrize(
+    ("engine", "want"),
+    [
+        (0.0, (1, UNDER)),  # samples, and nothing in the engines: one fewer carries nothing
+        (None, (2, WITHIN)),  # Serve's 40: one fewer would double 25 ms, over the 35 ms aim
+    ],
+)
+def test_a_side_with_samples_and_no_load_comes_down(
+    engine: float | None, want: tuple[int, str]
+) -> None:
+    """Decode at 2 replicas, ITL 25 ms (aim 35 ms) from its window's streams, its engines' count
+    0 (short, sparse requests between the record points)."""
+    decode = SideObservation(2, 2, 40.0, 0.025, 100, engine_requests=engine,
+                             engine_replicas=0 if engine is None else 2)  # fmt: skip
+    decision = decide(
+        {"prefill": steady("prefill", 1), "decode": decode}, LIMITS, OBJECTIVES, Memory()
+    )["decode"]
+    assert (decision.replicas, decision.reason) == want
 
 
 def test_a_scale_down_on_the_floor_reads_the_engines_load() -> None:
