@@ -26,10 +26,14 @@ latency percentile in seconds, SAMPLES_METRIC how many requests it is computed f
 LLM's servers report neither; the app's subclasses of them do (latency_servers.py, built by
 pd_builder.py). A side whose replicas report neither is scaled on its queue (latency_policy.py).
 ENGINE_REQUESTS_METRIC is the requests the replica's engine holds, the side's load where reported
-(latency_policy.side_load); a replica's report of it is left out when its newest point is older
-than the side's look-back (`fresh_engine_requests`): Serve's controller holds a replica's last
-point up to now (_private/autoscaling_state.py _merge_and_aggregate_timeseries), so a replica
-that stopped reporting would otherwise count its old load for ever.
+(latency_policy.side_load); a replica's report of it is left out when its newest point is more
+than the side's look-back older than the newest of any replica of the side
+(`fresh_engine_requests`): Serve's controller holds a replica's last point up to now
+(_private/autoscaling_state.py _merge_and_aggregate_timeseries), so a replica that stopped
+reporting would otherwise count its old load for ever. Against the side's newest point, not the
+controller's clock: every report reaches the controller a push interval and a loop late, and on
+the local replay's compressed 2 s look-back (0.67 s push) a loaded machine made whole sides look
+stale to the clock (the fifth local run, docs/verification.md).
 """
 
 from __future__ import annotations
@@ -204,7 +208,7 @@ def observe(side: str, ctx: Any) -> SideObservation:
     engine = fresh_engine_requests(
         metrics.get(ENGINE_REQUESTS_METRIC) or {},
         (ctx.raw_metrics or {}).get(ENGINE_REQUESTS_METRIC) or {},
-        now - look_back,
+        look_back,
     )
     return SideObservation(
         running_replicas=ctx.current_num_replicas,
@@ -220,15 +224,19 @@ def observe(side: str, ctx: Any) -> SideObservation:
 
 
 def fresh_engine_requests(
-    aggregated: dict[Any, float], raw: dict[Any, Any], oldest_s: float
+    aggregated: dict[Any, float], raw: dict[Any, Any], look_back_s: float
 ) -> dict[Any, float]:
     """Each replica's engine requests (Serve's look-back average), less the replicas whose
-    newest raw point is older than `oldest_s`; a replica without raw points (a context that
-    carries none) is kept on its average."""
-    fresh = {}
-    for replica_id, value in aggregated.items():
-        series = raw.get(replica_id)
-        if series and max(point.timestamp for point in series) < oldest_s:
-            continue
-        fresh[replica_id] = value
-    return fresh
+    newest raw point is more than `look_back_s` older than the side's newest; a replica without
+    raw points (a context that carries none) is kept on its average."""
+    newest = {
+        replica_id: max(point.timestamp for point in series)
+        for replica_id, series in raw.items()
+        if series
+    }
+    side_newest = max(newest.values(), default=0.0)
+    return {
+        replica_id: value
+        for replica_id, value in aggregated.items()
+        if newest.get(replica_id, side_newest) >= side_newest - look_back_s
+    }
