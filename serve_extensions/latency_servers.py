@@ -35,8 +35,9 @@ What Serve and Ray Serve LLM do, read from Ray 2.58.0 (the image's):
   add_request (a generate's start) until it finishes or is aborted (v1/engine/output_processor.py
   `request_states`; a parallel-sampling request's children each have one), and
   `get_num_unfinished_requests()` is its length: every request the engine holds, running or
-  waiting in its scheduler (on decode, waiting for its KV too), streamed or not. A dict's length,
-  read on the event loop the output handler runs on: no lock, no engine round trip. The
+  waiting in its scheduler (on decode, waiting for its KV too), streamed or not. A dict's
+  length, read in the replica's process: no engine round trip, and one bytecode under the GIL
+  whichever thread runs vLLM's output handler. The
   scheduler's own running/waiting split (SchedulerStats) reaches only the stat loggers; the
   count above is the engine's load as the policy needs it (prefill's queue is its waiting
   requests). It supersedes counting at `_batch_output_stream`, which non-streamed answers
