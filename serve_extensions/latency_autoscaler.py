@@ -25,6 +25,15 @@ RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S). LATENCY_METRIC[side] is t
 latency percentile in seconds, SAMPLES_METRIC how many requests it is computed from. Ray Serve
 LLM's servers report neither; the app's subclasses of them do (latency_servers.py, built by
 pd_builder.py). A side whose replicas report neither is scaled on its queue (latency_policy.py).
+ENGINE_REQUESTS_METRIC is the requests the replica's engine holds, the side's load where reported
+(latency_policy.side_load); a replica's report of it is left out when its newest point is more
+than the side's look-back older than the newest of any replica of the side
+(`fresh_engine_requests`): Serve's controller holds a replica's last point up to now
+(_private/autoscaling_state.py _merge_and_aggregate_timeseries), so a replica that stopped
+reporting would otherwise count its old load for ever. Against the side's newest point, not the
+controller's clock: every report reaches the controller a push interval and a loop late, and on
+the local replay's compressed 2 s look-back (0.67 s push) a loaded machine made whole sides look
+stale to the clock (the fifth local run, docs/verification.md).
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ logger = logging.getLogger("ray.serve")
 # The custom metrics a side's replicas report (names in record_autoscaling_stats' dict).
 LATENCY_METRIC = {"prefill": "pd_llm_ttft_s", "decode": "pd_llm_itl_s"}
 SAMPLES_METRIC = "pd_llm_latency_samples"
+ENGINE_REQUESTS_METRIC = "pd_llm_engine_requests"
 # The builder argument with each side's objective percentile, which its replicas report
 # (serving_manifests/serve_config.py renders it, pd_builder.py hands it to the servers).
 PERCENTILES_ARG = "latency_percentiles"
@@ -188,16 +198,45 @@ def observe(side: str, ctx: Any) -> SideObservation:
     """A side's observation from its AutoscalingContext: the highest latency any of its replicas
     reports (the side holds its objective only if every replica does), their samples, the
     controller's clock (Serve's control loop sets current_time; time.time() where it does not)
-    and the side's look-back period."""
+    and the side's look-back period; and its engines' requests, summed over the replicas whose
+    report of them is fresh."""
     metrics = ctx.aggregated_metrics or {}
     latencies = [value for value in (metrics.get(LATENCY_METRIC[side]) or {}).values() if value]
     samples = sum((metrics.get(SAMPLES_METRIC) or {}).values())
+    now = time.time() if ctx.current_time is None else ctx.current_time
+    look_back = ctx.config.look_back_period_s
+    engine = fresh_engine_requests(
+        metrics.get(ENGINE_REQUESTS_METRIC) or {},
+        (ctx.raw_metrics or {}).get(ENGINE_REQUESTS_METRIC) or {},
+        look_back,
+    )
     return SideObservation(
         running_replicas=ctx.current_num_replicas,
         target_replicas=ctx.target_num_replicas,
         ongoing_requests=ctx.total_num_requests,
         latency_s=max(latencies) if latencies else None,
         samples=int(samples),
-        now_s=time.time() if ctx.current_time is None else ctx.current_time,
-        look_back_s=ctx.config.look_back_period_s,
+        now_s=now,
+        look_back_s=look_back,
+        engine_requests=sum(engine.values()) if engine else None,
+        engine_replicas=len(engine),
     )
+
+
+def fresh_engine_requests(
+    aggregated: dict[Any, float], raw: dict[Any, Any], look_back_s: float
+) -> dict[Any, float]:
+    """Each replica's engine requests (Serve's look-back average), less the replicas whose
+    newest raw point is more than `look_back_s` older than the side's newest; a replica without
+    raw points (a context that carries none) is kept on its average."""
+    newest = {
+        replica_id: max(point.timestamp for point in series)
+        for replica_id, series in raw.items()
+        if series
+    }
+    side_newest = max(newest.values(), default=0.0)
+    return {
+        replica_id: value
+        for replica_id, value in aggregated.items()
+        if newest.get(replica_id, side_newest) >= side_newest - look_back_s
+    }

@@ -21,19 +21,30 @@ seen at more than half of today's load says little of the slope (a percentile's 
 small load difference would make it anything): the scale-down then counts all of the latency
 as load, f = 0. That was the only rule before, and it could never bring down a side whose
 floor is near the aim (decode at 3 replicas, a 10.2 ms step and a 14 ms aim: docs/
-verification.md, the second local replay). The load is Serve's requests in flight, the queue
-rule's own input.
+verification.md, the second local replay).
+
+The load (`side_load`) is the side's engines' own requests where its replicas report them (the
+ENGINE_REQUESTS custom metric, latency_servers.py: every request a replica's vLLM engine holds,
+running or waiting in its scheduler), else Serve's requests in flight, the queue rule's own
+input. Serve's count is wrong for decode in two ways: Ray Serve LLM's decode server calls
+prefill itself (serving_patterns/prefill_decode/pd_server.py PDOrchestratorMixin), so decode's
+requests in flight include every prompt's prefill, which its engine never sees; and requests in
+flight lag the engine by a routing step (the fourth local replay, where Serve saw only 2 to 12
+of decode's 75 sequences per replica, is the extreme: docs/verification.md). Replicas that do
+not report the count (one just started, or one whose last report is older than a look-back:
+latency_autoscaler.observe leaves it out) are taken at the mean of those that do.
 
 A scale-up is led by the load, so that the replicas it asks for serve before the measured
 percentile breaches (a new replica serves only after Serve's upscale delay and its engine's
 start: 60 s + 106 s for decode, in which the third local replay lost four minutes at the turn to
 long answers). The same line predicts the latency at the load the side is heading for: its
-requests in flight now plus their trend (their change per second over the last
+load now plus its trend (its change per second over the last
 `trend_look_backs` look-back periods) times `lead_look_backs` look-back periods,
 L + (L - f) / (x - x0) * (x' - x) per group. Where that is above `scale_up_at` of the
 objective the side asks for the groups that bring the predicted latency to `aim`, as the
 measured one would (`load_rising`). Only a rising load leads,
-by more than `lead_min_rise` of today's load, on a side already above its aim, and on a line it
+by more than `lead_min_rise` of today's load and by more than `lead_min_sigmas` standard
+deviations of a steady count (`_trend`), on a side already above its aim, and on a line it
 can trust (a floor seen at half of today's load or less, as for the scale-down); without a
 trend (the first half of its span), a floor or samples the side decides as before. The gates
 are against noise: below the aim a side's requests in flight are few and their look-back
@@ -67,8 +78,11 @@ The hold lasts `hold_look_backs` look-back periods from the first decision that 
 loaded without samples (2: one window to fill, with the push's 10 s and a stream's own length,
 up to about 15 s for 1,500 tokens at 10 ms, inside the second). Past it, or while the side has
 no requests at all (an idle side has nothing to wait for), or with no replica running (Serve's
-cold start), the side degrades to Serve's queue rule: ongoing requests / target_ongoing_requests
-(ray/serve/autoscaling_policy.py _core_replica_queue_length_policy).
+cold start), the side degrades to Serve's queue rule on its load: load /
+target_ongoing_requests (ray/serve/autoscaling_policy.py _core_replica_queue_length_policy, whose
+input is Serve's requests in flight; the engines' requests where reported, as above). With the
+engines' count decode's fallback no longer reads prefill's work, so the hold matters for the
+latency it waits for, not for the load.
 """
 
 from __future__ import annotations
@@ -126,7 +140,8 @@ class SideObservation:
     target, the requests in flight (running and queued in handles), and the latency percentile
     the side's replicas reported over the look-back window with the number of samples behind it
     (None: not reported), the controller's clock and the side's look_back_period_s (for how
-    long missing samples are waited for)."""
+    long missing samples are waited for); and the requests the side's engines hold, summed over
+    the `engine_replicas` running replicas whose report of them is fresh (None: none is)."""
 
     running_replicas: int
     target_replicas: int
@@ -135,6 +150,8 @@ class SideObservation:
     samples: int = 0
     now_s: float = 0.0
     look_back_s: float = 30.0
+    engine_requests: float | None = None
+    engine_replicas: int = 0
 
 
 @dataclass(frozen=True)
@@ -154,6 +171,7 @@ class Tuning:
     lead_look_backs: float = 4.0
     lead_min_rise: float = 0.25
     trend_look_backs: float = 2.0
+    lead_min_sigmas: float = 2.0
 
 
 @dataclass(frozen=True)
@@ -204,19 +222,25 @@ def _side_decision(
 ) -> Decision:
     current = _groups(seen.running_replicas, limits)
     target = _groups(seen.target_replicas, limits)
-    trend = _trend(seen, memory, side, tuning.trend_look_backs * seen.look_back_s)
+    total = side_load(seen)
+    trend = _trend(
+        seen.now_s,
+        total,
+        memory,
+        side,
+        tuning.trend_look_backs * seen.look_back_s,
+        tuning.lead_min_sigmas,
+    )
     if seen.latency_s is None or seen.samples < tuning.min_samples or current == 0:
-        if _awaiting_samples(seen, current, memory, side, tuning):
+        if _awaiting_samples(seen, total, current, memory, side, tuning):
             return _bounded(target, limits, AWAITING, None)
-        wanted = math.ceil(
-            seen.ongoing_requests / limits.target_ongoing_requests / limits.group_size
-        )
+        wanted = math.ceil(total / limits.target_ongoing_requests / limits.group_size)
         return _bounded(wanted, limits, QUEUE, None)
     memory.missing_since_s.pop(side, None)
     latency = seen.latency_s
-    load = seen.ongoing_requests / current
+    load_per_group = total / current
     if latency <= memory.floor_s.get(side, latency):
-        memory.floor_s[side], memory.floor_load[side] = latency, load
+        memory.floor_s[side], memory.floor_load[side] = latency, load_per_group
     floor, floor_load = memory.floor_s[side], memory.floor_load[side]
     goal = tuning.aim * objective.value_s
     # A floor at or above the aim leaves no room the load may take: treat the latency as all
@@ -227,15 +251,18 @@ def _side_decision(
         return _bounded(target, limits, STARTING, pressure)
     if latency > tuning.scale_up_at * objective.value_s:
         return _bounded(_grown(current, latency, floor, goal, tuning), limits, OVER, pressure)
-    ahead = load + trend * tuning.lead_look_backs * seen.look_back_s / current
-    predicted = _latency_at(ahead, latency, load, floor, floor_load)
-    rising = ahead >= (1 + tuning.lead_min_rise) * load and latency > goal
+    ahead = load_per_group + trend * tuning.lead_look_backs * seen.look_back_s / current
+    predicted = _latency_at(ahead, latency, load_per_group, floor, floor_load)
+    rising = ahead >= (1 + tuning.lead_min_rise) * load_per_group and latency > goal
     if rising and predicted > tuning.scale_up_at * objective.value_s:
         return _bounded(_grown(current, predicted, floor, goal, tuning), limits, RISING, pressure)
     # Down on the line through the floor and now (module docstring): one group fewer only if it
     # predicts the latency stays within the aim, below scale_up_at, so that the next decision
     # does not undo it.
-    if current > 1 and _one_fewer_latency(latency, load, floor, floor_load, current) <= goal:
+    if (
+        current > 1
+        and _one_fewer_latency(latency, load_per_group, floor, floor_load, current) <= goal
+    ):
         return _bounded(current - 1, limits, UNDER, pressure)
     return _bounded(current, limits, WITHIN, pressure)
 
@@ -252,9 +279,13 @@ def _one_fewer_latency(
 ) -> float:
     """The latency the side's line predicts with one group fewer carrying the same requests:
     through (floor_load, floor) and (load, latency) where the floor was seen at half the load
-    or less, else through (0, 0), all latency as load."""
+    or less, else through (0, 0), all latency as load. With no request in flight one group
+    fewer carries nothing more: the latency is today's. A side with latency samples reads 0
+    where its requests are short and few: the engines' count is sampled every look_back_s x
+    0.2 (Serve's record interval), and prefill at 0.6 requests per replica read 0 in every
+    point of a window while it served (the simulation), which held it at 2 replicas."""
     if load <= 0:
-        return math.inf  # no request in flight: nothing to go by, the side goes idle
+        return latency
     slope = _slope(latency, load, floor, floor_load)
     return latency + (latency / load if slope is None else slope) * load / (groups - 1)
 
@@ -278,28 +309,49 @@ def _slope(latency: float, load: float, floor: float, floor_load: float) -> floa
     return (latency - floor) / (load - floor_load)
 
 
-def _trend(seen: SideObservation, memory: Memory, side: str, span_s: float) -> float:
-    """The side's requests in flight, change per second over the last `span_s` (0 until half of
-    it has been seen). Serve's count is itself a look-back average, and its change over one
-    look-back is mostly noise at a steady Poisson load (the simulation's decode, 130 to 175
-    requests at 2 replicas on the long answers)."""
+def side_load(seen: SideObservation) -> float:
+    """The side's load, in requests: its engines' own (the mean of the replicas that report
+    them, for every running replica) where any reports them, else Serve's requests in flight
+    (module docstring)."""
+    if seen.engine_requests is None or seen.engine_replicas <= 0:
+        return seen.ongoing_requests
+    return (
+        seen.engine_requests
+        / seen.engine_replicas
+        * max(seen.running_replicas, seen.engine_replicas)
+    )
+
+
+def _trend(
+    now_s: float, total: float, memory: Memory, side: str, span_s: float, min_sigmas: float
+) -> float:
+    """The side's load, change per second over the last `span_s` (0 until half of it has been
+    seen, and 0 for a change within `min_sigmas` standard deviations of a steady load). Serve's
+    count and the engines' are look-back averages, and their change over one look-back is
+    mostly noise at a steady Poisson load (the simulation's decode, 130 to 175 requests at 2
+    replicas on the long answers). The requests in flight at a steady Poisson load are Poisson
+    (decode serves every arrival at once: M/G/infinity; prefill's queue is near it at low
+    utilisation), so their standard deviation is the square root of their mean: where the count
+    is small, a change of a quarter is that noise (prefill's 2 requests at 3 replicas read 3.4
+    a minute later in the simulation with the engines' count, sampled every 6 s as Serve's
+    replicas record, and the lead asked for 6 replicas for nothing)."""
     history = memory.loads.setdefault(side, [])
-    history.append((seen.now_s, seen.ongoing_requests))
-    while history[0][0] < seen.now_s - span_s:
+    history.append((now_s, total))
+    while history[0][0] < now_s - span_s:
         history.pop(0)
     since, then = history[0]
-    if seen.now_s - since < span_s / 2:
+    if now_s - since < span_s / 2 or abs(total - then) < min_sigmas * math.sqrt(max(then, 1.0)):
         return 0.0
-    return (seen.ongoing_requests - then) / (seen.now_s - since)
+    return (total - then) / (now_s - since)
 
 
 def _awaiting_samples(
-    seen: SideObservation, current: int, memory: Memory, side: str, tuning: Tuning
+    seen: SideObservation, total: float, current: int, memory: Memory, side: str, tuning: Tuning
 ) -> bool:
     """Whether a side without enough samples is held (True) rather than sized on its queue: it
-    has replicas serving and requests in flight, and has waited less than hold_look_backs
+    has replicas serving and load (`total`), and has waited less than hold_look_backs
     look-back periods since the first decision that saw it so."""
-    if current == 0 or seen.ongoing_requests <= 0:
+    if current == 0 or total <= 0:
         memory.missing_since_s.pop(side, None)
         return False
     since = memory.missing_since_s.setdefault(side, seen.now_s)

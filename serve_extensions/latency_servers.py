@@ -1,7 +1,8 @@
 """Ray Serve LLM 2.58's P/D server classes, measuring each request's latency and reporting it
 as the custom autoscaling metrics the latency policy reads (latency_autoscaler.py
-LATENCY_METRIC, SAMPLES_METRIC). Without them Ray's servers report none, and the policy runs
-its queue fallback on both sides.
+LATENCY_METRIC, SAMPLES_METRIC), with the requests their engine holds (ENGINE_REQUESTS_METRIC,
+the side's load). Without them Ray's servers report none, and the policy runs its queue
+fallback on both sides, on Serve's requests in flight.
 
 What Serve and Ray Serve LLM do, read from Ray 2.58.0 (the image's):
 - serve/_private/replica.py: a deployment class with a `record_autoscaling_stats` method has
@@ -27,6 +28,21 @@ What Serve and Ray Serve LLM do, read from Ray 2.58.0 (the image's):
   whole); a decode side that serves none reports no latency and stays on the queue rule.
 - DPPDPrefillServer / DPPDDecodeServer (data parallel > 1) are the same classes with DPServer
   mixed in: each rank is a replica and measures its own requests.
+- The engine's requests (`engine_requests`), read where vLLM keeps them: LLMServer.engine is
+  Ray's VLLMEngine, whose `_engine_client` is the vLLM AsyncLLM it started in the replica's own
+  process (engines/vllm/vllm_engine.py _start_async_llm_engine, Ray 2.58.0). vLLM 0.26.0's
+  AsyncLLM.output_processor (v1/engine/async_llm.py) keeps a RequestState per request from
+  add_request (a generate's start) until it finishes or is aborted (v1/engine/output_processor.py
+  `request_states`; a parallel-sampling request's children each have one), and
+  `get_num_unfinished_requests()` is its length: every request the engine holds, running or
+  waiting in its scheduler (on decode, waiting for its KV too), streamed or not. A dict's
+  length, read in the replica's process: no engine round trip, and one bytecode under the GIL
+  whichever thread runs vLLM's output handler. The
+  scheduler's own running/waiting split (SchedulerStats) reaches only the stat loggers; the
+  count above is the engine's load as the policy needs it (prefill's queue is its waiting
+  requests). It supersedes counting at `_batch_output_stream`, which non-streamed answers
+  bypass (LLMServer._run_request): the engine sees every request, and the stand-in engine of
+  the local tier answers the same path (tests/e2e/standin_engine.py).
 
 Every replica keeps its own window (latency_window.py): no state is shared across replicas,
 and nothing blocks the event loop (an append per request or per output, a sort per report).
@@ -47,7 +63,11 @@ from ray.llm._internal.serve.serving_patterns.prefill_decode.pd_server import (
 )
 from ray.serve.config import AutoscalingConfig
 
-from serve_extensions.latency_autoscaler import LATENCY_METRIC, SAMPLES_METRIC
+from serve_extensions.latency_autoscaler import (
+    ENGINE_REQUESTS_METRIC,
+    LATENCY_METRIC,
+    SAMPLES_METRIC,
+)
 from serve_extensions.latency_window import LatencyWindow, StreamClock
 
 # The user_config key with the side's objective percentile (pd_builder.py sets it).
@@ -79,13 +99,25 @@ class _LatencyReporting:
             self._pd_latency.add(latency_s)
 
     async def record_autoscaling_stats(self) -> dict[str, float]:
-        if self._pd_latency is None:
-            return {SAMPLES_METRIC: 0}
-        value, count = self._pd_latency.report()
-        stats: dict[str, float] = {SAMPLES_METRIC: count}
-        if value is not None:
-            stats[LATENCY_METRIC[self.side]] = value
+        stats: dict[str, float] = {SAMPLES_METRIC: 0}
+        if self._pd_latency is not None:
+            value, stats[SAMPLES_METRIC] = self._pd_latency.report()
+            if value is not None:
+                stats[LATENCY_METRIC[self.side]] = value
+        requests = engine_requests(getattr(self, "engine", None))
+        if requests is not None:
+            stats[ENGINE_REQUESTS_METRIC] = requests
         return stats
+
+
+def engine_requests(engine: Any) -> int | None:
+    """The requests the replica's vLLM engine holds (module docstring); None before the engine
+    has started, or for an engine without vLLM's client (the policy then reads Serve's count)."""
+    client = getattr(engine, "_engine_client", None)
+    processor = getattr(client, "output_processor", None)
+    if processor is None:
+        return None
+    return int(processor.get_num_unfinished_requests())
 
 
 async def _close(outputs: AsyncIterator[Any]) -> None:

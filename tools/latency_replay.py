@@ -22,6 +22,13 @@ What is modelled (each rule from the Ray 2.58 source):
   RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S), and the controller averages them over
   look_back_period_s, 30 s (config.py AutoscalingConfig); total_num_requests is the average of
   the requests in flight (running and queued) over that window;
+- each replica's custom metrics are its latency percentile, its sample count and its engine's
+  requests (serve_extensions/latency_servers.py), pushed with the rest and averaged per replica
+  over the window (aggregated_metrics; the engine's requests recorded every RECORD_S, as Serve's
+  replica records its metrics, and seen once pushed); the engine's requests are prefill's
+  prompts queued or in their forward pass on it, and decode's running sequences with its share
+  of those waiting for a decode slot (vLLM's engine would queue them as waiting requests:
+  `Cluster.engine_requests`);
 - a new replica serves after its engine starts (STARTUP_S, the real engines' figures); a
   removed replica stops taking requests and is counted until its requests finish (Serve's
   graceful shutdown); requests go to the replica with the shorter queue (Serve's power of two
@@ -46,6 +53,7 @@ from pathlib import Path
 from typing import Any
 
 from serve_extensions.latency_autoscaler import (
+    ENGINE_REQUESTS_METRIC,
     LATENCY_METRIC,
     SAMPLES_METRIC,
     LatencyObjectivePolicy,
@@ -56,6 +64,10 @@ BENCH = Path(__file__).resolve().parents[1] / "docs" / "gpu-bench" / "2026-12-02
 DECISION_S = 1.0
 STEP_S = 0.25
 PUSH_S = 10.0
+# A replica records its metrics every look_back_period_s x 0.2 (at most metrics_interval_s,
+# 10 s) and pushes what it recorded every PUSH_S (Ray 2.58 _private/replica.py
+# start_metrics_pusher, constants.py RAY_SERVE_AUTOSCALING_METRIC_RECORD_INTERVAL_FACTOR).
+RECORD_S = 30.0 * 0.2
 LOOK_BACK_S = 30.0
 # Engine healthy after start, real engines (docs/gpu-bench/2026-12-02-h200-qwen3-8b.json startup)
 STARTUP_S = {"prefill": 238.0, "decode": 106.0}
@@ -193,6 +205,9 @@ class Replica:
     clock: float = 0.0
     samples: list[tuple[float, float, float]] = field(default_factory=list)  # (t, value, weight)
     reports: list[tuple[float, float | None, int]] = field(default_factory=list)
+    # the engine's requests (t, requests): recorded every RECORD_S, seen once pushed
+    engine_recorded: list[tuple[float, float]] = field(default_factory=list)
+    engine_reports: list[tuple[float, float]] = field(default_factory=list)
     gone_at: float | None = None
 
     def ready(self, now: float) -> bool:
@@ -324,9 +339,36 @@ class Cluster:
             while series and series[0][0] <= now - LOOK_BACK_S:
                 series.pop(0)
 
+    def engine_requests(self, replica: Replica, now: float) -> float:
+        """The requests the replica's engine holds: prefill's prompts not yet through their
+        forward pass on it, decode's running sequences and its share of those waiting."""
+        if replica.side == "prefill":
+            return float(
+                sum(
+                    1
+                    for _, request, owner in self.prefilling
+                    if owner is replica
+                    and request.prefill_done - request.prompt * HANDOFF_S_PER_TOKEN > now
+                )
+            )
+        ready = self.ready("decode", now)
+        waiting = len(self.waiting) / len(ready) if replica in ready else 0.0
+        return len(replica.running) + waiting
+
+    def record_metrics(self, now: float) -> None:
+        for side in SIDES:
+            for replica in self.live(side):
+                replica.engine_recorded.append((now, self.engine_requests(replica, now)))
+
     def push_metrics(self, now: float, q: float) -> None:
         for side in SIDES:
             for replica in self.live(side):
+                replica.engine_reports = [
+                    r
+                    for r in replica.engine_reports + replica.engine_recorded
+                    if now - LOOK_BACK_S < r[0]
+                ]
+                replica.engine_recorded = []
                 window = [(v, w) for t, v, w in replica.samples if now - PUSH_S < t <= now]
                 value = weighted_percentile(window, q)
                 replica.reports.append((now, value, len(window)))
@@ -429,8 +471,15 @@ class Controller:
         running = cluster.ready(side, now)
         ids = [ReplicaID(str(id(r)), self.ids[side]) for r in running]
         series = [v for t, v in cluster.in_flight_series[side] if now - LOOK_BACK_S < t <= now]
-        metrics: dict[str, dict[Any, float]] = {LATENCY_METRIC[side]: {}, SAMPLES_METRIC: {}}
+        metrics: dict[str, dict[Any, float]] = {
+            LATENCY_METRIC[side]: {},
+            SAMPLES_METRIC: {},
+            ENGINE_REQUESTS_METRIC: {},
+        }
         for replica_id, replica in zip(ids, running, strict=True):
+            engine = [n for t, n in replica.engine_reports if now - LOOK_BACK_S < t <= now]
+            if engine:
+                metrics[ENGINE_REQUESTS_METRIC][replica_id] = sum(engine) / len(engine)
             window = [(v, n) for t, v, n in replica.reports if now - LOOK_BACK_S < t <= now]
             values = [v for v, _ in window if v is not None]
             if values:
@@ -502,13 +551,16 @@ def replay(
     done: list[Request] = []
     pending = iter(requests)
     upcoming = next(pending, None)
-    now, next_push, next_decision = 0.0, PUSH_S, DECISION_S
+    now, next_push, next_decision, next_record = 0.0, PUSH_S, DECISION_S, RECORD_S
     end = DURATION_S + 120
     while now < end:
         while upcoming is not None and upcoming.arrival <= now:
             cluster.arrive(upcoming, now)
             upcoming = next(pending, None)
         cluster.step(now, STEP_S, done)
+        if now >= next_record:
+            cluster.record_metrics(now)
+            next_record += RECORD_S
         if now >= next_push:
             cluster.push_metrics(now, objectives.percentile)
             next_push += PUSH_S

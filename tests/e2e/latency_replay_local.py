@@ -18,7 +18,10 @@ scores what the clients measured and what Serve reported of its replicas
 Every change the run makes to the rendered application, and why:
 1. Time is compressed and the load scaled to the 2-core machine (tools/latency_replay_scale.py:
    the factors are printed and recorded with the run), decode's target of requests in flight
-   per replica with its streams.
+   per replica for Serve's queue rule with its streams. The latency policy's own target (its
+   queue fallback) is left as rendered: it reads the engines' requests, which on decode count
+   the companions, the sequences a real engine would hold (serve_extensions/latency_policy.py
+   side_load).
 2. Each side may grow to MAX_REPLICAS (its node group's max_size with it); the latency policy's
    GPU budget is what both sides' maxima hold, so it is never what binds.
 3. Every run is deployed warm, as the simulation's start (tools/latency_replay.py
@@ -141,10 +144,6 @@ def localize(
             "initial_replicas": count,
         }
         args[f"{side}_config"]["deployment_config"] = config
-    policy_kwargs = (application.get("autoscaling_policy") or {}).get("policy_kwargs")
-    if policy_kwargs:  # the latency policy's queue fallback, as Serve's
-        for side, limits in policy_kwargs["limits"].items():
-            limits["target_ongoing_requests"] /= ongoing_divisor(side, scale)
     ingress = args.get("ingress_deployment_config")
     if ingress and "autoscaling_config" in ingress:
         args["ingress_deployment_config"] = serve_timing(ingress, scale)

@@ -6,7 +6,10 @@ a local Ray of its own, streamed completions through the endpoint, and then, sid
   through a Serve handle as Serve's replica would: serve_extensions/latency_servers.py);
 - what the clients measured over the same window: time to first token, and each stream's
   mean inter-token latency, at the objective's percentile (latency_policy.percentile);
-- what they report after a few answers that are not streamed (before the load);
+- what they report after a few answers that are not streamed (before the load), and while
+  HELD of them, long ones, are in decode's engine (the engines' requests count every request,
+  streamed or not: serve_extensions/latency_servers.py engine_requests);
+- both sides' reports every 2 s under the load: the requests their engines hold;
 - the reason of the policy's last decision per side, from its metric on the Ray nodes'
   metrics ports (`ray_pd_llm_scaling_reason`, exported by Serve's controller).
 
@@ -42,6 +45,12 @@ PROMPT_WORDS = 4000
 ANSWER_TOKENS = 40
 SIDES = {"prefill": "Prefill:", "decode": "Decode:"}
 NON_STREAMED = 4  # completions without streaming, before the load
+# Whole answers sent together and read while decode generates them: HELD_TOKENS at
+# TOKEN_DELAY_S each is 8 s, read after HELD_READ_S (their prompts are a few words: prefill's
+# part is Serve's routing, well under a second on this machine).
+HELD = 3
+HELD_TOKENS = 400
+HELD_READ_S = 3.0
 REASON_METRIC = "ray_pd_llm_scaling_reason"
 
 
@@ -127,6 +136,28 @@ def replica_reports(cluster: LocalRay) -> dict[str, Any]:
     return reports
 
 
+def reports_while_held(cluster: LocalRay, model: str) -> dict[str, Any]:
+    """HELD whole (not streamed) answers sent at once, both sides' reports read while decode's
+    engine generates them, and their statuses."""
+    statuses: list[int] = []
+
+    def send(n: int) -> None:
+        body = {"model": model, "prompt": f"held {n}", "max_tokens": HELD_TOKENS}
+        status, _ = http(
+            "POST", f"{cluster.base_url}/v1/completions", body, timeout=STREAM_TIMEOUT_S
+        )
+        statuses.append(status)
+
+    threads = [threading.Thread(target=send, args=(n,), daemon=True) for n in range(HELD)]
+    for thread in threads:
+        thread.start()
+    time.sleep(HELD_READ_S)
+    reports = replica_reports(cluster)
+    for thread in threads:
+        thread.join(timeout=STREAM_TIMEOUT_S + 5)
+    return {"statuses": statuses, "reports": reports}
+
+
 def policy_reasons(cluster: LocalRay) -> dict[str, str]:
     """The reason whose series is 1 per side, from every Ray node's metrics port."""
     from prometheus_client.parser import text_string_to_metric_families
@@ -179,6 +210,7 @@ def main(argv: list[str]) -> int:
         result["import_path"] = application["import_path"]
         result["objectives"] = application["autoscaling_policy"]["policy_kwargs"]["objectives"]
         result["look_back_s"] = look_back_s(application)
+        result["clients"] = options.clients
         result["reasons_before_load"] = policy_reasons(cluster)
         # Answers that are not streamed: prefill times each, decode has no token gaps to time.
         sent = [
@@ -191,19 +223,22 @@ def main(argv: list[str]) -> int:
             for n in range(NON_STREAMED)
         ]
         result["non_streamed"] = {"statuses": sent, "reports": replica_reports(cluster)}
+        result["non_streamed_held"] = reports_while_held(cluster, model)
         # The policy decides every control loop on what the controller last received (replicas
         # record every look_back_period_s x 0.2 and push every 10 s): its reasons are read
         # while the load runs, and the replicas' reports at its end, windows full.
         load = Load(cluster.base_url, model, options.clients)
         started = time.monotonic()
         load.start()
-        timeline = []
+        timeline, under_load = [], []
         while time.monotonic() - started < options.seconds:
             time.sleep(2)
             timeline.append([round(time.monotonic() - started, 1), policy_reasons(cluster)])
+            under_load.append(replica_reports(cluster))
         result["replica_reports"] = replica_reports(cluster)
         result["reported_at"] = time.monotonic()
         result["reasons_during_load"] = timeline
+        result["reports_during_load"] = under_load
         result["requests"] = load.stop()
     finally:
         cluster.stop()

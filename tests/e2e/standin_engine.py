@@ -32,6 +32,14 @@ in ``vllm:prefix_cache_queries`` / ``vllm:prefix_cache_hits`` (vllm/v1/metrics/l
 both sides: decode consults its own cache before pulling and reads only the blocks after its hit
 (nixl/pull_scheduler.py ``get_num_new_matched_tokens``, base_worker.py ``_apply_prefix_caching``).
 
+The requests the engine holds, where Ray's VLLMEngine has vLLM's (``engine._engine_client``, an
+AsyncLLM, set by ``start()``; ``.output_processor.get_num_unfinished_requests()``, the length of
+its ``request_states``: vLLM 0.26.0 v1/engine/output_processor.py): the app's latency servers
+read that path for their load metric (serve_extensions/latency_servers.py ``engine_requests``),
+so the stand-in has the same objects (``StandinEngineClient``): a state per request from its
+generate's start to its end (prefill's queue included), and under the latency model decode's
+running companions, sequences the engine holds as a real one holds the requests they stand for.
+
 Environment (set by the harness for the whole local Ray cluster):
   STANDIN_RECORDS         a JSON line per engine start and per request is appended here, and
                           one per request when its first output leaves the engine (prefill's
@@ -66,7 +74,7 @@ import os
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -278,6 +286,25 @@ class CompanionFiles:
                 self._members_mtime = mtime
 
 
+class StandinOutputProcessor:
+    """vLLM's OutputProcessor as far as the app's servers read it: `request_states`, one entry
+    per request the engine holds, and their count with the companions the engine runs."""
+
+    def __init__(self, companions_running: Callable[[], int]) -> None:
+        self.request_states: dict[str, float] = {}
+        self._companions_running = companions_running
+
+    def get_num_unfinished_requests(self) -> int:
+        return len(self.request_states) + self._companions_running()
+
+
+class StandinEngineClient:
+    """vLLM's AsyncLLM as far as the app's servers read it (its `output_processor`)."""
+
+    def __init__(self, output_processor: StandinOutputProcessor) -> None:
+        self.output_processor = output_processor
+
+
 class StandinEngine(LLMEngine):
     """Ray Serve LLM's engine interface, answered without CUDA."""
 
@@ -302,6 +329,8 @@ class StandinEngine(LLMEngine):
         # the streams (latency_model.py Companions), read from STANDIN_COMPANIONS (start()).
         self._companions: Companions | None = None
         self._companion_files: CompanionFiles | None = None
+        # As VLLMEngine: None until start() has made the engine.
+        self._engine_client: StandinEngineClient | None = None
 
     async def start(self) -> None:
         if self._running:
@@ -325,6 +354,9 @@ class StandinEngine(LLMEngine):
         self.prefix_cache = PrefixCache(self.block_size)
         if self.llm_config.log_engine_metrics:
             self._metrics = EngineMetrics(self.llm_config.model_id)
+        self._engine_client = StandinEngineClient(
+            StandinOutputProcessor(lambda: self._companions_running(time.monotonic()))
+        )
         self._running = True
         record(
             {
@@ -449,6 +481,20 @@ class StandinEngine(LLMEngine):
     async def _generate(
         self, kind: str, request: Any, prompt: str, max_tokens: int | None
     ) -> AsyncGenerator[Any, None]:
+        """The request, held in the engine's request states from its start to its end (vLLM's
+        add_request to its finish or abort)."""
+        states = self._engine_client.output_processor.request_states if self._engine_client else {}
+        key = uuid.uuid4().hex
+        states[key] = time.monotonic()
+        try:
+            async for item in self._serve(kind, request, prompt, max_tokens):
+                yield item
+        finally:
+            states.pop(key, None)
+
+    async def _serve(
+        self, kind: str, request: Any, prompt: str, max_tokens: int | None
+    ) -> AsyncGenerator[Any, None]:
         started = time.perf_counter()
         kv_in = getattr(request, "kv_transfer_params", None) or {}
         phase = (
@@ -546,14 +592,17 @@ class StandinEngine(LLMEngine):
         companions running beside them)."""
         if LATENCY_MODEL is None:
             return TOKEN_DELAY_S
-        running = self._in_flight
-        if self._companions is not None:
-            now = time.monotonic()
-            if self._companion_files is not None:
-                for start, tokens in self._companion_files.due(now, self.replica_id):
-                    self._companions.add(start, tokens)
-            running += self._companions.running(now, self._in_flight)
-        return LATENCY_MODEL.step_time(running)
+        return LATENCY_MODEL.step_time(self._in_flight + self._companions_running(time.monotonic()))
+
+    def _companions_running(self, now: float) -> int:
+        """Decode's companions running at `now`, those due since the last call taken first (0
+        without companions)."""
+        if self._companions is None:
+            return 0
+        if self._companion_files is not None:
+            for start, tokens in self._companion_files.due(now, self.replica_id):
+                self._companions.add(start, tokens)
+        return self._companions.running(now, self._in_flight)
 
     @staticmethod
     def _response(

@@ -8,7 +8,8 @@ their own in subprocesses, not the session's P/D cluster):
 - the deployed P/D application under `serving.scaling.policy: latency` (rendered by the
   project's code, the stand-in engine behind Ray Serve LLM's own servers): its prefill and
   decode replicas report the TTFT and ITL their clients measure, and the policy decides both
-  sides on them instead of its queue fallback (tests/e2e/latency_stats_scenario.py).
+  sides on them instead of its queue fallback (tests/e2e/latency_stats_scenario.py); and both
+  report the requests their engines hold, streamed or not, the policy's load.
 """
 
 from __future__ import annotations
@@ -22,8 +23,13 @@ from typing import Any
 
 import pytest
 from harness import render_rayservice, run_script
+from latency_stats_scenario import HELD
 
-from serve_extensions.latency_autoscaler import LATENCY_METRIC, SAMPLES_METRIC
+from serve_extensions.latency_autoscaler import (
+    ENGINE_REQUESTS_METRIC,
+    LATENCY_METRIC,
+    SAMPLES_METRIC,
+)
 from serve_extensions.latency_policy import QUEUE, SIDES, Tuning, percentile
 from serving_manifests.serve_extensions import LATENCY_BUILDER
 
@@ -135,4 +141,30 @@ def test_answers_that_are_not_streamed_time_prefill_and_give_decode_no_sample(
     assert statuses == [200] * len(statuses)
     assert reports["prefill"][SAMPLES_METRIC] == len(statuses)
     assert LATENCY_METRIC["prefill"] in reports["prefill"]
-    assert reports["decode"] == {SAMPLES_METRIC: 0}
+    assert reports["decode"] == {SAMPLES_METRIC: 0, ENGINE_REQUESTS_METRIC: 0}
+
+
+def test_whole_answers_are_counted_in_decodes_engine_while_it_generates_them(
+    reported: dict[str, Any],
+) -> None:
+    """The engines' count reads the engine, not the stream hook that whole answers bypass
+    (LLMServer._run_request): HELD answers of 8 s each, read 3 s in, are all in decode's engine
+    and none in prefill's (their prompts are a few words)."""
+    held = reported["non_streamed_held"]
+    assert held["statuses"] == [200] * HELD
+    assert held["reports"]["decode"][ENGINE_REQUESTS_METRIC] == HELD, held
+    assert held["reports"]["prefill"][ENGINE_REQUESTS_METRIC] == 0, held
+
+
+def test_both_sides_report_their_engines_requests_under_load(reported: dict[str, Any]) -> None:
+    """Every report under the load carries the count; each client streams one request at a
+    time, so an engine holds at most one per client (the two sides are read one after the
+    other, so a request may be seen in both), and each side's engine held some in some report."""
+    clients = reported["clients"]
+    counts = [
+        {side: report[side][ENGINE_REQUESTS_METRIC] for side in SIDES}
+        for report in reported["reports_during_load"]
+    ]
+    assert counts
+    assert all(0 <= count[side] <= clients for count in counts for side in SIDES), counts
+    assert all(max(count[side] for count in counts) >= 1 for side in SIDES), counts

@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 import ray.serve.autoscaling_policy as serve_policy
-from ray.serve._private.common import DeploymentID, ReplicaID
+from ray.serve._private.common import DeploymentID, ReplicaID, TimeStampedValue
 from ray.serve.autoscaling_policy import _apply_app_level_autoscaling_config
 from ray.serve.config import AutoscalingConfig, AutoscalingContext
 
 from serve_extensions.latency_autoscaler import (
+    ENGINE_REQUESTS_METRIC,
     LATENCY_METRIC,
     SAMPLES_METRIC,
     LatencyObjectivePolicy,
@@ -53,9 +54,21 @@ def context(
     now: float = 0.0,
     state: dict | None = None,
     upscale_delay_s: float = 30,
+    engine: list[tuple[float, float | None]] | None = None,
 ) -> AutoscalingContext:
+    """engine: per replica, its engine requests (look-back average) and the time of its newest
+    raw point (None: none in the context)."""
     running = [ReplicaID(f"r{i}", IDS[name]) for i in range(replicas)]
     metrics: dict[str, dict[ReplicaID, float]] = {}
+    raw: dict[str, dict[ReplicaID, list[TimeStampedValue]]] = {}
+    if engine:
+        pairs = list(zip(running, engine, strict=False))
+        metrics[ENGINE_REQUESTS_METRIC] = {replica: value for replica, (value, _) in pairs}
+        raw[ENGINE_REQUESTS_METRIC] = {
+            replica: [TimeStampedValue(newest - 5.0, value), TimeStampedValue(newest, value)]
+            for replica, (value, newest) in pairs
+            if newest is not None
+        }
     if latency is not None and name in SIDES:
         metrics[LATENCY_METRIC[name]] = {replica: latency for replica in running}
         metrics[SAMPLES_METRIC] = {replica: 50 for replica in running}
@@ -76,7 +89,7 @@ def context(
         total_num_requests=requests,
         total_queued_requests=0,
         aggregated_metrics=metrics,
-        raw_metrics={},
+        raw_metrics=raw,
         capacity_adjusted_min_replicas=1,
         capacity_adjusted_max_replicas=8,
         policy_state=dict(state or {}),
@@ -142,6 +155,35 @@ def test_the_controllers_clock_and_the_sides_look_back_are_observed() -> None:
     in look-back periods of the side's own AutoscalingConfig (30 s here, Ray's default)."""
     observation = observe("decode", context("decode", 3, 90, now=1234.5))
     assert (observation.now_s, observation.look_back_s) == (1234.5, 30.0)
+
+
+# Each replica's engine requests (Serve's look-back average) and the time of its newest raw
+# point (None: the context carries no raw points for it), the controller at t = 100 s with a
+# 30 s look-back -> the side's engine requests and the replicas counted.
+ENGINE_ROWS = [
+    ("none reported: absent", [], None, 0),
+    ("all fresh: their sum", [(60.0, 95.0), (70.0, 99.0)], 130.0, 2),
+    ("one a look-back older than the other: left out", [(60.0, 95.0), (70.0, 64.0)], 60.0, 1),
+    # the controller's clock does not judge: reports reach it a push and a loop late
+    ("all late together: kept", [(60.0, 50.0), (70.0, 40.0)], 130.0, 2),
+    ("no raw points: the average kept", [(60.0, None)], 60.0, 1),
+    ("zero: idle engines, reported", [(0.0, 99.0), (0.0, 99.0)], 0.0, 2),
+]
+
+
+@pytest.mark.parametrize(("why", "reports", "want_requests", "want_replicas"), ENGINE_ROWS)
+def test_the_engines_requests_are_summed_over_fresh_reports(
+    why: str,
+    reports: list[tuple[float, float | None]],
+    want_requests: float | None,
+    want_replicas: int,
+) -> None:
+    observation = observe("decode", context("decode", 2, 4, now=100.0, engine=reports))
+    assert (observation.engine_requests, observation.engine_replicas) == (
+        want_requests,
+        want_replicas,
+    ), why
+    assert observation.ongoing_requests == 4
 
 
 def test_a_loaded_side_without_samples_is_held_through_serves_wrapper_then_queued() -> None:

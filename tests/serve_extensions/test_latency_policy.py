@@ -24,6 +24,7 @@ from serve_extensions.latency_policy import (
     Tuning,
     decide,
     percentile,
+    side_load,
 )
 
 TTFT = Objective(95, 1.0)
@@ -316,9 +317,148 @@ def test_the_lead_needs_a_line_it_can_trust() -> None:
 
 def test_the_tuning_defaults_the_lead_rows_assume() -> None:
     tuning = Tuning()
-    assert (tuning.trend_look_backs, tuning.lead_look_backs, tuning.lead_min_rise) == (
-        2.0, 4.0, 0.25
-    )  # fmt: skip
+    assert (tuning.trend_look_backs, tuning.lead_look_backs, tuning.lead_min_rise,
+            tuning.lead_min_sigmas) == (2.0, 4.0, 0.25, 2.0)  # fmt: skip
+
+
+@pytest.mark.parametrize(("sigmas", "want"), [(2.0, (3, WITHIN)), (0.0, (6, RISING))])
+def test_a_rise_within_a_steady_counts_noise_does_not_lead(
+    sigmas: float, want: tuple[int, str]
+) -> None:
+    """Prefill at 3 replicas on a line of 0.2 s + 0.5 s per request per replica past 0.1 (floor
+    seen at 0.3 requests): 2.2 requests, then 3.4 a minute later (0.72 s, over the 0.7 s aim).
+    The rise of 1.2 is within 2 standard deviations of a steady Poisson count of 2.2 (2.97):
+    no lead, and one fewer (1.0 s) is over the aim. Without the gate the lead predicts 1.12 s
+    two minutes on and asks for twice the replicas."""
+    tuning = Tuning(lead_min_sigmas=sigmas)
+    memory, decision = Memory(), None
+    for at_s, requests in [(0.0, 0.3), (30.0, 2.2), (90.0, 3.4)]:
+        latency = 0.2 + 0.5 * (requests / 3 - 0.1)
+        prefill = SideObservation(3, 3, requests, latency, 100, at_s, LOOK_BACK_S)
+        decision = decide({"prefill": prefill, "decode": steady("decode", 1)}, LIMITS,
+                          OBJECTIVES, memory, tuning=tuning)  # fmt: skip
+    assert (decision["prefill"].replicas, decision["prefill"].reason) == want
+
+
+# ---- the engines' requests as the side's load (latency_policy.side_load)
+
+# Serve's requests in flight, the engines' requests (None: no replica reports them) and the
+# replicas whose report is fresh, at 2 running replicas -> the load the policy reads.
+LOAD_ROWS = [
+    ("absent: Serve's count", 40.0, None, 0, 40.0),
+    ("present: the engines' count", 4.0, 150.0, 2, 150.0),
+    ("stale: one report left out, the other's mean for both", 4.0, 75.0, 1, 150.0),
+    ("zero: idle engines, whatever Serve counts", 40.0, 0.0, 2, 0.0),
+]
+
+
+@pytest.mark.parametrize(("why", "ongoing", "engine", "fresh", "want"), LOAD_ROWS)
+def test_the_load_is_the_engines_requests_where_reported(
+    why: str, ongoing: float, engine: float | None, fresh: int, want: float
+) -> None:
+    observation = SideObservation(2, 2, ongoing, engine_requests=engine, engine_replicas=fresh)
+    assert side_load(observation) == want, why
+
+
+def engine_missing(
+    at_s: float, ongoing: float, engine: float | None, fresh: int
+) -> SideObservation:
+    """Decode at 2 replicas without latency samples, with Serve's and the engines' counts."""
+    return SideObservation(2, 2, ongoing, None, 0, at_s, LOOK_BACK_S, engine, fresh)
+
+
+# Decode without samples, first seen at t = 0 and again past the hold -> (replicas, reason) of
+# each decision: the queue fallback sizes on the load (target 32 per replica).
+FALLBACK_ROWS = [
+    # Serve's 4 streams, the engines' 150 sequences: 5 replicas, where Serve's count gives 1
+    ("present", 4.0, 150.0, 2, [(2, AWAITING), (5, QUEUE)]),
+    ("absent", 40.0, None, 0, [(2, AWAITING), (2, QUEUE)]),
+    ("stale", 4.0, 75.0, 1, [(2, AWAITING), (5, QUEUE)]),
+    # Serve counts 40 (decode waiting on prefill's work), the engines none: idle, no hold, the
+    # queue rule at the minimum
+    ("zero", 40.0, 0.0, 2, [(1, QUEUE), (1, QUEUE)]),
+]
+
+
+@pytest.mark.parametrize(("why", "ongoing", "engine", "fresh", "want"), FALLBACK_ROWS)
+def test_the_hold_and_the_queue_fallback_read_the_engines_load(
+    why: str, ongoing: float, engine: float | None, fresh: int, want: list[tuple[int, str]]
+) -> None:
+    memory = Memory()
+    got = []
+    for at_s in (0.0, HOLD_S):
+        decode = engine_missing(at_s, ongoing, engine, fresh)
+        decision = decide(
+            {"prefill": steady("prefill", 1), "decode": decode}, LIMITS, OBJECTIVES, memory
+        )["decode"]
+        got.append((decision.replicas, decision.reason))
+    assert got == want, why
+
+
+# The first LEAD_ROWS row (decode's sequences 2 -> 40 -> 64 at 2 replicas, ITL on the model)
+# with Serve's count flat at 4 (the local replay: Serve sees the streams, not the companions)
+# -> the decision at the last point.
+ENGINE_LEAD_ROWS = [
+    ("present: the lead sees the rise", "present", (4, RISING)),
+    ("absent: Serve's flat count, no lead", "absent", (2, WITHIN)),
+    ("stale: one replica's report, the mean for both", "stale", (4, RISING)),
+]
+
+
+@pytest.mark.parametrize(("why", "how", "want"), ENGINE_LEAD_ROWS)
+def test_the_lead_and_the_floor_line_read_the_engines_load(
+    why: str, how: str, want: tuple[int, str]
+) -> None:
+    memory, decision = Memory(), None
+    for at_s, sequences in [(0.0, 2.0), (30.0, 40.0), (90.0, 64.0)]:
+        engine, fresh = {"present": (sequences, 2), "absent": (None, 0),
+                         "stale": (sequences / 2, 1)}[how]  # fmt: skip
+        decode = SideObservation(2, 2, 4.0, model_itl(0.020, 0.0005, sequences, 2), 100,
+                                 at_s, LOOK_BACK_S, engine, fresh)  # fmt: skip
+        prefill = SideObservation(1, 1, 1.0, 0.5, 100, now_s=at_s, look_back_s=LOOK_BACK_S)
+        decision = decide({"prefill": prefill, "decode": decode}, LIMITS, OBJECTIVES, memory)
+    assert (decision["decode"].replicas, decision["decode"].reason) == want, why
+
+
+@pytest.mark.parametrize(
+    ("engine", "want"),
+    [
+        (0.0, (1, UNDER)),  # samples, and nothing in the engines: one fewer carries nothing
+        (None, (2, WITHIN)),  # Serve's 40: one fewer would double 25 ms, over the 35 ms aim
+    ],
+)
+def test_a_side_with_samples_and_no_load_comes_down(
+    engine: float | None, want: tuple[int, str]
+) -> None:
+    """Decode at 2 replicas, ITL 25 ms (aim 35 ms) from its window's streams, its engines' count
+    0 (short, sparse requests between the record points)."""
+    decode = SideObservation(2, 2, 40.0, 0.025, 100, engine_requests=engine,
+                             engine_replicas=0 if engine is None else 2)  # fmt: skip
+    decision = decide(
+        {"prefill": steady("prefill", 1), "decode": decode}, LIMITS, OBJECTIVES, Memory()
+    )["decode"]
+    assert (decision.replicas, decision.reason) == want
+
+
+def test_a_scale_down_on_the_floor_reads_the_engines_load() -> None:
+    """FLOOR_ROWS' first row (floor 20.5 ms at 2 sequences, now 25 ms at 30 on 3 replicas:
+    down to 2) with Serve counting 300 at both points (prefill's work on decode): on the
+    engines' count the line is the model's; on Serve's the floor's load is now's, no slope,
+    and all of the latency counts as load (37.5 ms over the aim): held."""
+    outcomes = {}
+    for engine in (True, False):
+        memory = Memory()
+        for running, sequences in ((2, 2.0), (3, 30.0)):
+            decode = SideObservation(
+                running, running, 300.0, model_itl(0.020, 0.0005, sequences, running), 100,
+                engine_requests=sequences if engine else None,
+                engine_replicas=running if engine else 0,
+            )  # fmt: skip
+            decision = decide(
+                {"prefill": steady("prefill", 1), "decode": decode}, LIMITS, OBJECTIVES, memory
+            )["decode"]
+        outcomes[engine] = (decision.replicas, decision.reason)
+    assert outcomes == {True: (2, UNDER), False: (3, WITHIN)}
 
 
 @pytest.mark.parametrize(
