@@ -673,6 +673,19 @@ def render_rayservice(
     return path
 
 
+def rendering(folder: Path, **variants: dict[str, Any]) -> Callable[[], None]:
+    """A Scenario's ``prepare``: ``folder`` emptied, then each variant's RayService rendered by
+    the project's code into ``folder/<name>`` (keyword arguments of render_rayservice: config,
+    overrides), read from ``folder/<name>/rayservice.json``."""
+
+    def render() -> None:
+        shutil.rmtree(folder, ignore_errors=True)
+        for name, options in variants.items():
+            render_rayservice(PROJECT_PYTHON, folder / name, **options)
+
+    return render
+
+
 def rendered(rayservice: Path) -> Synthesized:
     """What render_rayservice wrote, as the harness reads a synthesized app (no scraper, no
     dashboard: those are the CDK stacks')."""

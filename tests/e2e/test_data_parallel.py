@@ -16,22 +16,13 @@ RayService `cdk synth` embeds, from the same settings and validation), never wri
 from __future__ import annotations
 
 import json
-import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from harness import (
-    PROJECT_PYTHON,
-    PROJECT_ROOT,
-    RAYSERVICE,
-    Background,
-    Scenario,
-    Synthesized,
-    render_rayservice,
-)
+from harness import PROJECT_ROOT, RAYSERVICE, Background, Scenario, Synthesized, rendering
 
 SIDES = ("prefill", "decode")
 SCENARIO = "data-parallel"
@@ -67,12 +58,7 @@ def background_scenarios(synthesized: Synthesized, out: Path) -> dict[str, Scena
     by the project's code, then the scenario on the local variant."""
     folder = out / SCENARIO
     local, deepseek = folder / "local", folder / "deepseek"
-
-    def render() -> None:
-        shutil.rmtree(folder, ignore_errors=True)
-        render_rayservice(PROJECT_PYTHON, local, overrides=LOCAL_VARIANT)
-        render_rayservice(PROJECT_PYTHON, deepseek, config=DEEPSEEK)
-
+    render = rendering(folder, local={"overrides": LOCAL_VARIANT}, deepseek={"config": DEEPSEEK})
     args = (
         *(str(local / RAYSERVICE), str(out / f"{SCENARIO}.json")),
         *("--group-nodes", str(DP_SIZE * TP_SIZE // NODE_GPUS), "--load-requests", "3"),

@@ -10,20 +10,11 @@ has collected these tests and run beside the other modules (conftest.py, harness
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import (
-    PROJECT_PYTHON,
-    PROJECT_ROOT,
-    RAYSERVICE,
-    Background,
-    Scenario,
-    Synthesized,
-    render_rayservice,
-)
+from harness import PROJECT_ROOT, RAYSERVICE, Background, Scenario, Synthesized, rendering
 
 EXAMPLE = PROJECT_ROOT / "examples" / "trial-one-node.yaml"
 SCENARIO = "shared-node-placement"
@@ -33,13 +24,9 @@ def background_scenarios(synthesized: Synthesized, out: Path) -> dict[str, Scena
     """Started at collection (conftest.py pytest_collection_finish): the example rendered by
     the project's code, then placed."""
     folder = out / SCENARIO
-
-    def render() -> None:
-        shutil.rmtree(folder, ignore_errors=True)
-        render_rayservice(PROJECT_PYTHON, folder, config=EXAMPLE)
-
-    result = str(out / f"{SCENARIO}.json")
-    return {SCENARIO: Scenario("shared_node_probe.py", (str(folder / RAYSERVICE), result), render)}
+    render = rendering(folder, example={"config": EXAMPLE})
+    args = (str(folder / "example" / RAYSERVICE), str(out / f"{SCENARIO}.json"))
+    return {SCENARIO: Scenario("shared_node_probe.py", args, render)}
 
 
 @pytest.fixture(scope="module")
