@@ -33,7 +33,6 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
 # Imported once by the server: the packages every probe imports and none binds vLLM's platform.
 PRELOAD = ("torch", "pydantic", "fastapi", "ray", "ray.serve", "vllm")
 PROBE_TIMEOUT_S = 600.0
