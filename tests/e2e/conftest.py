@@ -23,20 +23,31 @@ from typing import Any
 
 import openai
 import pytest
-from harness import PROJECT_ROOT, Background, LocalRay, Synthesized
+from harness import PROJECT_PYTHON, PROJECT_ROOT, Background, LocalRay, Synthesized
 
 CDK_OUT = Path(os.environ.get("PD_E2E_CDK_OUT", PROJECT_ROOT / "cdk.out"))
 RUN_DIR = Path(os.environ.get("PD_E2E_RUN_DIR", PROJECT_ROOT / "build" / "e2e"))
-PROJECT_PYTHON = Path(os.environ.get("PD_E2E_PROJECT_PYTHON", PROJECT_ROOT / ".venv/bin/python"))
 FIGURES: dict[str, Any] = {}
 BACKGROUND_TIMEOUT_S = 900  # each background scenario's bound
 _BACKGROUND: list[Background] = []
 _NOT_STARTED: list[str] = []  # why the background scenarios were not started
 
 
+def _runs_in_background(item: pytest.Item) -> bool:
+    return hasattr(getattr(item, "module", None), "background_scenarios")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The modules whose scenarios run in the background go last (in their order), so that
+    their scenarios have the whole session to run beside the other modules rather than hold it
+    up; the others keep their order (test_under_load.py last of those that use the session's
+    cluster)."""
+    items.sort(key=_runs_in_background)  # stable
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Start the scenarios of the collected modules that define ``background_scenarios`` (a
-    function of the synthesized app and an output folder, returning {name: (script, *args)}),
+    function of the synthesized app and an output folder, returning {name: harness.Scenario}),
     one after another beside the session's tests (harness.Background says why)."""
     if session.config.option.collectonly:
         return
@@ -51,8 +62,8 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         _NOT_STARTED.append(f"cdk.out could not be read: {unreadable}")
         return
     for plan in plans:
-        for name, (script, *args) in plan(synthesized, background.log_dir).items():
-            background.add(name, script, *args)
+        for name, scenario in plan(synthesized, background.log_dir).items():
+            background.add(name, scenario)
     background.start()
     _BACKGROUND.append(background)
 

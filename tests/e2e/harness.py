@@ -38,6 +38,8 @@ from scraper import KUBERAY_HEAD_GROUP, Pod, fetch_text, kuberay_pod_labels
 
 HERE = Path(__file__).resolve().parent
 PROJECT_ROOT = HERE.parent.parent
+# The project venv's Python, which runs pdctl and renders variants (tools.write_manifests).
+PROJECT_PYTHON = Path(os.environ.get("PD_E2E_PROJECT_PYTHON", PROJECT_ROOT / ".venv/bin/python"))
 
 # ================================================================================================
 # Every change the local run makes to what is deployed, and nothing else. Everything below this
@@ -644,6 +646,7 @@ class LocalRay:
 
 
 # ------------------------------------------------------------- a configuration of its own
+RAYSERVICE = "rayservice.json"  # the rendered RayService, in render_rayservice's folder
 CONFIG_MAPS = "config-maps.json"  # beside the rendered RayService: the ConfigMaps its pods mount
 
 
@@ -662,12 +665,25 @@ def render_rayservice(
     )
     assert done.returncode == 0, done.stderr[-4000:]
     (manifest,) = out.glob("*-rayservice-*.yaml")
-    path = out / "rayservice.json"
+    path = out / RAYSERVICE
     path.write_text(json.dumps(yaml.safe_load(manifest.read_text())))
     # The ConfigMaps its pods mount (the app's serve_extensions), beside it for the harness.
     maps = [yaml.safe_load(m.read_text()) for m in out.glob("*-configmap-*.yaml")]
     (out / CONFIG_MAPS).write_text(json.dumps({m["metadata"]["name"]: m for m in maps}))
     return path
+
+
+def rendering(folder: Path, **variants: dict[str, Any]) -> Callable[[], None]:
+    """A Scenario's ``prepare``: ``folder`` emptied, then each variant's RayService rendered by
+    the project's code into ``folder/<name>`` (keyword arguments of render_rayservice: config,
+    overrides), read from ``folder/<name>/rayservice.json``."""
+
+    def render() -> None:
+        shutil.rmtree(folder, ignore_errors=True)
+        for name, options in variants.items():
+            render_rayservice(PROJECT_PYTHON, folder / name, **options)
+
+    return render
 
 
 def rendered(rayservice: Path) -> Synthesized:
@@ -687,7 +703,10 @@ def _script_command(script: str, *args: str) -> list[str]:
 
 
 def _script_env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(HERE)}
+    """The session's environment for a scenario script, which starts a Ray of its own: never
+    an address of another."""
+    kept = {key: value for key, value in os.environ.items() if not key.startswith("RAY_ADDRESS")}
+    return {**kept, "PYTHONPATH": str(HERE)}
 
 
 def run_script(script: str, *args: str, timeout: float) -> None:
@@ -705,18 +724,30 @@ def run_script(script: str, *args: str, timeout: float) -> None:
     assert done.returncode == 0, done.stderr[-6000:]
 
 
+@dataclass(frozen=True)
+class Scenario:
+    """A scenario script of this folder and its arguments, for Background; ``prepare`` runs in
+    the background thread just before it (rendering its configuration: a failure there fails
+    the scenario, not the session's collection)."""
+
+    script: str
+    args: tuple[str, ...] = ()
+    prepare: Callable[[], None] | None = None
+
+
 @dataclass(eq=False)
 class Background:
     """Scenario scripts run one after another in a thread, from when the session collected
     their tests, while the session's other tests run: a scenario that mostly waits (a stream
-    at half a second per token, a node that arrives after 45 s) then costs the tier no wall
-    time of its own. One at a time, so that at most one such cluster runs beside the
-    session's. ``result(name)`` waits for a scenario and fails the test as run_script does;
-    ``stop()`` ends what is still running (SIGTERM: LocalRay shuts its Ray down)."""
+    at half a second per token, a node that arrives after 45 s, a deployment starting on a
+    cluster of its own) then costs the tier little wall time of its own. One at a time, so
+    that at most one such cluster runs beside the session's. ``result(name)`` waits for a
+    scenario, fails the test as run_script does and returns what the scenario wrote; ``stop()``
+    ends what is still running (SIGTERM: LocalRay shuts its Ray down)."""
 
     log_dir: Path
     timeout: float
-    scripts: dict[str, tuple[str, ...]] = field(default_factory=dict)  # name -> script, args
+    scenarios: dict[str, Scenario] = field(default_factory=dict)  # by name, in running order
 
     def __post_init__(self) -> None:
         import threading
@@ -728,10 +759,10 @@ class Background:
         self._stopped = False
         self._thread = threading.Thread(target=self._run_all, daemon=True)
 
-    def add(self, name: str, script: str, *args: str) -> None:
+    def add(self, name: str, scenario: Scenario) -> None:
         import threading
 
-        self.scripts[name] = (script, *args)
+        self.scenarios[name] = scenario
         self._done[name] = threading.Event()
 
     def start(self) -> None:
@@ -739,17 +770,22 @@ class Background:
         self._thread.start()
 
     def _run_all(self) -> None:
-        for name, (script, *args) in self.scripts.items():
-            self._errors[name] = self._run_one(name, script, args)
+        for name, scenario in self.scenarios.items():
+            self._errors[name] = self._run_one(name, scenario)
             self._done[name].set()
 
-    def _run_one(self, name: str, script: str, args: list[str]) -> str | None:
+    def _run_one(self, name: str, scenario: Scenario) -> str | None:
         if self._stopped:
             return "stopped before it started"
+        if scenario.prepare is not None:
+            try:
+                scenario.prepare()
+            except Exception as failed:  # the scenario's failure, reported by result()
+                return f"{name}: preparing it failed: {failed!r}"
         stderr = self.log_dir / f"{name}.stderr"
         with stderr.open("wb") as errors:
             self._running = subprocess.Popen(
-                _script_command(script, *args),
+                _script_command(scenario.script, *scenario.args),
                 cwd=HERE,
                 env=_script_env(),
                 stdout=subprocess.DEVNULL,
@@ -770,12 +806,14 @@ class Background:
             return f"{name}: still running after {self.timeout:.0f} s\n{tail}"
         return None if code == 0 else f"{name}: exit {code}\n{tail}"
 
-    def result(self, name: str) -> None:
-        """Wait for ``name`` (bounded: every scenario before it and it have their timeout)."""
-        bound = self.timeout * (list(self.scripts).index(name) + 1) + 120
+    def result(self, name: str) -> dict[str, Any]:
+        """Wait for ``name`` (bounded: every scenario before it and it have their timeout) and
+        read the JSON it wrote to ``<log dir>/<name>.json``."""
+        bound = self.timeout * (list(self.scenarios).index(name) + 1) + 120
         assert self._done[name].wait(bound), f"{name}: not done after {bound:.0f} s"
         error = self._errors[name]
         assert error is None, error
+        return json.loads((self.log_dir / f"{name}.json").read_text())
 
     def stop(self) -> None:
         _LIVE.discard(self)

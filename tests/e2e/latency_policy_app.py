@@ -3,8 +3,11 @@ Decode:<model>) behind an ingress, whose replicas report fixed latencies as the 
 custom metrics (Serve calls record_autoscaling_stats on every replica, Ray 2.58
 _private/replica.py). Run as a script it starts its own local Ray, deploys the application with
 serve_extensions' LatencyObjectivePolicy as its application-level autoscaling policy, as
-serving_manifests/serve_config.py renders it, and prints the replica counts it reaches as JSON:
-tests/e2e/test_latency_policy.py reads them."""
+serving_manifests/serve_config.py renders it, and writes the replica counts it reaches as JSON
+to OUT.json: tests/e2e/test_latency_policy.py reads them.
+
+    python tests/e2e/latency_policy_app.py OUT.json
+"""
 
 from __future__ import annotations
 
@@ -103,7 +106,7 @@ def config() -> dict[str, Any]:
     }
 
 
-def main(deadline_s: float = 120.0) -> int:
+def main(out: Path, deadline_s: float = 120.0) -> int:
     import ray
     from ray.serve.schema import ServeDeploySchema
 
@@ -130,15 +133,12 @@ def main(deadline_s: float = 120.0) -> int:
                 if counts.get("Prefill:model", 0) >= MAX_REPLICAS:
                     break
             time.sleep(2)
-        print(
-            json.dumps(
-                {
-                    "replicas": counts,
-                    "max_replicas": MAX_REPLICAS,
-                    "after_s": round(time.monotonic() - start),
-                }
-            )
-        )
+        result = {
+            "replicas": counts,
+            "max_replicas": MAX_REPLICAS,
+            "after_s": round(time.monotonic() - start),
+        }
+        out.write_text(json.dumps(result) + "\n")
     finally:
         serve.shutdown()
         ray.shutdown()
@@ -146,4 +146,4 @@ def main(deadline_s: float = 120.0) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(Path(sys.argv[1])))

@@ -15,8 +15,9 @@ a local Ray of its own, streamed completions through the endpoint, and then, sid
 
     python tests/e2e/latency_stats_scenario.py RAYSERVICE.json OUT.json
 
-Writes what it saw as JSON. The load is bounded: `--seconds` of `--clients` streams one after
-another, each stream with a timeout.
+Writes what it saw as JSON. The load is bounded: `--clients` streams one after another, each
+with a timeout, until each side's look-back window is full and both sides are decided on
+latency, for at most `--seconds`.
 """
 
 from __future__ import annotations
@@ -32,6 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from harness import PROJECT_ROOT, LocalRay, http, rendered
+
+sys.path.insert(0, str(PROJECT_ROOT))
+
+from serve_extensions.latency_policy import AWAITING, QUEUE  # pure Python: no Ray import
 
 RUN_DIR = Path(os.environ.get("PD_E2E_RUN_DIR", PROJECT_ROOT / "build" / "e2e")) / "latency-stats"
 DEPLOY_TIMEOUT_S = 420.0
@@ -189,6 +194,20 @@ def look_back_s(application: dict[str, Any]) -> dict[str, float]:
     return windows
 
 
+def push_interval_s() -> float:
+    """How often a replica pushes its autoscaling report to the controller (Ray 2.58
+    serve/_private/constants.py RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S, 10 s)."""
+    from ray.serve._private.constants import RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S
+
+    return RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S
+
+
+def decided_on_latency(reasons: dict[str, str]) -> bool:
+    """Both sides decided on their reported latency: neither the queue fallback nor the hold
+    while samples are missing."""
+    return set(reasons) == set(SIDES) and not {QUEUE, AWAITING} & set(reasons.values())
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("rayservice", type=Path, help="the rendered RayService, as JSON")
@@ -226,7 +245,10 @@ def main(argv: list[str]) -> int:
         result["non_streamed_held"] = reports_while_held(cluster, model)
         # The policy decides every control loop on what the controller last received (replicas
         # record every look_back_period_s x 0.2 and push every 10 s): its reasons are read
-        # while the load runs, and the replicas' reports at its end, windows full.
+        # while the load runs, and the replicas' reports at its end, windows full. The load
+        # lasts until every side's window is full (its look-back and one push) and both sides
+        # are decided on latency, and at most --seconds.
+        full_after_s = max(result["look_back_s"].values()) + push_interval_s()
         load = Load(cluster.base_url, model, options.clients)
         started = time.monotonic()
         load.start()
@@ -235,6 +257,8 @@ def main(argv: list[str]) -> int:
             time.sleep(2)
             timeline.append([round(time.monotonic() - started, 1), policy_reasons(cluster)])
             under_load.append(replica_reports(cluster))
+            if timeline[-1][0] >= full_after_s and decided_on_latency(timeline[-1][1]):
+                break
         result["replica_reports"] = replica_reports(cluster)
         result["reported_at"] = time.monotonic()
         result["reasons_during_load"] = timeline

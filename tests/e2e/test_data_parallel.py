@@ -6,7 +6,9 @@ RayService `cdk synth` embeds, from the same settings and validation), never wri
 
 - ``LOCAL_VARIANT`` runs on a local Ray of its own (dp_scenarios.py): 4-GPU nodes (g6e.12xlarge),
   each side DP 2 x TP 4 = 8 GPUs = 2 nodes, so every DP group spans two nodes and every rank
-  holds four bundles. The session's `pd` cluster is not used.
+  holds four bundles. The session's `pd` cluster is not used: the scenario starts when the
+  session has collected these tests and runs beside the other modules (conftest.py,
+  harness.Background), which its bounds (minutes) allow.
 - examples/deepseek-v3-pd.yaml (p5en, DP 16 x TP 1 = 2 nodes per side) goes through Ray's own
   autoscaler code (autoscaler_view.py): what KubeRay's autoscaler launches for a pending DP group.
 """
@@ -20,10 +22,10 @@ from typing import Any
 
 import pytest
 import yaml
-from harness import PROJECT_ROOT, render_rayservice, run_script
+from harness import PROJECT_ROOT, RAYSERVICE, Background, Scenario, Synthesized, rendering
 
 SIDES = ("prefill", "decode")
-SCENARIO_TIMEOUT_S = 900
+SCENARIO = "data-parallel"
 DP_SIZE, TP_SIZE, NODE_GPUS = 2, 4, 4  # g6e.12xlarge: 4 GPUs
 LOCAL_VARIANT = {
     # vLLM runs external data parallel (one engine per rank) only for MoE models.
@@ -51,27 +53,28 @@ DEEPSEEK = PROJECT_ROOT / "examples" / "deepseek-v3-pd.yaml"
 DEEPSEEK_GPU = "H200"  # p5en.48xlarge
 
 
-def run(script: str, *args: str) -> None:
-    run_script(script, *args, timeout=SCENARIO_TIMEOUT_S)
+def background_scenarios(synthesized: Synthesized, out: Path) -> dict[str, Scenario]:
+    """Started at collection (conftest.py pytest_collection_finish): both RayServices rendered
+    by the project's code, then the scenario on the local variant."""
+    folder = out / SCENARIO
+    local, deepseek = folder / "local", folder / "deepseek"
+    render = rendering(folder, local={"overrides": LOCAL_VARIANT}, deepseek={"config": DEEPSEEK})
+    args = (
+        *(str(local / RAYSERVICE), str(out / f"{SCENARIO}.json")),
+        *("--group-nodes", str(DP_SIZE * TP_SIZE // NODE_GPUS), "--load-requests", "3"),
+        *("--autoscaler-view", str(deepseek / RAYSERVICE), DEEPSEEK_GPU),
+    )
+    return {SCENARIO: Scenario("dp_scenarios.py", args, prepare=render)}
 
 
 @pytest.fixture(scope="module")
-def dp(
-    tmp_path_factory: pytest.TempPathFactory, project_python: Path, figures: dict[str, Any]
-) -> dict[str, Any]:
-    folder = tmp_path_factory.mktemp("data-parallel")
-    rayservice = render_rayservice(project_python, folder / "local", overrides=LOCAL_VARIANT)
-    deepseek = render_rayservice(project_python, folder / "deepseek", config=DEEPSEEK)
-    out = folder / "result.json"
-    run(
-        "dp_scenarios.py",
-        *(str(rayservice), str(out)),
-        *("--group-nodes", str(DP_SIZE * TP_SIZE // NODE_GPUS), "--load-requests", "3"),
-        *("--autoscaler-view", str(deepseek), DEEPSEEK_GPU),
+def dp(background: Background, figures: dict[str, Any]) -> dict[str, Any]:
+    folder = background.log_dir / SCENARIO
+    result = background.result(SCENARIO)
+    result["rayservice"] = json.loads((folder / "local" / RAYSERVICE).read_text())
+    result["autoscaler_view"]["rayservice"] = json.loads(
+        (folder / "deepseek" / RAYSERVICE).read_text()
     )
-    result = json.loads(out.read_text())
-    result["rayservice"] = json.loads(rayservice.read_text())
-    result["autoscaler_view"]["rayservice"] = json.loads(deepseek.read_text())
     restart = result["gang_restart"]
     figures["data_parallel"] = {
         "ray_start_s": result["ray_start_s"],

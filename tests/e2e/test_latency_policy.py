@@ -4,7 +4,9 @@ their own in subprocesses, not the session's P/D cluster):
 - Serve imports LatencyObjectivePolicy from serve_extensions by the rendered policy_function,
   instantiates it with the rendered policy_kwargs, reads the replicas' custom latency metrics
   through it, and scales the side over its objective while the side within it stays
-  (tests/e2e/latency_policy_app.py, replicas that report fixed latencies);
+  (tests/e2e/latency_policy_app.py, replicas that report fixed latencies; started when the
+  session has collected these tests, beside the other modules: conftest.py,
+  harness.Background);
 - the deployed P/D application under `serving.scaling.policy: latency` (rendered by the
   project's code, the stand-in engine behind Ray Serve LLM's own servers): its prefill and
   decode replicas report the TTFT and ITL their clients measure, and the policy decides both
@@ -15,14 +17,11 @@ their own in subprocesses, not the session's P/D cluster):
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import render_rayservice, run_script
+from harness import Background, Scenario, Synthesized, render_rayservice, run_script
 from latency_stats_scenario import HELD
 
 from serve_extensions.latency_autoscaler import (
@@ -33,19 +32,20 @@ from serve_extensions.latency_autoscaler import (
 from serve_extensions.latency_policy import QUEUE, SIDES, Tuning, percentile
 from serving_manifests.serve_extensions import LATENCY_BUILDER
 
-# Not imported from the app: it imports Ray, which must not be imported in this process before
-# the session's local Ray environment is set (harness.LocalRay); the app reports its bound.
-APP = Path(__file__).resolve().parent / "latency_policy_app.py"
+# Its own local Ray, in a process of its own: the app imports Ray, which must not be imported in
+# this process before the session's local Ray environment is set (harness.LocalRay).
+POLICY_APP = "latency-policy-app"
 
 
-def test_serve_scales_the_side_over_its_objective_and_leaves_the_other() -> None:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("RAY_ADDRESS")}
-    done = subprocess.run(
-        [sys.executable, str(APP)], capture_output=True, text=True, timeout=300, env=env
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    (line,) = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    result = json.loads(line)
+def background_scenarios(synthesized: Synthesized, out: Path) -> dict[str, Scenario]:
+    """Started at collection (conftest.py pytest_collection_finish)."""
+    return {POLICY_APP: Scenario("latency_policy_app.py", (str(out / f"{POLICY_APP}.json"),))}
+
+
+def test_serve_scales_the_side_over_its_objective_and_leaves_the_other(
+    background: Background,
+) -> None:
+    result = background.result(POLICY_APP)
     replicas = result["replicas"]
     # prefill reports 2 s against 1 s: up to max_replicas; decode 10 ms against 50 ms: held at 1
     assert result["max_replicas"] > 1

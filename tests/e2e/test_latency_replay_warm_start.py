@@ -14,22 +14,21 @@ from typing import Any
 
 import pytest
 import warm_start
-from harness import Background, Synthesized
-from test_lifecycle import scenario_result
+from harness import Background, Scenario, Synthesized
 
 SCENARIO = "latency-replay-warm-start"
 
 
-def background_scenarios(synthesized: Synthesized, out: Path) -> dict[str, tuple[str, ...]]:
+def background_scenarios(synthesized: Synthesized, out: Path) -> dict[str, Scenario]:
     """Started at collection (conftest.py pytest_collection_finish); it renders its own
     configuration, the replay's latency sizing."""
     result = str(out / f"{SCENARIO}.json")
-    return {SCENARIO: ("latency_replay_local.py", "warm-start", "--out", result)}
+    return {SCENARIO: Scenario("latency_replay_local.py", ("warm-start", "--out", result))}
 
 
 @pytest.fixture(scope="module")
 def started(background: Background, figures: dict[str, Any]) -> dict[str, Any]:
-    result = scenario_result(background, SCENARIO)
+    result = background.result(SCENARIO)
     figures["latency_replay_warm_start"] = {
         key: result[key] for key in ("warm_start", "requests_sent", "requests_failed")
     }

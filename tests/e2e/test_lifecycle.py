@@ -16,19 +16,13 @@ harness.Background):
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Background, Synthesized
+from harness import Background, Scenario, Synthesized
 
 RAY_DEFAULT_GCS_RECONNECT_S = 60  # Ray 2.58 ray_config_def.h gcs_rpc_server_reconnect_timeout_s
-
-
-def scenario_result(background: Background, scenario: str) -> dict[str, Any]:
-    background.result(scenario)
-    return json.loads((background.log_dir / f"{scenario}.json").read_text())
 
 
 def worker_env(synthesized: Synthesized, name: str) -> str:
@@ -42,35 +36,39 @@ STREAM_TOKENS = 2 * (RAY_DEFAULT_GCS_RECONNECT_S + 25)
 SHORT_RECONNECT_S = 10  # stands for Ray's 60 s in the control run, to keep it short
 
 
-def background_scenarios(synthesized: Synthesized, out: Path) -> dict[str, tuple[str, ...]]:
+def background_scenarios(synthesized: Synthesized, out: Path) -> dict[str, Scenario]:
     """Both scenarios, started at collection (conftest.py pytest_collection_finish)."""
     reconnect_s = worker_env(synthesized, "RAY_gcs_rpc_server_reconnect_timeout_s")
     script = "lifecycle_scenarios.py"
     return {
-        "zero-then-head-loss": (
+        "zero-then-head-loss": Scenario(
             script,
-            *("zero-then-head-loss", str(out / "zero-then-head-loss.json")),
-            *("--reconnect-s", reconnect_s, "--tokens", str(STREAM_TOKENS)),
+            (
+                *("zero-then-head-loss", str(out / "zero-then-head-loss.json")),
+                *("--reconnect-s", reconnect_s, "--tokens", str(STREAM_TOKENS)),
+            ),
         ),
-        "capacity-then-head-loss": (
+        "capacity-then-head-loss": Scenario(
             script,
-            *("capacity-then-head-loss", str(out / "capacity-then-head-loss.json")),
-            *("--reconnect-s", str(SHORT_RECONNECT_S), "--tokens", str(STREAM_TOKENS)),
-            *("--wait-s", "45"),
+            (
+                *("capacity-then-head-loss", str(out / "capacity-then-head-loss.json")),
+                *("--reconnect-s", str(SHORT_RECONNECT_S), "--tokens", str(STREAM_TOKENS)),
+                *("--wait-s", "45"),
+            ),
         ),
     }
 
 
 @pytest.fixture(scope="module")
 def with_synthesized_reconnect(background: Background, figures: dict[str, Any]) -> dict[str, Any]:
-    result = scenario_result(background, "zero-then-head-loss")
+    result = background.result("zero-then-head-loss")
     figures["lifecycle_prefill_at_zero_then_head_loss"] = result
     return result
 
 
 @pytest.fixture(scope="module")
 def with_short_reconnect(background: Background, figures: dict[str, Any]) -> dict[str, Any]:
-    result = scenario_result(background, "capacity-then-head-loss")
+    result = background.result("capacity-then-head-loss")
     figures["lifecycle_capacity_wait_then_head_loss_short_reconnect"] = result
     return result
 

@@ -2,18 +2,18 @@
 args the project renders under `serving.scaling.policy: latency`: the same application, with each
 side's server class swapped for its latency-reporting subclass and the objective's percentile as
 the side's user_config; dense and data-parallel sides alike (Ray picks DPPD* classes for
-data_parallel_size > 1). Built in a subprocess (pd_builder_probe.py): Ray's builder starts Ray.
+data_parallel_size > 1). Built in a subprocess (pd_builder_probe.py, in a fork of the session's
+probe server: installed_probe.py): Ray's builder starts Ray.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from installed_probe import run_forked
 
 from serve_extensions.latency_autoscaler import PERCENTILES_ARG
 from serving_manifests.serve_config import render_serve_config
@@ -34,13 +34,7 @@ def built(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     (application,) = render_serve_config(settings)["applications"]
     path = tmp_path_factory.mktemp("pd-builder") / "args.json"
     path.write_text(json.dumps(application["args"]))
-    done = subprocess.run(
-        [sys.executable, str(PROBE), str(path)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+    done = run_forked(script=PROBE, args=(str(path),), timeout=300)
     assert done.returncode == 0, done.stderr[-4000:]
     (line,) = [line for line in done.stdout.splitlines() if line.startswith("{")]
     return {"args": application["args"], **json.loads(line)}

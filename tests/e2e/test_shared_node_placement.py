@@ -4,40 +4,34 @@ disjoint GPU ids (docs/architecture.md, 'Prefill and decode on one node').
 
 The RayService is what the app renders for examples/trial-one-node.yaml (`tools.write_manifests`
 in the project's venv); shared_node_probe.py places it on a local Ray node that advertises
-exactly the rendered pod's GPUs and resources, in a process of its own.
+exactly the rendered pod's GPUs and resources, in a process of its own, started when the session
+has collected these tests and run beside the other modules (conftest.py, harness.Background).
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import PROJECT_ROOT
+from harness import PROJECT_ROOT, RAYSERVICE, Background, Scenario, Synthesized, rendering
 
 EXAMPLE = PROJECT_ROOT / "examples" / "trial-one-node.yaml"
-PROBE = Path(__file__).with_name("shared_node_probe.py")
+SCENARIO = "shared-node-placement"
+
+
+def background_scenarios(synthesized: Synthesized, out: Path) -> dict[str, Scenario]:
+    """Started at collection (conftest.py pytest_collection_finish): the example rendered by
+    the project's code, then placed."""
+    folder = out / SCENARIO
+    render = rendering(folder, example={"config": EXAMPLE})
+    args = (str(folder / "example" / RAYSERVICE), str(out / f"{SCENARIO}.json"))
+    return {SCENARIO: Scenario("shared_node_probe.py", args, render)}
 
 
 @pytest.fixture(scope="module")
-def placed(project_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    out = tmp_path_factory.mktemp("shared-node")
-    subprocess.run(
-        [str(project_python), "-m", "tools.write_manifests", "--config", str(EXAMPLE),
-         "--out", str(out / "manifests")],
-        cwd=PROJECT_ROOT, check=True, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    (service,) = (out / "manifests").glob("*-rayservice-*.yaml")
-    result = out / "placed.json"
-    probe = subprocess.run(
-        [sys.executable, str(PROBE), str(service), str(result)],
-        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert probe.returncode == 0, probe.stderr[-4000:]
-    return json.loads(result.read_text())
+def placed(background: Background) -> dict[str, Any]:
+    return background.result(SCENARIO)
 
 
 def test_each_side_gets_its_share_of_the_pods_gpus(placed: dict[str, Any]) -> None:
