@@ -61,7 +61,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import PROJECT_ROOT, LocalRay, NodeShape, render_rayservice, rendered
+from harness import (
+    PROJECT_PYTHON,
+    PROJECT_ROOT,
+    LocalRay,
+    NodeShape,
+    render_rayservice,
+    rendered,
+)
 
 sys.path.insert(0, str(PROJECT_ROOT))
 
@@ -86,7 +93,6 @@ from tools.latency_replay_score import covered, score, table
 
 HERE = Path(__file__).resolve().parent
 RUN_DIR = Path(os.environ.get("PD_E2E_RUN_DIR", PROJECT_ROOT / "build" / "e2e")) / "latency-replay"
-PROJECT_PYTHON = Path(os.environ.get("PD_E2E_PROJECT_PYTHON", PROJECT_ROOT / ".venv/bin/python"))
 SIMULATION = PROJECT_ROOT / "docs" / "latency-replay" / "2026-12-02-replay.json"
 MAX_REPLICAS = 3
 POLICIES = ("queue", "best_fixed", "latency")
