@@ -163,6 +163,12 @@ def name_problem(key: str) -> str | None:
     return None
 
 
+def option_path(role: str, key: str, *, own: bool) -> str:
+    """The setting an option of a side comes from: serving.<role>.engine_options where the side
+    sets it itself, else serving.engine_options (both sides')."""
+    return f"serving.{role}.engine_options.{key}" if own else f"serving.engine_options.{key}"
+
+
 def coerced(options: Mapping[str, Any]) -> dict[str, Any]:
     """The options a side may set, text coerced as `-c` delivers it into the type vLLM wants
     (what the renderer writes into engine_kwargs); refused names are left out."""

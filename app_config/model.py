@@ -1157,8 +1157,14 @@ class Settings(Section):
                 self.serving.engine(role),
                 group=SHARED_GROUP,
                 share=getattr(shared.gpus, role),
+                options=self.serving.engine_options_for(role),
             )
-        return Side(role, self.gpu_nodes.groups()[role], self.serving.engine(role))  # type: ignore[arg-type]
+        return Side(
+            role,  # type: ignore[arg-type]
+            self.gpu_nodes.groups()[role],
+            self.serving.engine(role),
+            options=self.serving.engine_options_for(role),
+        )
 
     def sides(self) -> tuple[Side, ...]:
         """Both sides, prefill first."""

@@ -833,3 +833,7 @@ class Serving(Section):
         """Both sides' options with this side's over them, text coerced as vLLM types it."""
         merged = {**self.engine_options, **self.engine(role).engine_options}
         return engine_options.coerced(merged)
+
+    def engine_option_path(self, role: str, key: str) -> str:
+        """The setting a side's engine option comes from: the side's own, else both sides'."""
+        return engine_options.option_path(role, key, own=key in self.engine(role).engine_options)

@@ -11,8 +11,10 @@ renderers, the constructs and `pdctl`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from app_config.model import GpuNodeGroup, NodePlacement
@@ -31,6 +33,9 @@ class Side:
     # group (gpu_nodes.shared), where the side holds `share` GPUs of each node.
     group: str = ""
     share: int | None = None
+    # The side's vLLM engine options as its engines get them (serving.engine_options with
+    # serving.<role>.engine_options over them, coerced): Serving.engine_options_for.
+    options: Mapping[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         if not self.group:
@@ -94,6 +99,22 @@ class Side:
         return self.engine.kv_offload_gib_per_gpu * self.gpus_per_node
 
     @property
+    def weight_offload_gib_per_gpu(self) -> float:
+        """Host memory vLLM's UVA weight offload pins per GPU: the engine option
+        ``cpu_offload_gb``, 'the space in GiB to offload to CPU, per GPU', held in pinned pages
+        (vLLM 0.26 config/offload.py UVAOffloadConfig; model_executor/offloader/uva.py
+        ``pin_memory()``)."""
+        return float(self.options.get("cpu_offload_gb") or 0)
+
+    @property
+    def pinned_host_mib_per_pod(self) -> int:
+        """Host memory the side's engines pin on one node, which the pod's cgroup is charged
+        for: the KV offload tier and the weight offload, per GPU, times the side's GPUs of the
+        node's one worker pod."""
+        per_gpu_gib = self.engine.kv_offload_gib_per_gpu + self.weight_offload_gib_per_gpu
+        return math.ceil(per_gpu_gib * 1024 * self.gpus_per_node)
+
+    @property
     def kv_offload_bytes_per_rank(self) -> int:
         """The offload tier of one engine rank, as vLLM 0.26 takes it: ``cpu_bytes_to_use`` is
         the engine's whole buffer, summed over its TP x PP workers (vllm/v1/kv_offload/cpu/
@@ -114,3 +135,10 @@ class Side:
     @property
     def serving_setting(self) -> str:
         return f"serving.{self.role}"
+
+
+def pinned_host_gib(sides: Iterable[Side]) -> int:
+    """Whole GiB a worker pod adds to its memory request for what its sides' engines pin
+    (a shared node's pod holds both sides'): the renderer adds it, and the node-fit rules take
+    the same figure back out to judge the pod without it."""
+    return math.ceil(sum(side.pinned_host_mib_per_pod for side in sides) / 1024)

@@ -17,6 +17,7 @@ from app_config.node_labels import (
     SHARED_GROUP,
     SYSTEM_ROLE,
 )
+from app_config.side import pinned_host_gib
 from catalog.expert_parallel import NCCL_ON_EFA_ENV
 from catalog.ray_llm_image import IMAGES
 from serving_manifests.efa_device_check import fill_efa_device_check
@@ -232,10 +233,10 @@ def _worker_group(
         container["env"].extend(
             {"name": name, "value": value} for name, value in SHARED_NODE_UCX_ENV.items()
         )
-    # The KV offload tier's pinned host memory is the pod's own (the cgroup charges it, and the
-    # limit equals the request): on top of the share left for everything else.
-    memory_gib = int(instance.memory_gib * MEMORY_REQUEST_SHARE)
-    memory_gib += sum(side.kv_offload_gib_per_pod for side in sides)
+    # The host memory the engines pin (the KV offload tier, the weight offload) is the pod's
+    # own (the cgroup charges it, and the limit equals the request): on top of the share left
+    # for everything else.
+    memory_gib = int(instance.memory_gib * MEMORY_REQUEST_SHARE) + pinned_host_gib(sides)
     resources = {
         "cpu": str(instance.vcpus - RESERVED_VCPUS),
         "memory": f"{memory_gib}Gi",

@@ -47,8 +47,7 @@ class SideOptions:
     own: frozenset[str]  # the keys set under serving.<side>.engine_options
 
     def path(self, key: str) -> str:
-        where = f"serving.{self.role}" if key in self.own else "serving"
-        return f"{where}.engine_options.{key}"
+        return engine_options.option_path(self.role, key, own=key in self.own)
 
     def finding(self, key: str, message: str) -> Finding:
         return Finding(self.path(key), message, self.given.get(key))

@@ -11,9 +11,11 @@ never serves; a Ray head that cannot is no cluster at all.
   DaemonSets that select GPU nodes. A pod's requests are the larger of its app containers' sum
   and its largest init container (KubeRay 1.7 appends wait-gcs-ready, 200m / 256Mi: common/
   pod.go; below the Ray container's). Its huge pages are pre-allocated on the node and leave
-  allocatable memory. A side's KV offload tier (serving.<side>.kv_offload_gib_per_gpu) is part
-  of its worker's memory request; node-fit judges the pod without it and kv-offload-fit the tier
-  on top, so a tier too large is one finding at its own setting.
+  allocatable memory. What a side's engines pin in host memory (its KV offload tier,
+  serving.<side>.kv_offload_gib_per_gpu, and vLLM's weight offload, the engine option
+  cpu_offload_gb) is part of its worker's memory request; node-fit judges the pod without it,
+  kv-offload-fit the tier on top and weight-offload-fit the weight offload on top of both, so
+  an offload too large is one finding at its own setting.
 - System nodes: the Ray head with its autoscaler sidecar (KubeRay puts the sidecar in the head
   pod) must fit one node beside the DaemonSets; the head and the operators together must fit
   the group at max_size. During a NewCluster upgrade KubeRay runs a second Ray cluster, so a
@@ -30,6 +32,7 @@ request is written twice.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -37,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from app_config.errors import Finding
 from app_config.rules import WARNING, Rule
+from app_config.side import pinned_host_gib
 from catalog.cluster_pods import DAEMON_SETS, DEPLOYMENTS, ClusterPod
 from catalog.instances import CATALOG, is_p_class
 from catalog.node_allocatable import Allocatable, node_allocatable
@@ -212,10 +216,10 @@ def _thin_memory(asked: Requests, node: Allocatable, nodes: int = 1) -> bool:
 
 
 def _without_offload(worker: Requests, settings: Settings, group: str) -> Requests:
-    """The worker pod's requests before its KV offload tiers add their pinned memory (a shared
-    node's pod holds both sides' tiers): what the instance type must hold (node-fit); the tiers
-    on top are judged by kv-offload-fit."""
-    offload_mib = sum(s.kv_offload_gib_per_pod * 1024 for s in settings.sides() if s.group == group)
+    """The worker pod's requests before what its engines pin in host memory is added (a shared
+    node's pod holds both sides'): what the instance type must hold (node-fit); the offloads
+    on top are judged by kv-offload-fit and weight-offload-fit."""
+    offload_mib = pinned_host_gib(s for s in settings.sides() if s.group == group) * 1024
     return Requests(worker.cpu_millis, worker.memory_mib - offload_mib, worker.hugepages_mib)
 
 
@@ -251,40 +255,83 @@ def gpu_nodes_fit(settings: Settings) -> Iterator[Finding]:
             )
 
 
+def _offload_room(settings: Settings, side: Side) -> tuple[Allocatable, int] | None:
+    """The node a side's worker pod runs on and the MiB of its allocatable memory left beside
+    the pod's requests without its pinned offloads and the GPU DaemonSets; None where the pod
+    does not fit without them (node-fit says so) or the type is not in the catalog."""
+    pods = rendered_pods(settings)
+    if pods is None:
+        return None
+    worker = pods.workers[side.group]
+    node = node_allocatable(side.nodes.instance_type, hugepages_mib=worker.hugepages_mib)
+    if node is None:
+        return None
+    others = _without_offload(worker, settings, side.group) + _requests(
+        daemon_sets(settings, side.nodes.instance_type, gpu=True)
+    )
+    room_mib = node.memory_mib - others.memory_mib
+    return (node, room_mib) if room_mib >= 0 else None
+
+
 def kv_offload_fit(settings: Settings) -> Iterator[Finding]:
     """A side's KV offload tier (serving.<side>.kv_offload_gib_per_gpu) must fit the node's
     allocatable memory beside the worker pod's other requests and the DaemonSets: the renderer
     adds it to the pod's memory request and limit (vLLM pins it in the engine's workers, and the
     pod's cgroup is charged for pinned pages), so a tier too large leaves the pod Pending like
     any other misfit. Judged only where the pod fits without it (else node-fit says so)."""
-    pods = rendered_pods(settings)
-    if pods is None:
-        return
     for side in settings.sides():
-        if not side.kv_offload_gib_per_pod:
+        tier_gib = side.engine.kv_offload_gib_per_gpu
+        room = _offload_room(settings, side) if tier_gib else None
+        if room is None:
             continue
-        instance_type = side.nodes.instance_type
-        worker = pods.workers[side.group]
-        node = node_allocatable(instance_type, hugepages_mib=worker.hugepages_mib)
-        if node is None:
-            continue
-        others = _without_offload(worker, settings, side.group) + _requests(
-            daemon_sets(settings, instance_type, gpu=True)
-        )
-        room_mib = node.memory_mib - others.memory_mib
-        offload_mib = side.kv_offload_gib_per_pod * 1024
-        if room_mib < 0 or offload_mib <= room_mib:
-            continue
+        node, room_mib = room
         gpus = side.gpus_per_node
+        offload_mib = tier_gib * gpus * 1024
+        if offload_mib <= room_mib:
+            continue
         yield Finding(
             f"{side.serving_setting}.kv_offload_gib_per_gpu",
-            f"{side.engine.kv_offload_gib_per_gpu} GiB x {gpus} GPUs = {offload_mib} MiB of "
-            f"pinned host memory does not fit one {instance_type} node: {node.memory_mib} MiB "
-            f"allocatable, of which the {side.role} worker pod's other requests and the "
-            f"DaemonSets take {others.memory_mib} MiB, leaving {room_mib} MiB. The pod's memory "
+            f"{tier_gib} GiB x {gpus} GPUs = {offload_mib} MiB of pinned host memory does not "
+            f"fit one {side.nodes.instance_type} node: {node.memory_mib} MiB allocatable, of "
+            f"which the {side.role} worker pod's other requests and the DaemonSets take "
+            f"{node.memory_mib - room_mib} MiB, leaving {room_mib} MiB. The pod's memory "
             "request grows by the tier, so it would stay Pending; use at most "
             f"{room_mib // (1024 * gpus)} GiB per GPU",
-            side.engine.kv_offload_gib_per_gpu,
+            tier_gib,
+        )
+
+
+def weight_offload_fit(settings: Settings) -> Iterator[Finding]:
+    """vLLM's weight offload (the engine option cpu_offload_gb, GiB per GPU) is pinned host
+    memory like the KV offload tier, and the renderer adds it to the worker pod's memory request
+    the same way (in whole GiB, with the rest of what the pod's engines pin), so it must fit the
+    node beside the pod's other requests, the DaemonSets and the KV tiers. Judged only where
+    the tiers fit without it (else kv-offload-fit says so)."""
+    for side in settings.sides():
+        weights_gib = side.weight_offload_gib_per_gpu
+        room = _offload_room(settings, side) if weights_gib else None
+        if room is None:
+            continue
+        node, room_mib = room
+        pod_sides = [each for each in settings.sides() if each.group == side.group]
+        if pinned_host_gib(pod_sides) * 1024 <= room_mib:
+            continue
+        gpus = side.gpus_per_node
+        others_mib = sum(each.pinned_host_mib_per_pod for each in pod_sides) - math.ceil(
+            weights_gib * 1024 * gpus
+        )
+        left_mib = room_mib // 1024 * 1024 - others_mib
+        if left_mib < 0:
+            continue
+        yield Finding(
+            settings.serving.engine_option_path(side.role, "cpu_offload_gb"),
+            f"{weights_gib:g} GiB x {gpus} GPUs of weights offloaded to pinned host memory do "
+            f"not fit one {side.nodes.instance_type} node: {node.memory_mib} MiB allocatable, "
+            f"of which the {side.role} worker pod's other requests, the DaemonSets and the KV "
+            f"offload tiers take {node.memory_mib - left_mib} MiB, leaving {left_mib} MiB. The "
+            "pod's memory request grows by the offload, so it would stay Pending; use at most "
+            f"{math.floor(left_mib / gpus / 1024 * 10) / 10:g} GiB per GPU",
+            weights_gib,
         )
 
 
@@ -397,4 +444,5 @@ RULES = (
     ),
     Rule("node-fit-unchecked", _READS, system_nodes_unchecked, WARNING),
     Rule("kv-offload-fit", _READS, kv_offload_fit),
+    Rule("weight-offload-fit", _READS, weight_offload_fit),
 )
