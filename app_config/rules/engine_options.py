@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from app_config import engine_options
 from app_config.errors import Finding
 from app_config.node_labels import GPU_ROLES
-from app_config.rules import Rule
+from app_config.rules import WARNING, Rule
 from catalog.ray_llm_image import RAY
 
 if TYPE_CHECKING:
@@ -342,6 +342,38 @@ def loader(settings: Settings) -> list[Finding]:
     return _once(found)
 
 
+# --- code from outside the image ---------------------------------------------------------------
+
+
+def remote_code(settings: Settings) -> list[Finding]:
+    """``trust_remote_code`` makes the engines import the Python files of the model repository:
+    vLLM 0.26 passes it to transformers' ``AutoConfig.from_pretrained`` (and the tokenizer's),
+    which imports the modules the repository's config names in ``auto_map``
+    (vllm/transformers_utils/config.py ``get_config``). So code nobody reviewed for this
+    deployment runs in every worker pod, with the GPU nodes' network reach and the pod's
+    service account. A warning, not an error: a reviewed model needs it, and an
+    acknowledgment with the reason records who reviewed it."""
+    found = []
+    model = settings.serving.model.id
+    for side in side_options(settings):
+        if side.options.get("trust_remote_code") is not True:
+            continue
+        pinned = side.options.get("code_revision") or side.options.get("revision")
+        pin_advice = (
+            f"the code is taken at revision {pinned!r}"
+            if pinned
+            else "no revision pins it (code_revision), so the repository's newest code is "
+            "what a new pod runs"
+        )
+        found.append(side.finding("trust_remote_code", (
+            f"the engines import and run the Python files of the model repository {model!r} "
+            f"on every {side.role} node, with the worker pod's service account; {pin_advice}. "
+            "Review that code, then acknowledge this warning with the reason, or leave "
+            "trust_remote_code unset"
+        )))  # fmt: skip
+    return _once(found)
+
+
 def _scheduler(settings: Settings) -> list[Finding]:
     max_model_len = settings.serving.max_model_len
     return _once(
@@ -359,4 +391,5 @@ RULES = (
     Rule("engine-option-pd", SERVING, disaggregation),
     Rule("engine-option-hardware", frozenset({"serving", "gpu_nodes"}), hardware),
     Rule("engine-option-loader", SERVING, loader),
+    Rule("engine-option-remote-code", SERVING, remote_code, WARNING, stack="serving"),
 )

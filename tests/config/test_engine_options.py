@@ -12,6 +12,7 @@ import pytest
 from app_config import ConfigError, load_settings
 from app_config import engine_options as options
 from app_config.rules import engine_options as engine_option_rules
+from app_config.rules import evaluate
 from catalog.ray_llm_image import DEFAULT_IMAGE_TAG, IMAGES
 from serving_manifests.serve_config import render_serve_config
 from tests.configurations import context_for, settings_for
@@ -143,8 +144,35 @@ def test_a_bad_engine_option_is_named_with_the_reason(
     assert fragment in by_path[setting, code]
 
 
+REMOTE_CODE = "engine-option-remote-code"
+# (overrides, the setting named, its code, a fragment of the message): what loads but warns.
+WARNED_OPTIONS = [
+    ({BOTH: '{"trust_remote_code": true}'}, f"{BOTH}.trust_remote_code", REMOTE_CODE,
+     "no revision pins it (code_revision)"),
+    ({BOTH: '{"trust_remote_code": "true", "code_revision": "a1b2c3d"}'},
+     f"{BOTH}.trust_remote_code", REMOTE_CODE, "at revision 'a1b2c3d'"),
+    ({PREFILL: '{"trust_remote_code": true}'}, f"{PREFILL}.trust_remote_code", REMOTE_CODE,
+     "on every prefill node"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("overrides", "setting", "code", "fragment"), WARNED_OPTIONS)
+def test_an_option_that_runs_code_from_outside_the_image_warns_at_its_setting(
+    overrides: dict[str, str], setting: str, code: str, fragment: str
+) -> None:
+    found = {(f.path, f.code): f.message for f in evaluate(settings_for("default", **overrides))}
+    assert (setting, code) in found, found
+    assert fragment in found[setting, code]
+    assert [f for f in evaluate(settings_for("default")) if f.code == code] == []
+
+
+def test_remote_code_turned_off_does_not_warn() -> None:
+    settings = settings_for("default", **{BOTH: '{"trust_remote_code": false}'})
+    assert REMOTE_CODE not in {f.code for f in evaluate(settings)}
+
+
 def test_every_engine_option_rule_has_a_row() -> None:
-    tested = {code for _, _, _, code, _ in BAD_OPTIONS}
+    tested = {code for _, _, _, code, _ in BAD_OPTIONS} | {c for _, _, c, _ in WARNED_OPTIONS}
     assert tested == {rule.code for rule in engine_option_rules.RULES}
 
 

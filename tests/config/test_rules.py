@@ -162,6 +162,12 @@ WARNINGS = [
         "node-fit-unchecked",
         "cluster.system_nodes.instance_type",
     ),
+    (
+        "default",
+        {"serving.engine_options": '{"trust_remote_code": true}'},
+        "engine-option-remote-code",
+        "serving.engine_options.trust_remote_code",
+    ),
     ("quickstart", {}, "documentation-placeholder", "cluster.admin_principal_arns[0]"),
     (
         "capacity-block",
