@@ -137,6 +137,16 @@ def refusals(name: str, **extra: str) -> list[Finding]:
     return raised.value.problems
 
 
+def load_problems(name: str, **extra: str) -> list[tuple[str, str, str]]:
+    """(code, setting, message) of every error a configuration is refused with; none where it
+    loads (for tables whose rows may load)."""
+    try:
+        settings_for(name, **extra)
+    except ConfigError as error:
+        return [(p.code, p.path, str(p)) for p in error.problems]
+    return []
+
+
 # What CloudFormation returns once the serving stack exists, for rendering manifests offline.
 ACCOUNT = "123456789012"  # the example deployment's account
 ROLE_ARN = f"arn:aws:iam::{ACCOUNT}:role/ray-pods"

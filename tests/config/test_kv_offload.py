@@ -9,26 +9,16 @@ import json
 
 import pytest
 
-from app_config import ConfigError
 from app_config import engine_options as options
 from app_config.rules import engine_options as engine_option_rules
 from app_config.rules import evaluate
 from app_config.rules import node_fit as rule
 from catalog.node_allocatable import node_allocatable
-from tests.configurations import settings_for
+from tests.configurations import load_problems, settings_for
 
 PREFILL = "serving.prefill.kv_offload_gib_per_gpu"
 DECODE = "serving.decode.kv_offload_gib_per_gpu"
 SETTING_TO_USE = PREFILL
-
-
-def _problems(configuration: str, **overrides: str) -> list[tuple[str, str, str]]:
-    """(code, setting, message) of every error the loader reports; none when it loads."""
-    try:
-        settings_for(configuration, **overrides)
-    except ConfigError as error:
-        return [(p.code, p.path, str(p)) for p in error.problems]
-    return []
 
 
 def _room_gib_per_gpu(configuration: str, role: str = "prefill") -> int:
@@ -73,7 +63,7 @@ REFUSED = [
 def test_a_tier_that_cannot_work_is_refused_at_its_setting(
     configuration: str, overrides: dict[str, str], code: str, path: str, words: str
 ) -> None:
-    found = _problems(configuration, **overrides)
+    found = load_problems(configuration, **overrides)
     matching = [(c, p, m) for c, p, m in found if p == path and words in m]
     assert matching, found
     if code != "value":  # a pydantic error has no rule code
@@ -86,14 +76,14 @@ def test_a_tier_that_cannot_work_is_refused_at_its_setting(
 def test_the_largest_tier_accepted_is_the_room_the_node_leaves(configuration: str) -> None:
     room = _room_gib_per_gpu(configuration)
     assert room > 0, room
-    assert _problems(configuration, **{PREFILL: str(room)}) == []
-    refused = _problems(configuration, **{PREFILL: str(room + 1)})
+    assert load_problems(configuration, **{PREFILL: str(room)}) == []
+    refused = load_problems(configuration, **{PREFILL: str(room + 1)})
     assert [(c, p) for c, p, _ in refused] == [("kv-offload-fit", PREFILL)], refused
     assert f"use at most {room} GiB per GPU" in refused[0][2]
 
 
 def test_a_tier_too_large_is_one_finding_not_also_a_node_misfit() -> None:
-    found = _problems("default", **{PREFILL: "1000"})
+    found = load_problems("default", **{PREFILL: "1000"})
     assert [c for c, _, _ in found] == ["kv-offload-fit"], found
 
 
@@ -109,7 +99,7 @@ def test_off_by_default_and_a_small_tier_loads_cleanly() -> None:
     settings = settings_for("default")
     assert settings.serving.prefill.kv_offload_gib_per_gpu == 0
     assert settings.serving.decode.kv_offload_gib_per_gpu == 0
-    assert _problems("default", **{PREFILL: "8"}) == []
+    assert load_problems("default", **{PREFILL: "8"}) == []
 
 
 def test_every_option_that_replaces_the_connector_is_refused_naming_the_setting() -> None:
@@ -120,7 +110,9 @@ def test_every_option_that_replaces_the_connector_is_refused_naming_the_setting(
     samples = {"kv_offloading_size": 8, "kv_offloading_backend": "lmcache"}
     assert set(samples) == set(options.CONNECTOR_REPLACING)
     for key, value in samples.items():
-        found = _problems("default", **{"serving.decode.engine_options": json.dumps({key: value})})
+        found = load_problems(
+            "default", **{"serving.decode.engine_options": json.dumps({key: value})}
+        )
         assert [(c, p) for c, p, _ in found] == [
             ("engine-option-pd", f"serving.decode.engine_options.{key}")
         ], found

@@ -11,10 +11,9 @@ import math
 
 import pytest
 
-from app_config import ConfigError
 from app_config.rules import node_fit as rule
 from catalog.node_allocatable import node_allocatable
-from tests.configurations import settings_for
+from tests.configurations import load_problems, settings_for
 
 DECODE_OPTIONS = "serving.decode.engine_options"
 BOTH_OPTIONS = "serving.engine_options"
@@ -22,14 +21,6 @@ BOTH_OPTIONS = "serving.engine_options"
 
 def _offload(gib: float, where: str = DECODE_OPTIONS) -> dict[str, str]:
     return {where: json.dumps({"cpu_offload_gb": gib})}
-
-
-def _problems(configuration: str, **overrides: str) -> list[tuple[str, str, str]]:
-    try:
-        settings_for(configuration, **overrides)
-    except ConfigError as error:
-        return [(p.code, p.path, str(p)) for p in error.problems]
-    return []
 
 
 def _room_gib(configuration: str, role: str) -> tuple[int, int]:
@@ -89,8 +80,8 @@ def test_the_largest_offload_accepted_is_the_room_the_node_leaves(
     largest = _largest_gib_per_gpu(configuration, role)
     assert largest > 0, largest
     where = f"serving.{role}.engine_options"
-    assert _problems(configuration, **_offload(largest, where)) == []
-    refused = _problems(configuration, **_offload(round(largest + 0.1, 1), where))
+    assert load_problems(configuration, **_offload(largest, where)) == []
+    refused = load_problems(configuration, **_offload(round(largest + 0.1, 1), where))
     assert [(c, p) for c, p, _ in refused] == [("weight-offload-fit", f"{where}.cpu_offload_gb")], (
         refused
     )
@@ -99,7 +90,7 @@ def test_the_largest_offload_accepted_is_the_room_the_node_leaves(
 
 
 def test_an_offload_set_for_both_sides_is_named_where_it_was_set() -> None:
-    refused = _problems("default", **_offload(1000, BOTH_OPTIONS))
+    refused = load_problems("default", **_offload(1000, BOTH_OPTIONS))
     assert {(c, p) for c, p, _ in refused} == {
         ("weight-offload-fit", f"{BOTH_OPTIONS}.cpu_offload_gb")
     }, refused
@@ -113,7 +104,7 @@ def test_the_offload_and_the_kv_tier_share_the_room() -> None:
     left = _tenths(room / gpus - tier)
     with_tier = {"serving.prefill.kv_offload_gib_per_gpu": str(tier)}
     where = "serving.prefill.engine_options"
-    assert _problems("default", **with_tier, **_offload(left, where)) == []
-    refused = _problems("default", **with_tier, **_offload(round(left + 0.1, 1), where))
+    assert load_problems("default", **with_tier, **_offload(left, where)) == []
+    refused = load_problems("default", **with_tier, **_offload(round(left + 0.1, 1), where))
     assert [c for c, _, _ in refused] == ["weight-offload-fit"], refused
     assert f"use at most {left:g} GiB per GPU" in refused[0][2]
