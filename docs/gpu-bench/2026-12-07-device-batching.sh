@@ -2,8 +2,11 @@
 # How the 2026-12-07 gpu-bench run was driven on the lent GPU machine, one phase per device call
 # (tools/gpu_bench/__main__.py): the direct path, then the deployed application synthesized with
 # serving.stream_batching_interval_ms at 10 and at 0 ms (tools/gpu_bench SYNTHESIZED), each
-# point with the Serve processes' CPU. Six failed machine starts took 12 of the lease's 30
-# minutes, so the run began with `p1 ag deployed-batching-10ms` (no direct engines).
+# point with the Serve processes' CPU. The recorded run (2026-12-07-h100-qwen3-8b-batching.json,
+# one H100 after two failed starts) was `first aa`, `chunk ab` .. `chunk af`, `p1 ag direct`,
+# `p2`, `next deployed-batching-10ms deployed-batching-0ms`, `next deployed-batching-0ms`, back
+# to back (the machine is given back 30 s after a call): 1,577 of the session's 1,800 s of
+# device time, the two failed starts included.
 # build/whl/part-XX: the wheel tar in 50 MiB parts (tools/gpu_bench/pack_wheels.sh);
 # build/gb/<variant>/: each variant's synthesized serving template (`cdk synth -c <override>`),
 # build/gb/commit. Each phase sweeps the variant that is up, then deploys the next, so the

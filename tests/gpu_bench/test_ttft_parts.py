@@ -12,8 +12,13 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from tools.gpu_bench import ttft_parts
 
 ROOT = Path(__file__).resolve().parents[2]
-RUN = ROOT / "docs" / "gpu-bench" / "2026-12-02-h200-qwen3-8b-get-zcopy.json"
-METRICS = ROOT / "docs" / "gpu-bench" / "2026-12-02-h200-qwen3-8b-get-zcopy-metrics"
+RECORDS = ROOT / "docs" / "gpu-bench"
+# Each recorded run whose parts docs/verification.md shows: (its stem, variant); the /metrics
+# pages it read are saved beside the record in <stem>-metrics/
+RECORDED_PARTS = [
+    ("2026-12-02-h200-qwen3-8b-get-zcopy", "deployed"),
+    ("2026-12-07-h100-qwen3-8b-batching", "deployed-batching-10ms"),
+]
 
 
 def page(name: str, observations: dict[str, list[float]]) -> str:
@@ -60,6 +65,7 @@ def test_the_clients_mean_weighs_each_point_by_its_requests() -> None:
     assert ttft_parts.client_mean_ttft_ms(points) == pytest.approx(32.5)
 
 
-def test_the_recorded_runs_parts_are_the_table_in_the_docs() -> None:
-    table = ttft_parts.table(ttft_parts.for_run(RUN, METRICS))
-    assert table in (ROOT / "docs" / "verification.md").read_text()
+@pytest.mark.parametrize(("record", "variant"), RECORDED_PARTS)
+def test_the_recorded_runs_parts_are_the_table_in_the_docs(record: str, variant: str) -> None:
+    parts = ttft_parts.for_run(RECORDS / f"{record}.json", RECORDS / f"{record}-metrics", variant)
+    assert ttft_parts.table(parts) in (ROOT / "docs" / "verification.md").read_text()
