@@ -125,7 +125,8 @@ e2e-bench: synth e2e-setup ## Latency the P/D graph adds over Ray's aggregated a
 # machine): Serve's controller and Ray Serve LLM's P/D servers as rendered, the stand-in engine
 # on the model fitted to docs/gpu-bench, time compressed (tests/e2e/latency_replay_local.py,
 # docs/verification.md "Latency policy by trace replay"). The dated result lands in
-# docs/latency-replay/; REPLAY_ARGS="--fixed P:D" runs another fixed ratio.
+# docs/latency-replay/; REPLAY_ARGS="--fixed P:D" runs another fixed ratio, "--compression C"
+# another time compression (7.5: about 40 minutes, so E2E_TIMEOUT_S=3000 with it).
 REPLAY_OUT ?= docs/latency-replay/$(shell date -u +%F)-local.json
 latency-replay: e2e-setup ## Latency vs queue policy vs best fixed ratio on the local Ray (stand-in)
 	cd tests/e2e && timeout -k 60 $(E2E_TIMEOUT_S) "$$($(E2E_TOOL) venv)/bin/python" \

@@ -12,7 +12,13 @@ ceiling"), so the local replay changes two things and keeps the rest:
    delays (which are the policy's cool-downs), the look-back window, the replicas' and handles'
    metric push interval, the graceful-shutdown wait loop and timeout, and the engines' start-up
    times (less the replica's own start on this machine, REPLICA_START_S). A scored minute is
-   60 / C seconds of the run.
+   60 / C seconds of the run. What does not compress is the machine's own time: a replica's
+   start (10.7 s), Serve's control loop (0.1 s) and the controller's and replicas' delays on
+   two cores. At 15x a replica's start alone is 160 s of the workload's time where a real
+   decode engine's is 106 s, and a scored minute (4 s) holds 13 of prefill's 0.31 s forward
+   passes, so that its p95 follows bursts of a few requests (docs/verification.md, "What the
+   compression distorts"). A smaller C (`--compression`, the one C used for every sizing of a
+   run) costs wall time: 5,400 / C seconds per sizing.
 2. The requests are thinned, each replayed request standing for C x D real ones, and each
    request's own times are dilated by D (`dilation`): arrivals D times sparser, each engine
    time (prefill's forward pass, decode's step, the KV hand-off) and both objectives D times
@@ -76,11 +82,16 @@ AUTOSCALING_DURATIONS = {
 }
 DEPLOYMENT_DURATIONS = ("graceful_shutdown_wait_loop_s", "graceful_shutdown_timeout_s")
 # A stand-in replica's own start on the 2-core machine, before its engine starts: Ray's actor,
-# its placement group, the imports of Ray Serve LLM and vLLM (measured: 34.9 s from "Starting"
-# to "started successfully" in Serve's controller log for a replica whose engine slept 15.9 s,
-# 2026-12-06). The stand-in's engine start is what is left of the real engine's compressed start
-# after it: nothing, on this machine (docs/verification.md says what that does to the figures).
-REPLICA_START_S = 19.0
+# its placement group, the imports of Ray Serve LLM and vLLM. Measured on the seventh local run
+# (docs/latency-replay/2026-12-07-engine-final-local.json, replica_starts_s: the nine replicas
+# added during its three sizings, each with an engine start of 0 s, first seen STARTING to
+# first seen RUNNING): 8.8 to 12.1 s, median 10.7 s. (On 2026-12-06, on the machine's earlier
+# CPU: 34.9 s for a replica whose engine slept 15.9 s, so 19 s.) The stand-in's engine start is
+# what is left of the real engine's compressed start after it, so that a replica serves
+# STARTUP_S of the workload's time after Serve starts it: at 15x nothing is left (decode's
+# 106 s is 7.1 s; a replica took 10.7 s, 160 s of the workload's time), at 7.5x decode's engine
+# sleeps 3.4 s and prefill's 21.0 s (`engine_latency`).
+REPLICA_START_S = 10.7
 # ray/serve/_private/constants.py: how often replicas and handles push their metrics (10 s).
 PUSH_INTERVAL_ENV = (
     "RAY_SERVE_REPLICA_AUTOSCALING_METRIC_PUSH_INTERVAL_S",
@@ -95,10 +106,15 @@ class ReplayScale:
     prompt_divisor: float = 10.0
     # Change 3; off: each replayed stream costs decode C x D sequences (the 2026-12-07 run).
     companions: bool = True
+    # What the stand-in's engine start leaves to the replica's own (REPLICA_START_S; recorded
+    # with the scale, 19 s in the runs before it was).
+    replica_start_s: float = REPLICA_START_S
 
     def __post_init__(self) -> None:
         if self.compression < 1 or self.dilation < 1 or self.prompt_divisor < 1:
             raise ValueError(f"every factor of a replay's scale is at least 1: {asdict(self)}")
+        if self.replica_start_s < 0:
+            raise ValueError(f"a replica's own start is not negative: {asdict(self)}")
 
     @property
     def thinning(self) -> float:
@@ -136,7 +152,7 @@ def engine_latency(model: EngineModel, scale: ReplayScale) -> dict[str, Any]:
         "decode_s_per_running": d * model.per_seq_s * (1 if scale.companions else scale.thinning),
         "handoff_s_per_token": d * scale.prompt_divisor * HANDOFF_S_PER_TOKEN,
         "start_s": {
-            side: max(0.0, seconds / scale.compression - REPLICA_START_S)
+            side: max(0.0, seconds / scale.compression - scale.replica_start_s)
             for side, seconds in STARTUP_S.items()
         },
     }

@@ -46,8 +46,13 @@ def test_a_local_replays_engines_are_the_fit_scaled_as_recorded(path: Path) -> N
     model, fitted = fit()
     assert recorded["model"] == fitted
     factors = {k: recorded["scale"][k] for k in ("compression", "dilation", "prompt_divisor")}
-    # Runs before decode's companions (2026-12-07) record none: a stream cost C x D sequences.
-    scale = ReplayScale(**factors, companions=recorded["scale"].get("companions", False))
+    # Runs before decode's companions (2026-12-07) record none: a stream cost C x D sequences;
+    # runs before the replica's start was measured on this machine record none: 19 s.
+    scale = ReplayScale(
+        **factors,
+        companions=recorded["scale"].get("companions", False),
+        replica_start_s=recorded["scale"].get("replica_start_s", 19.0),
+    )
     assert recorded["engine_latency"] == engine_latency(model, scale)
     for result in recorded["results"].values():
         assert result["engine_latency"] == recorded["engine_latency"]

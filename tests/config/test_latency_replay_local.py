@@ -214,6 +214,33 @@ def test_engines_start_in_what_the_compressed_real_start_leaves_after_the_replic
     )
 
 
+@pytest.mark.parametrize("compression", [7.5, 5.0])
+def test_below_15x_a_replica_serves_the_real_engines_start_after_serve_starts_it(
+    compression: float,
+) -> None:
+    """The replica's own start on this machine and the stand-in engine's together are the real
+    engine's start in the workload's time (STARTUP_S: 106 s decode, 238 s prefill)."""
+    model, _ = fit()
+    scale = ReplayScale(compression=compression)
+    started = engine_latency(model, scale)["start_s"]
+    for side, seconds in STARTUP_S.items():
+        assert (REPLICA_START_S + started[side]) * compression == pytest.approx(seconds), side
+
+
+def test_at_15x_the_replicas_own_start_is_longer_than_a_real_decode_engines() -> None:
+    """What the compression distorts (tools/latency_replay_scale.py change 1): at 15x the
+    stand-in's engine starts at once and the replica's own 10.7 s are 160 s of the workload's
+    time, where the real decode engine takes 106 s."""
+    model, _ = fit()
+    assert engine_latency(model, SCALE)["start_s"]["decode"] == 0.0
+    assert REPLICA_START_S * SCALE.compression > STARTUP_S["decode"]
+
+
+def test_a_negative_replica_start_is_refused() -> None:
+    with pytest.raises(ValueError, match="not negative"):
+        ReplayScale(replica_start_s=-1.0)
+
+
 def test_the_objectives_are_dilated_as_each_requests_times_are() -> None:
     assert objectives(SCALE) == Objectives(ttft_s=1.6, itl_s=0.02, percentile=95)
 

@@ -57,7 +57,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +101,9 @@ REQUEST_TIMEOUT_S = 60.0
 DRAIN_S = 30.0  # after the last request is sent, at most this long for the ones in flight
 MAX_IN_FLIGHT = 256  # the generator's bound: a request past it waits (its TTFT counts the wait)
 SAMPLE_S = 0.5  # how often Serve's replica states are read
-RUN_TIMEOUT_S = 900  # one sizing, start to stop
+# One sizing, start to stop: the workload's compressed time and this much for the start, the
+# drain and Ray's stop (900 s at 15x, as the runs before the compression became a flag).
+RUN_MARGIN_S = 540.0
 WARM_CHECK_S = 20.0  # warm-start: the load it watches the replicas under (5 scored minutes)
 
 
@@ -391,7 +393,13 @@ def replica_costs() -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------ one sizing
+# The run's scale: the default's, or `--compression` (main() sets it before anything runs, in
+# the parent and in each sizing's interpreter, which it passes on to).
 SCALE = ReplayScale()
+
+
+def run_timeout_s(scale: ReplayScale) -> float:
+    return DURATION_S / scale.compression + RUN_MARGIN_S
 
 
 @dataclass
@@ -464,7 +472,11 @@ def run_one(policy: str, fixed: dict[str, int], out: Path) -> None:
     sizing = prepare(policy, fixed, RUN_DIR / policy)
     cluster, application = sizing.cluster, sizing.application
     requests = sizing.requests
-    result: dict[str, Any] = {"policy": policy, "load_average_before": list(os.getloadavg())}
+    result: dict[str, Any] = {
+        "policy": policy,
+        "compression": SCALE.compression,
+        "load_average_before": list(os.getloadavg()),
+    }
     started = time.monotonic()
     try:
         warm = start_warm(sizing)
@@ -571,18 +583,18 @@ def simulation_best_fixed() -> dict[str, int]:
 
 
 def run_bounded(command: list[str]) -> int:
-    """One sizing's interpreter, ended with SIGTERM past RUN_TIMEOUT_S (its LocalRay shuts Ray
+    """One sizing's interpreter, ended with SIGTERM past run_timeout_s (its LocalRay shuts Ray
     down on it: harness._stop_all_and_reraise), killed only if that does not end it."""
     process = subprocess.Popen(command, cwd=HERE)
     try:
-        return process.wait(timeout=RUN_TIMEOUT_S)
+        return process.wait(timeout=run_timeout_s(SCALE))
     except subprocess.TimeoutExpired:
         process.terminate()
         try:
             process.wait(timeout=90)
         except subprocess.TimeoutExpired:
             process.kill()
-        print(f"past {RUN_TIMEOUT_S} s: stopped", file=sys.stderr)
+        print(f"past {run_timeout_s(SCALE):.0f} s: stopped", file=sys.stderr)
         return 124
 
 
@@ -602,6 +614,9 @@ def run_all(
         part = RUN_DIR / f"{policy}.json"
         if reuse and part.exists():
             results[policy] = json.loads(part.read_text())
+            if results[policy].get("compression", 15.0) != SCALE.compression:
+                print(f"{policy}: {part} ran at another compression", file=sys.stderr)
+                return 2
             reused.append(policy)
             continue
         part.unlink(missing_ok=True)
@@ -615,6 +630,8 @@ def run_all(
             str(part),
             "--fixed",
             f"{fixed['prefill']}:{fixed['decode']}",
+            "--compression",
+            f"{SCALE.compression:g}",
         ]
         returncode = run_bounded(command)
         if returncode != 0:
@@ -680,7 +697,19 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--reuse", action="store_true", help="all: keep the sizings already run in RUN_DIR"
     )
+    parser.add_argument(
+        "--compression",
+        type=float,
+        default=ReplayScale().compression,
+        help="the time compression C of every sizing (tools/latency_replay_scale.py): a scored "
+        "minute is 60 / C s, a sizing 5,400 / C s of load",
+    )
     options = parser.parse_args(argv)
+    global SCALE
+    try:
+        SCALE = replace(ReplayScale(), compression=options.compression)
+    except ValueError as problem:
+        parser.error(f"--compression {options.compression:g}: {problem}")
     if options.mode == "report":
         print(table(json.loads(options.out.read_text())), end="")
         return 0

@@ -282,7 +282,15 @@ LEAD_ROWS = [
     ("rising, predicted under scale_up_at", [(30, 60.0), (90, 72.0)], (2, WITHIN)),
     # 20 per replica (30 ms, under the 35 ms aim), from 1: 58 ahead, 49 ms: no lead below the
     # aim (a queue's noise there is most of its load: the simulation's prefill)
-    ("under the aim", [(30, 2.0), (90, 40.0)], (2, WITHIN)),
+    ("under the aim, one step", [(30, 2.0), (90, 40.0)], (2, WITHIN)),
+    # the same rise below the aim in two steps, each past 2 standard deviations of the count
+    # before it (2 -> 20: 18 > 2.8; 20 -> 40: 20 > 8.9), a load that keeps rising: 58 ahead,
+    # 49 ms: up before the breach, 2 x 28.5 / 14.5 -> 4 (`_sustained`: the turn to long
+    # answers, decode under its aim until then on the seventh local run)
+    ("under the aim, rising in both halves", [(30, 2.0), (60, 20.0), (90, 40.0)], (4, RISING)),
+    # the same rise below the aim, levelled in the second half (36 -> 40: 4 < 12): a step,
+    # no lead
+    ("under the aim, levelled", [(30, 2.0), (60, 36.0), (90, 40.0)], (2, WITHIN)),
     # falling: no lead; one fewer at 64 requests is 52 ms, over the aim: hold
     ("falling", [(30, 100.0), (90, 64.0)], (2, WITHIN)),
     # the first half of the trend's span: no trend yet, decided on the latency (36 ms)
