@@ -12,7 +12,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
 # Bytecode is written (into the ignored __pycache__ folders) even where the shell sets
 # PYTHONDONTWRITEBYTECODE: without it every synth recompiles the app's modules, and every xdist
-# worker recompiles and assertion-rewrites the 180 test modules, each run (about 5 s of CPU per
+# worker recompiles and assertion-rewrites the 177 test modules, each run (about 4 s of CPU per
 # worker; docs/verification.md "Benchmarks").
 unexport PYTHONDONTWRITEBYTECODE
 CDK := node_modules/.bin/cdk
