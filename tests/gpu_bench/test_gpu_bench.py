@@ -139,6 +139,12 @@ def _point(tokens_per_s: float, ttft_ms: float) -> dict:
             {"8": _point(990, 56), "128": _point(3400, 716)},
             (False, False, False),
         ),
+        # faster first tokens than direct's at 8 and 128: the queues, not judged as held
+        (
+            {"8": _point(1000, 250), "128": _point(4000, 4000)},
+            {"8": _point(990, 179), "128": _point(3800, 3645)},
+            (True, None, None),
+        ),
     ],
 )
 def test_the_targets_read_deployed_against_direct(direct, deployed, verdicts) -> None:

@@ -110,7 +110,7 @@ def markdown_report(runs: Iterable[BenchRun]) -> str:
                 label = dataset if variant == DEPLOYED else f"{dataset}, {variant}"
                 lines += [f"Targets ({label}): " + "; ".join(
                     f"{name}: {_number(value, 3 if abs(value) < 2 else 1)} "
-                    f"({'held' if held else 'missed'})"
+                    f"({verdict(held)})"
                     if value is not None else f"{name}: not measured"
                     for name, (value, held) in targets(run, dataset, variant).items()
                 ), ""]  # fmt: skip
@@ -247,9 +247,19 @@ def write_svg(run: BenchRun, dataset: str, path: Path) -> None:
     path.write_text(svg(run, dataset))
 
 
+def _added_within(added: float | None, bound_ms: float) -> bool | None:
+    """Whether the TTFT the deployed path adds is within the bound; None (not judged) where it
+    is below direct's: the deployed path runs the same engines behind more hops, so a negative
+    difference is how the two paths filled the engines' queues, not what Serve costs."""
+    if added is None:
+        return False
+    return None if added < 0 else added <= bound_ms
+
+
 def targets(run: BenchRun, dataset: str = "random", variant: str = DEPLOYED) -> Mapping[str, Any]:
     """The issue's targets against this run: a deployed variant's tokens/s at saturation >= 90 %
-    of direct's; TTFT p50 added over direct <= 5 ms at 8 streams and <= 15 ms at 128."""
+    of direct's; TTFT p50 added over direct <= 5 ms at 8 streams and <= 15 ms at 128. Each is
+    (the figure, held: True, False, or None where the figure cannot judge it)."""
     direct, deployed = saturation(run, FLOOR, dataset), saturation(run, variant, dataset)
     share = deployed / direct if direct and deployed else None
     at8 = added_ms(run, variant, dataset, "8", "median_ttft_ms")
@@ -259,6 +269,12 @@ def targets(run: BenchRun, dataset: str = "random", variant: str = DEPLOYED) -> 
             share,
             share is not None and share >= 0.9,
         ),
-        "TTFT p50 added at 8 streams <= 5 ms": (at8, at8 is not None and at8 <= 5),
-        "TTFT p50 added at 128 streams <= 15 ms": (at128, at128 is not None and at128 <= 15),
+        "TTFT p50 added at 8 streams <= 5 ms": (at8, _added_within(at8, 5)),
+        "TTFT p50 added at 128 streams <= 15 ms": (at128, _added_within(at128, 15)),
     }
+
+
+def verdict(held: bool | None) -> str:
+    if held is None:
+        return "not judged: below direct, so the engines' queues, not Serve's cost"
+    return "held" if held else "missed"
