@@ -50,6 +50,7 @@ from app_config.section import (
     CidrBlock,
     LogRetentionDays,
     Section,
+    listed_once,
     matching,
     one_of,
     require_consent_for_anywhere,
@@ -598,7 +599,7 @@ class ExistingVpc(Section):
     (docs/operating.md, 'Deploying into an existing VPC')."""
 
     vpc_id: str = Field(description="The VPC's id (vpc-0123456789abcdef0).")
-    cidr_blocks: list[CidrBlock] = Field(
+    cidr_blocks: Annotated[list[CidrBlock], listed_once("CIDR block")] = Field(
         min_length=1,
         max_length=5,
         description="The VPC's IPv4 CIDR blocks that hold the subnets given (its primary "
@@ -938,7 +939,7 @@ class Cluster(Section):
         "private",
         description="Kubernetes API endpoint. 'public_and_private' also needs public_access_cidrs.",
     )
-    public_access_cidrs: list[CidrBlock] = Field(
+    public_access_cidrs: Annotated[list[CidrBlock], listed_once("CIDR")] = Field(
         [], description="CIDRs allowed to reach a public endpoint."
     )
     allow_public_access_from_anywhere: bool = Field(

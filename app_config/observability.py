@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import BeforeValidator, EmailStr, Field, model_validator
+from pydantic import BeforeValidator, EmailStr, Field
 
-from app_config.section import LogRetentionDays, Section
+from app_config.section import LogRetentionDays, Section, listed_once
 
 # A bare address, local@domain: what SNS's email protocol takes as a subscription endpoint.
 # EmailStr alone also accepts `Name <local@domain>` and keeps only the address, so a display
@@ -34,7 +34,7 @@ EmailAddress = Annotated[EmailStr, BeforeValidator(_bare_address)]
 class Alarms(Section):
     """Thresholds of the alarms; every alarm notifies the encrypted SNS topic."""
 
-    emails: list[EmailAddress] = Field(
+    emails: Annotated[list[EmailAddress], listed_once("address", key=str.lower)] = Field(
         [],
         description="Addresses subscribed to the alarm topic (each must confirm the "
         "subscription e-mail AWS sends).",
@@ -107,10 +107,3 @@ class Observability(Section):
         le=1095,
         description="How long Amazon Managed Service for Prometheus keeps samples.",
     )
-
-    @model_validator(mode="after")
-    def _distinct_emails(self) -> Observability:
-        emails = [email.lower() for email in self.alarms.emails]
-        if len(set(emails)) != len(emails):
-            raise ValueError("alarms.emails lists an address twice")
-        return self

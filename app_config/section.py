@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Iterator
+from collections.abc import Callable, Collection, Hashable, Iterator
 from ipaddress import IPv4Network, collapse_addresses
 from types import NoneType, UnionType
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -214,6 +214,22 @@ def _max_length(field: FieldInfo) -> int:
         return TEXT_MAX  # a length in metadata is then the number of items
     limits = [item.max_length for item in field.metadata if isinstance(item, MaxLen)]
     return min(limits, default=TEXT_MAX)
+
+
+def listed_once(what: str, key: Callable[[Any], Hashable] = lambda item: item) -> AfterValidator:
+    """A list whose entries each stand for one thing (a CIDR, a security group, an address): an
+    entry given twice is a copy-paste or one meant to be another, which the consuming service
+    either refuses or counts once, and it uses up the list's limit; so it is named."""
+
+    def check(values: list[Any]) -> list[Any]:
+        seen: set[Hashable] = set()
+        for value in values:
+            if key(value) in seen:
+                raise ValueError(f"lists {value} twice; each {what} may appear once")
+            seen.add(key(value))
+        return values
+
+    return AfterValidator(check)
 
 
 def one_of(valid: Collection[Hashable], what: str, hint: str = "") -> AfterValidator:

@@ -23,6 +23,7 @@ from app_config.section import (
     CidrBlock,
     Section,
     int_from_text,
+    listed_once,
     matching,
     one_of,
     require_consent_for_anywhere,
@@ -442,13 +443,13 @@ class Endpoint(Section):
         description="authentication none: the load balancer listens with TLS on 443 instead of "
         "TCP on 80. Required for internet-facing.",
     )
-    client_security_group_ids: list[str] = Field(
+    client_security_group_ids: Annotated[list[str], listed_once("security group")] = Field(
         [],
         description="Security groups of the clients (internal scheme): with iam, the API's VPC "
         "endpoint admits them (the VPC when none are named, IAM deciding who); with none, the "
         "load balancer admits them.",
     )
-    source_cidrs: list[CidrBlock] = Field(
+    source_cidrs: Annotated[list[CidrBlock], listed_once("CIDR")] = Field(
         [],
         description="Client CIDRs. Internet-facing: required. Internal: admitted beside "
         "client_security_group_ids.",

@@ -453,8 +453,27 @@ INVALID = [
     ),
     (
         {"observability.alarms.emails": '["a@example.com", "A@example.com"]'},
-        "observability",
-        "lists an address twice",
+        "observability.alarms.emails",
+        "lists A@example.com twice; each address may appear once",
+    ),
+    # An entry listed twice: counted once by the service, or refused, and it uses up the limit.
+    (
+        {"serving.endpoint.source_cidrs": '["198.51.100.0/24", "198.51.100.0/24"]'},
+        "serving.endpoint.source_cidrs",
+        "lists 198.51.100.0/24 twice; each CIDR may appear once",
+    ),
+    (
+        {"serving.endpoint.client_security_group_ids": '["sg-0a1b2c3d", "sg-0a1b2c3d"]'},
+        "serving.endpoint.client_security_group_ids",
+        "lists sg-0a1b2c3d twice; each security group may appear once",
+    ),
+    (
+        {
+            "cluster.endpoint_access": "public_and_private",
+            "cluster.public_access_cidrs": '["203.0.113.0/24", "203.0.113.0/24"]',
+        },
+        "cluster.public_access_cidrs",
+        "lists 203.0.113.0/24 twice",
     ),
     (
         {"observability.alarms.ttft_p95_objective_seconds": "0"},
