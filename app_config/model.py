@@ -55,6 +55,7 @@ from app_config.section import (
     one_of,
     require_consent_for_anywhere,
     require_internet_sources,
+    require_listed_once,
     unicode_text,
 )
 from app_config.serving import Serving
@@ -988,8 +989,7 @@ class Cluster(Section):
                     f"{arn!r} is not an IAM role or user ARN (arn:aws:iam::123456789012:role/Name; "
                     "a name of 1-64 letters, digits and +=,.@_-, a path of at most 512)"
                 )
-        if len(set(values)) != len(values):
-            raise ValueError("each principal may appear once (EKS allows one access entry each)")
+        require_listed_once(values, "principal", why=" (EKS allows one access entry each)")
         return values
 
     @model_validator(mode="after")

@@ -216,17 +216,25 @@ def _max_length(field: FieldInfo) -> int:
     return min(limits, default=TEXT_MAX)
 
 
+def require_listed_once(
+    values: list[Any], what: str, key: Callable[[Any], Hashable] = lambda item: item, why: str = ""
+) -> None:
+    """A list whose entries each stand for one thing (a CIDR, a security group, an address, a
+    principal): an entry given twice is a copy-paste or one meant to be another, which the
+    consuming service either refuses or counts once, and it uses up the list's limit; so it is
+    named (``why``: the service's own rule, where it has one)."""
+    seen: set[Hashable] = set()
+    for value in values:
+        if key(value) in seen:
+            raise ValueError(f"lists {value} twice; each {what} may appear once{why}")
+        seen.add(key(value))
+
+
 def listed_once(what: str, key: Callable[[Any], Hashable] = lambda item: item) -> AfterValidator:
-    """A list whose entries each stand for one thing (a CIDR, a security group, an address): an
-    entry given twice is a copy-paste or one meant to be another, which the consuming service
-    either refuses or counts once, and it uses up the list's limit; so it is named."""
+    """require_listed_once as a list setting's type."""
 
     def check(values: list[Any]) -> list[Any]:
-        seen: set[Hashable] = set()
-        for value in values:
-            if key(value) in seen:
-                raise ValueError(f"lists {value} twice; each {what} may appear once")
-            seen.add(key(value))
+        require_listed_once(values, what, key)
         return values
 
     return AfterValidator(check)

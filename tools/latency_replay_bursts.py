@@ -20,12 +20,23 @@ from __future__ import annotations
 import argparse
 import random
 import sys
+from functools import cache
+from typing import Any
 
 from serve_extensions.latency_policy import percentile
-from tools.latency_replay import WARM_UP_S, fit, workload
+from tools.latency_replay import WARM_UP_S, Request, fit, workload
 from tools.latency_replay_scale import ReplayScale, engine_latency, objectives, split
 
 PHASE_ONE_MINUTES = range(int(WARM_UP_S // 60), 30)  # long prompts: prefill at its 3 replicas
+
+
+@cache
+def _replayed(scale: ReplayScale, thinning_seed: int) -> tuple[dict[str, Any], list[Request]]:
+    """The stand-in's latencies and the replayed requests of one thinning, fitted and drawn
+    once for all the routing draws that replay them."""
+    model, _ = fit()
+    kept, _ = split(workload(), scale, thinning_seed)
+    return engine_latency(model, scale), kept
 
 
 def minute_ttfts(
@@ -33,9 +44,7 @@ def minute_ttfts(
 ) -> dict[int, float]:
     """Each minute's TTFT p95 (seconds of the run) with prefill at `replicas`, the replay's
     requests routed by power of two choices drawn from `routing_seed`."""
-    model, _ = fit()
-    latency = engine_latency(model, scale)
-    kept, _ = split(workload(), scale, thinning_seed)
+    latency, kept = _replayed(scale, thinning_seed)
     rng = random.Random(routing_seed)
     free = [0.0] * replicas
     in_flight: list[list[float]] = [[] for _ in range(replicas)]

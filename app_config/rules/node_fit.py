@@ -317,8 +317,9 @@ def weight_offload_fit(settings: Settings) -> Iterator[Finding]:
         if pinned_host_gib(pod_sides) * 1024 <= room_mib:
             continue
         gpus = side.gpus_per_node
-        others_mib = sum(each.pinned_host_mib_per_pod for each in pod_sides) - math.ceil(
-            weights_gib * 1024 * gpus
+        # The KV tier of this side and what the pod's other side pins (a shared node's pod).
+        others_mib = side.engine.kv_offload_gib_per_gpu * gpus * 1024 + sum(
+            each.pinned_host_mib_per_pod for each in pod_sides if each.role != side.role
         )
         left_mib = room_mib // 1024 * 1024 - others_mib
         if left_mib < 0:
