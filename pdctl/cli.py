@@ -31,6 +31,7 @@ from pdctl.output import CannotRunError, emit_json, fail, plain, styled
 if TYPE_CHECKING:
     from app_config import Settings
     from pdctl.bench_job import BenchSummary
+    from pdctl.prefix_reuse import CacheCounts
 
 app = typer.Typer(
     help=__doc__.splitlines()[0], no_args_is_help=True, pretty_exceptions_enable=False
@@ -590,6 +591,15 @@ def verify_command(
 
     settings = _settings(config, context)
     base = url or _stack_output(settings, "EndpointUrl")
+    # Port-forwards to decode only: prefill's metrics have no address to be read from.
+    read_prefill = (
+        _prefill_cache_reader(settings, prefill_metrics_url, metrics_port or METRICS_PORT, timeout)
+        if prefill_metrics_url or not metrics_url
+        else None
+    )
+    # Prefill's counters before verify's own streamed completion: the prefix-reuse check then
+    # waits for that completion's lookup to show before it takes its own first reading.
+    earlier = _reading_or_none(read_prefill) if read_prefill is not None else None
     try:
         checks = _verify(
             settings,
@@ -600,17 +610,9 @@ def verify_command(
             metrics_wait,
             slow_transfer_ms,
         )
-        # Port-forwards to decode only: prefill's metrics have no address to be read from.
-        if checks[0].ok and (prefill_metrics_url or not metrics_url):
+        if checks[0].ok and read_prefill is not None:
             checks.append(
-                _prefix_reuse(
-                    settings,
-                    base,
-                    prefill_metrics_url,
-                    metrics_port or METRICS_PORT,
-                    timeout,
-                    metrics_wait,
-                )
+                _prefix_reuse(settings, base, read_prefill, earlier, timeout, metrics_wait)
             )
         if ray_dashboard_url:
             checks += _rank_placement(settings, ray_dashboard_url, timeout)
@@ -686,16 +688,39 @@ def _verify(
     return checks
 
 
+def _prefill_cache_reader(
+    settings: Settings, urls: list[str], port: int, timeout: float
+) -> Callable[[], CacheCounts]:
+    """Reads prefill's prefix-cache counters, summed over its workers' metrics pages."""
+    from pdctl import prefix_reuse
+
+    def read() -> CacheCounts:
+        return prefix_reuse.cache_counts(_metrics_pages(settings, urls, port, timeout, "prefill"))
+
+    return read
+
+
+def _reading_or_none(read: Callable[[], CacheCounts]) -> CacheCounts | None:
+    """A reading, or none when the pages cannot be read now (the check itself says why)."""
+    try:
+        return read()
+    except (verify.EvidenceError, CannotRunError):
+        return None
+
+
 def _prefix_reuse(
     settings: Settings,
     base: str,
-    metrics_url: list[str],
-    metrics_port: int,
+    read: Callable[[], CacheCounts],
+    earlier: CacheCounts | None,
     timeout: float,
     metrics_wait: float,
 ) -> Check:
     """The same prompt twice, prefill's prefix-cache counters read before, after the first and
-    after the second (pdctl/prefix_reuse.py judges them)."""
+    after the second (pdctl/prefix_reuse.py judges them). ``earlier`` was read before verify's
+    own streamed completion: Ray exports each worker's counters on its own tick, so that
+    completion's lookup can show after the KV check is done, and taken into the first prompt's
+    count it would look like other traffic."""
     from pdctl import prefix_reuse
     from pdctl.checks import undecided
 
@@ -705,24 +730,19 @@ def _prefix_reuse(
             "prefill's engine options set enable_prefix_caching false: every prompt is computed"
         )
 
-    def read() -> prefix_reuse.CacheCounts:
-        return prefix_reuse.cache_counts(
-            _metrics_pages(settings, metrics_url, metrics_port, timeout, "prefill")
-        )
-
     model = settings.serving.model.id
     prompt = prefix_reuse.repeated_prompt(settings.serving.kv_transfer.block_size)
     try:
-        before = read()
         with output.stderr.status("Sending one prompt twice...", spinner="dots"):
+            before = (
+                prefix_reuse.await_counts(read, prefix_reuse.moved_since(earlier), metrics_wait)
+                if earlier is not None
+                else read()
+            )
             verify.stream_one_completion(
                 base, model, prompt, timeout, max_tokens=prefix_reuse.ANSWER_TOKENS
             )
-            first = prefix_reuse.await_counts(
-                read,
-                lambda now: now.queries != before.queries or now.sources != before.sources,
-                metrics_wait,
-            )
+            first = prefix_reuse.await_counts(read, prefix_reuse.moved_since(before), metrics_wait)
             verify.stream_one_completion(
                 base, model, prompt, timeout, max_tokens=prefix_reuse.ANSWER_TOKENS
             )

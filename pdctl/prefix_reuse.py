@@ -91,6 +91,12 @@ def await_counts(
         sleep(interval)
 
 
+def moved_since(reference: CacheCounts) -> Callable[[CacheCounts], bool]:
+    """Settled once a request's lookup shows: the prompt tokens counted, or the set of
+    endpoints changed (a restart, which the verdict then reports)."""
+    return lambda now: now.queries != reference.queries or now.sources != reference.sources
+
+
 def _whole(values: Iterable[float]) -> bool:
     return all(math.isfinite(value) and value >= 0 and value == int(value) for value in values)
 
