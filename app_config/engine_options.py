@@ -216,3 +216,28 @@ def _from_text(text: str, types: list[str]) -> Any:
             except ValueError:
                 continue
     return text
+
+
+def numeric_option(options: Mapping[str, Any], key: str) -> float:
+    """A numeric option's value, 0 when unset or not a number (the value rule names those)."""
+    value = options.get(key)
+    return value if isinstance(value, int | float) and not isinstance(value, bool) else 0
+
+
+def weight_offloader(options: Mapping[str, Any]) -> str | None:
+    """The weight offloader vLLM 0.26 builds from the options (model_executor/offloader/base.py
+    ``create_offloader``): ``offload_backend`` when set, else, for ``auto``, layer-group
+    prefetch when ``offload_group_size`` is above 0, UVA when ``cpu_offload_gb`` is, else none.
+    The other backend's settings are then ignored (vLLM warns; config/offload.py)."""
+    backend = options.get("offload_backend") or "auto"
+    if backend != "auto":
+        return backend if backend in ("uva", "prefetch") else None
+    if numeric_option(options, "offload_group_size") > 0:
+        return "prefetch"
+    return "uva" if numeric_option(options, "cpu_offload_gb") > 0 else None
+
+
+def uva_offload_gib(options: Mapping[str, Any]) -> float:
+    """GiB per GPU the UVA weight offload pins (``cpu_offload_gb``), 0 unless UVA is the
+    offloader vLLM builds."""
+    return numeric_option(options, "cpu_offload_gb") if weight_offloader(options) == "uva" else 0

@@ -16,6 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from app_config import engine_options
+
 if TYPE_CHECKING:
     from app_config.model import GpuNodeGroup, NodePlacement
     from app_config.serving import Engine
@@ -103,8 +105,8 @@ class Side:
         """Host memory vLLM's UVA weight offload pins per GPU: the engine option
         ``cpu_offload_gb``, 'the space in GiB to offload to CPU, per GPU', held in pinned pages
         (vLLM 0.26 config/offload.py UVAOffloadConfig; model_executor/offloader/uva.py
-        ``pin_memory()``)."""
-        return float(self.options.get("cpu_offload_gb") or 0)
+        ``pin_memory()``), when UVA is the offloader vLLM builds from the options."""
+        return float(engine_options.uva_offload_gib(self.options))
 
     @property
     def pinned_host_mib_per_pod(self) -> int:

@@ -20,10 +20,11 @@ replica start (app_config/rules/engine_options.py judges it):
 - ``types``: the kinds of its annotation's alternatives (int, float, bool, str, none, list, dict,
   choice, config for a nested vLLM config class, class for ``type[...]``);
 - ``choices``: the ``Literal`` values and enum members the annotation names, with where they
-  are declared; an enum that a config's ``mode="before"`` validator parses as
-  ``Enum[value.upper()]`` (vllm/config/attention.py ``AttentionConfig.validate_backend_before``)
-  is given by member name, case-insensitively, plus ``"auto"`` where that validator maps it to
-  None;
+  are declared, or, for an argument annotated as plain text, those of the config field it
+  becomes (the pydantic config class validates the value); an enum that a config's
+  ``mode="before"`` validator parses as ``Enum[value.upper()]`` (vllm/config/attention.py
+  ``AttentionConfig.validate_backend_before``) is given by member name, case-insensitively,
+  plus ``"auto"`` where that validator maps it to None;
 - ``bounds``: the ``Field(gt=, ge=, lt=, le=)`` limits of the pydantic config dataclass field the
   argument becomes (vllm/config/*.py), found from ``EngineArgs``'s defaults
   (``CacheConfig.gpu_memory_utilization``, ``get_field(ParallelConfig, "eplb_config")``) and the
@@ -202,7 +203,8 @@ def declarations(source: Source) -> dict[str, str]:
 
 
 def config_fields(source: Source) -> dict[str, dict[str, dict[str, Any]]]:
-    """Every class of vllm/config/*.py: field -> its ``Field(...)`` bounds and the file."""
+    """Every class of vllm/config/*.py: field -> its annotation, its ``Field(...)`` bounds and
+    the file."""
     classes: dict[str, dict[str, dict[str, Any]]] = {}
     for name, tree in source.named_trees(CONFIG_FILES):
         for cls in tree.body:
@@ -218,7 +220,11 @@ def config_fields(source: Source) -> dict[str, dict[str, dict[str, Any]]]:
                     for keyword in value.keywords:
                         if keyword.arg in _BOUNDS:
                             bounds[keyword.arg] = ast.literal_eval(keyword.value)
-                fields[node.target.id] = {"bounds": bounds, "file": name}
+                fields[node.target.id] = {
+                    "annotation": ast.unparse(node.annotation),
+                    "bounds": bounds,
+                    "file": name,
+                }
             classes[cls.name] = fields
     return classes
 
@@ -370,6 +376,30 @@ def value_rule(
     return rule
 
 
+def _narrowed(
+    rule: dict[str, Any],
+    fields: list[tuple[str, str, dict[str, Any]]],
+    literals: Mapping[str, list[Any]],
+    enums: Mapping[str, dict[str, Any]],
+    by_name: Mapping[str, list[str]],
+    declared: Mapping[str, str],
+    configs: set[str],
+) -> dict[str, Any]:
+    """An argument typed as plain text whose config field is a ``Literal`` or an enum takes the
+    field's choices: the pydantic config class refuses any other value when
+    ``create_engine_config`` builds it (``offload_backend: str = OffloadConfig.offload_backend``,
+    whose field is ``OffloadBackend``). A None the argument allows stays allowed."""
+    if "choices" in rule or not set(rule["types"]) <= {"str", "none"}:
+        return rule
+    for cls, attribute, field in fields:
+        narrow = value_rule(field["annotation"], literals, enums, by_name, declared, configs)
+        if "choices" in narrow:
+            types = narrow["types"] + [t for t in rule["types"] if t == "none"]
+            sources = [f"{source}, {cls}.{attribute}" for source in narrow["choices_from"]]
+            return {**narrow, "types": list(dict.fromkeys(types)), "choices_from": sources}
+    return rule
+
+
 def value_rules(
     source: Source,
     arguments: Mapping[str, str],
@@ -384,6 +414,12 @@ def value_rules(
     rules: dict[str, dict[str, Any]] = {}
     for name, annotation in sorted(arguments.items()):
         rule = value_rule(annotation, literals, enums, by_name, declared, set(classes))
+        fields = [
+            (cls, attribute, field)
+            for cls, attribute in targets.get(name, [])
+            if (field := classes[cls].get(attribute))
+        ]
+        rule = _narrowed(rule, fields, literals, enums, by_name, declared, set(classes))
         bounds = [
             {**field["bounds"], "source": f"{field['file']} {cls}.{attribute}"}
             for cls, attribute in targets.get(name, [])

@@ -12,7 +12,8 @@ them against vLLM's own config classes (tests/e2e/test_engine_option_values.py).
 One code per kind of mistake: a name the app refuses (``engine-options``), a value vLLM refuses
 (``engine-option-value``), a relation vLLM's scheduler refuses (``engine-option-scheduler``),
 an option that undoes the prefill/decode split (``engine-option-pd``), one the side's GPUs
-cannot run (``engine-option-hardware``), one Ray's loader cannot (``engine-option-loader``).
+cannot run (``engine-option-hardware``), one Ray's loader cannot (``engine-option-loader``), a
+weight offload vLLM refuses (``engine-option-offload``) or ignores (``-offload-ignored``).
 """
 
 from __future__ import annotations
@@ -342,6 +343,66 @@ def loader(settings: Settings) -> list[Finding]:
     return _once(found)
 
 
+# --- weight offload ----------------------------------------------------------------------------
+
+
+def weight_offload(side: SideOptions) -> Iterator[Finding]:
+    """vLLM 0.26 vllm/config/offload.py ``OffloadConfig.validate_offload_config``, run when the
+    engine config is built: once layer-group offload is on (``offload_backend`` prefetch, or
+    any ``offload_group_size`` above 0, whatever the backend) a group offloads at most its own
+    layers, and at least one layer is prefetched ahead."""
+    options = side.options
+    group = engine_options.numeric_option(options, "offload_group_size")
+    if options.get("offload_backend") != "prefetch" and group <= 0:
+        return
+    rule = f"{VLLM} requires offload_num_in_group <= offload_group_size (OffloadConfig."
+    (in_group, step) = _ints({"offload_num_in_group": 1, "offload_prefetch_step": 1, **options},
+                             "offload_num_in_group", "offload_prefetch_step")  # fmt: skip
+    if in_group is not None and in_group > group and "offload_num_in_group" in options:
+        yield side.finding("offload_num_in_group", (
+            f"{in_group} is above offload_group_size {group:g}: each group of "
+            f"offload_group_size layers offloads offload_num_in_group of them; {rule}"
+            "validate_offload_config, vllm/config/offload.py)"
+        ))  # fmt: skip
+    elif in_group is not None and in_group > group:
+        yield side.finding("offload_backend", (
+            "'prefetch' offloads layers by groups and needs offload_group_size above 0 (the "
+            f"layers per group; offload_num_in_group, default 1, of each are offloaded); {rule}"
+            "validate_offload_config, vllm/config/offload.py)"
+        ))  # fmt: skip
+    if step is not None and step < 1:
+        yield side.finding("offload_prefetch_step", (
+            f"{step} prefetches no layer ahead; {VLLM} requires offload_prefetch_step >= 1 "
+            "when layer-group offload is on (OffloadConfig.validate_offload_config)"
+        ))  # fmt: skip
+
+
+def ignored_offload(settings: Settings) -> list[Finding]:
+    """The weight offload settings of the backend vLLM does not build: it warns and ignores
+    them (vLLM 0.26 config/offload.py ``validate_offload_config``; model_executor/offloader/
+    base.py ``create_offloader`` picks one). A UVA size the prefetch offloader ignores would
+    still be added to the worker pod's memory if the app did not follow the same choice, so it
+    is not (app_config/side.py ``weight_offload_gib_per_gpu``)."""
+    found = []
+    for side in side_options(settings):
+        options = side.options
+        chosen = engine_options.weight_offloader(options)
+        if chosen == "prefetch" and engine_options.numeric_option(options, "cpu_offload_gb") > 0:
+            found.append(side.finding("cpu_offload_gb", (
+                f"{VLLM} ignores it: the options select layer-group offload (offload_backend "
+                f"{options.get('offload_backend', 'auto')!r} with offload_group_size "
+                f"{engine_options.numeric_option(options, 'offload_group_size'):g}), and UVA "
+                "offload's size is then unused and not added to the worker pod's memory. Remove "
+                "it, or choose UVA with offload_backend: uva"
+            )))  # fmt: skip
+        if chosen == "uva" and engine_options.numeric_option(options, "offload_group_size") > 0:
+            found.append(side.finding("offload_group_size", (
+                f"{VLLM} ignores it: offload_backend is 'uva', so no layer group is offloaded. "
+                "Remove it, or set offload_backend: prefetch"
+            )))  # fmt: skip
+    return _once(found)
+
+
 # --- code from outside the image ---------------------------------------------------------------
 
 
@@ -391,5 +452,7 @@ RULES = (
     Rule("engine-option-pd", SERVING, disaggregation),
     Rule("engine-option-hardware", frozenset({"serving", "gpu_nodes"}), hardware),
     Rule("engine-option-loader", SERVING, loader),
+    Rule("engine-option-offload", SERVING, _per_side(weight_offload)),
     Rule("engine-option-remote-code", SERVING, remote_code, WARNING, stack="serving"),
+    Rule("engine-option-offload-ignored", SERVING, ignored_offload, WARNING, stack="serving"),
 )

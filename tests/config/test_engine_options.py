@@ -36,6 +36,7 @@ def _problems(configuration: str = "default", **overrides: str) -> ConfigError:
 
 NAME, VALUE, SCHEDULER = "engine-options", "engine-option-value", "engine-option-scheduler"
 PD, HARDWARE, LOADER = "engine-option-pd", "engine-option-hardware", "engine-option-loader"
+OFFLOAD = "engine-option-offload"
 G6E = "trial-g6e"  # L40S (Ada, 48 GiB); "default" is p5.48xlarge (H100, Hopper, 80 GiB)
 
 # (configuration, overrides, the setting named, its code, a fragment of the message): each rule
@@ -89,6 +90,10 @@ BAD_OPTIONS = [
      "watermark >= 0.0 and watermark < 1.0"),
     ("default", {DECODE: '{"cpu_offload_gb": -1}'}, f"{DECODE}.cpu_offload_gb", VALUE,
      "vllm/config/offload.py"),
+    # A plain-text argument whose config field is a Literal (offload_backend: str in EngineArgs,
+    # OffloadBackend in OffloadConfig).
+    ("default", {DECODE: '{"offload_backend": "prefech"}'}, f"{DECODE}.offload_backend", VALUE,
+     "not one of auto, uva, prefetch"),
     ("default", {BOTH: '{"tool_call_parser": "hermes2", "enable_auto_tool_choice": true}'},
      f"{BOTH}.tool_call_parser", VALUE, "not a parser vLLM 0.26.0 registers"),
     ("default", {DECODE: '{"reasoning_parser": "qwen4"}'}, f"{DECODE}.reasoning_parser", VALUE,
@@ -102,6 +107,13 @@ BAD_OPTIONS = [
      f"{PREFILL}.max_num_partial_prefills", SCHEDULER, "concurrent partial prefill"),
     ("default", {DECODE: '{"max_long_partial_prefills": 2}'},
      f"{DECODE}.max_long_partial_prefills", SCHEDULER, "concurrent partial prefill"),
+    # Layer-group weight offload: OffloadConfig.validate_offload_config.
+    ("default", {DECODE: '{"offload_group_size": 2, "offload_num_in_group": 3}'},
+     f"{DECODE}.offload_num_in_group", OFFLOAD, "3 is above offload_group_size 2"),
+    ("default", {BOTH: '{"offload_backend": "prefetch"}'}, f"{BOTH}.offload_backend", OFFLOAD,
+     "needs offload_group_size above 0"),
+    ("default", {PREFILL: '{"offload_group_size": 8, "offload_prefetch_step": 0}'},
+     f"{PREFILL}.offload_prefetch_step", OFFLOAD, "offload_prefetch_step >= 1"),
     # What undoes the prefill/decode split.
     ("default", {PREFILL: '{"kv_offloading_size": 64}'}, f"{PREFILL}.kv_offloading_size", PD,
      "replaces the side's NixlConnector with the offloading connector"),
@@ -145,6 +157,7 @@ def test_a_bad_engine_option_is_named_with_the_reason(
 
 
 REMOTE_CODE = "engine-option-remote-code"
+IGNORED = "engine-option-offload-ignored"
 # (overrides, the setting named, its code, a fragment of the message): what loads but warns.
 WARNED_OPTIONS = [
     ({BOTH: '{"trust_remote_code": true}'}, f"{BOTH}.trust_remote_code", REMOTE_CODE,
@@ -153,11 +166,18 @@ WARNED_OPTIONS = [
      f"{BOTH}.trust_remote_code", REMOTE_CODE, "at revision 'a1b2c3d'"),
     ({PREFILL: '{"trust_remote_code": true}'}, f"{PREFILL}.trust_remote_code", REMOTE_CODE,
      "on every prefill node"),
+    # The other weight offloader's settings (create_offloader builds one).
+    ({DECODE: '{"offload_group_size": 8, "cpu_offload_gb": 4}'}, f"{DECODE}.cpu_offload_gb",
+     IGNORED, "offload_backend 'auto' with offload_group_size 8"),
+    ({BOTH: '{"offload_backend": "prefetch", "offload_group_size": 4, "cpu_offload_gb": 2}'},
+     f"{BOTH}.cpu_offload_gb", IGNORED, "UVA offload's size is then unused"),
+    ({PREFILL: '{"offload_backend": "uva", "cpu_offload_gb": 2, "offload_group_size": 8}'},
+     f"{PREFILL}.offload_group_size", IGNORED, "offload_backend is 'uva'"),
 ]  # fmt: skip
 
 
 @pytest.mark.parametrize(("overrides", "setting", "code", "fragment"), WARNED_OPTIONS)
-def test_an_option_that_runs_code_from_outside_the_image_warns_at_its_setting(
+def test_an_option_that_loads_but_is_ignored_or_runs_outside_code_warns_at_its_setting(
     overrides: dict[str, str], setting: str, code: str, fragment: str
 ) -> None:
     found = {(f.path, f.code): f.message for f in evaluate(settings_for("default", **overrides))}
@@ -188,6 +208,9 @@ GOOD_OPTIONS = [
     ("default", {DECODE: '{"optimization_level": 2, "kv_offloading_size": null}'}),
     ("default", {DECODE: '{"compilation_config": {"cudagraph_mode": "PIECEWISE"}}'}),
     ("default", {PREFILL: '{"max_num_partial_prefills": 1, "max_long_partial_prefills": 1}'}),
+    ("default", {DECODE: '{"offload_group_size": 8, "offload_num_in_group": 8}'}),
+    ("default", {DECODE: '{"offload_backend": "uva", "cpu_offload_gb": 2}'}),
+    ("default", {BOTH: '{"offload_backend": "auto", "offload_prefetch_step": 0}'}),  # off
 ]  # fmt: skip
 
 

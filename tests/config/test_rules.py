@@ -168,6 +168,12 @@ WARNINGS = [
         "engine-option-remote-code",
         "serving.engine_options.trust_remote_code",
     ),
+    (
+        "default",
+        {"serving.engine_options": '{"offload_group_size": 8, "cpu_offload_gb": 4}'},
+        "engine-option-offload-ignored",
+        "serving.engine_options.cpu_offload_gb",
+    ),
     ("quickstart", {}, "documentation-placeholder", "cluster.admin_principal_arns[0]"),
     (
         "capacity-block",

@@ -55,6 +55,25 @@ def test_the_offload_is_added_to_the_worker_pods_memory_request() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("options", "counted_gib"),
+    [
+        ({"cpu_offload_gb": 4, "offload_backend": "uva"}, 4),
+        ({"cpu_offload_gb": 4, "offload_backend": "uva", "offload_group_size": 8}, 4),
+        # vLLM builds the layer-group offloader and ignores the UVA size
+        # (model_executor/offloader/base.py create_offloader).
+        ({"cpu_offload_gb": 4, "offload_group_size": 8}, 0),
+        ({"cpu_offload_gb": 4, "offload_backend": "prefetch", "offload_group_size": 8}, 0),
+    ],
+)
+def test_only_the_offloader_vllm_builds_is_counted(options: dict, counted_gib: int) -> None:
+    plain = rule.rendered_pods(settings_for("default")).workers["decode"].memory_mib
+    settings = settings_for("default", **{DECODE_OPTIONS: json.dumps(options)})
+    gpus = settings.side("decode").gpus_per_node
+    memory = rule.rendered_pods(settings).workers["decode"].memory_mib
+    assert memory == plain + counted_gib * gpus * 1024
+
+
 def test_a_fraction_of_a_gib_rounds_the_request_up_to_whole_gib() -> None:
     plain = rule.rendered_pods(settings_for("default")).workers["decode"].memory_mib
     offloaded = rule.rendered_pods(settings_for("default", **_offload(0.1))).workers["decode"]

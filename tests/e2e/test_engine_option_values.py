@@ -181,6 +181,13 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "kv offloading": {"kv_offloading_size": 64},
     "kv offloading to lmcache": {"kv_offloading_size": 8, "kv_offloading_backend": "lmcache"},
     "routed experts returned": {"enable_return_routed_experts": True},
+    "layer-group offload, 2 of 8": {"offload_group_size": 8, "offload_num_in_group": 2},
+    "layer-group offload, 3 of 2": {"offload_group_size": 2, "offload_num_in_group": 3},
+    "prefetch without a group size": {"offload_backend": "prefetch"},
+    "prefetch step 0 with a group": {"offload_group_size": 8, "offload_prefetch_step": 0},
+    "prefetch step 0, no group": {"offload_prefetch_step": 0},
+    "offload_backend uva": {"offload_backend": "uva", "cpu_offload_gb": 1},
+    "offload_backend prefech": {"offload_backend": "prefech"},
 }
 
 
