@@ -310,6 +310,7 @@ class EngineArgs:
     quantization: QuantizationMethods | str | None = None
     gpu_memory_utilization: float = CacheConfig.gpu_memory_utilization
     max_num_seqs: int | None = None
+    offload_backend: str = OffloadConfig.offload_backend
     registry: ClassVar[dict] = {}
     def create_engine_config(self):
         return SchedulerConfig(max_num_seqs=self.max_num_seqs)
@@ -327,6 +328,10 @@ class FrontendArgs(BaseFrontendArgs):
         'CacheDType = Literal["auto", Fp8Kind]\nFp8Kind = Literal["fp8"]\n'
         "class CacheConfig:\n"
         "    gpu_memory_utilization: float = Field(default=0.9, gt=0, le=1)\n"
+    ),
+    "vllm/config/offload.py": (
+        'OffloadBackend = Literal["auto", "uva", "prefetch"]\n'
+        'class OffloadConfig:\n    offload_backend: OffloadBackend = "auto"\n'
     ),
     "vllm/config/scheduler.py": (
         "class SchedulerConfig:\n    max_num_seqs: int = Field(default=128, ge=1)\n"
@@ -367,6 +372,7 @@ def test_the_generator_reads_fields_literals_and_registries(tmp_path: Path) -> N
         "kv_cache_dtype": "CacheDType",
         "max_num_seqs": "int | None",
         "model": "str",
+        "offload_backend": "str",
         "quantization": "QuantizationMethods | str | None",
     }
     assert data["frontend_args"] == {"tool_call_parser": "str | None"}
@@ -401,3 +407,11 @@ def test_the_generator_reads_fields_literals_and_registries(tmp_path: Path) -> N
         "case_insensitive": True,
     }
     assert values["quantization"]["types"] == ["choice", "str", "none"]
+    # Plain text in EngineArgs, a Literal in the config class it becomes, which judges it.
+    assert values["offload_backend"] == {
+        "types": ["choice"],
+        "choices": ["auto", "uva", "prefetch"],
+        "choices_from": ["OffloadBackend (vllm/config/offload.py), OffloadConfig.offload_backend"],
+    }
+    # Text a Literal-or-text field takes stays text: the model's name is not narrowed.
+    assert values["model"] == {"types": ["str"]}
