@@ -218,6 +218,28 @@ def _from_text(text: str, types: list[str]) -> Any:
     return text
 
 
+def nested(options: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """A nested config option (``compilation_config``, ``profiler_config``, ...) as the mapping
+    vLLM validates: given as a mapping, or as its JSON text; anything else is none (the value
+    rule names it)."""
+    value = options.get(key)
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def lookup(options: Mapping[str, Any], path: str, default: Any = None) -> Any:
+    """An option's value by its dotted path (``profiler_config.profiler``), ``default`` where
+    it is not given."""
+    key, _, field = path.partition(".")
+    if not field:
+        return options.get(key, default)
+    return nested(options, key).get(field, default)
+
+
 def numeric_option(options: Mapping[str, Any], key: str) -> float:
     """A numeric option's value, 0 when unset or not a number (the value rule names those)."""
     value = options.get(key)

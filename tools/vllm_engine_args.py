@@ -53,6 +53,7 @@ ARG_UTILS = "vllm/engine/arg_utils.py"
 CLI_ARGS = "vllm/entrypoints/openai/cli_args.py"
 TOOL_PARSERS = "vllm/tool_parsers/__init__.py"
 REASONING_PARSERS = "vllm/reasoning/__init__.py"
+QUANTIZATION = "vllm/model_executor/layers/quantization/__init__.py"
 _VERSION = re.compile(r"^Version: (\S+)$", re.MULTILINE)
 
 
@@ -431,6 +432,150 @@ def value_rules(
     return rules
 
 
+def _copied_configs(function: ast.FunctionDef) -> dict[str, str]:
+    """``name = copy.deepcopy(self.config)`` in ``function``: local name -> the argument."""
+    found: dict[str, str] = {}
+    for node in ast.walk(function):
+        target, value = _assignment(node) if isinstance(node, ast.stmt) else (None, None)
+        if (
+            target
+            and isinstance(value, ast.Call)
+            and ast.unparse(value.func).endswith("deepcopy")
+            and value.args
+            and isinstance(value.args[0], ast.Attribute)
+            and ast.unparse(value.args[0].value) == "self"
+        ):
+            found[target] = value.args[0].attr
+    return found
+
+
+def _self_attribute(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Attribute) and ast.unparse(node.value) == "self":
+        return node.attr
+    return None
+
+
+def _raises(statements: list[ast.stmt]) -> bool:
+    return any(isinstance(node, ast.Raise) for node in statements)
+
+
+def exclusive_options(
+    arg_utils: ast.Module,
+    engine: Mapping[str, str],
+    classes: Mapping[str, dict[str, dict[str, Any]]],
+    by_name: Mapping[str, list[str]],
+) -> list[dict[str, Any]]:
+    """Engine arguments that vLLM refuses beside the same field of a nested config argument
+    (``EngineArgs`` methods, vllm/engine/arg_utils.py), in the two shapes its source has:
+
+    - ``if self.attention_backend is not None:`` then, on ``attention_config =
+      copy.deepcopy(self.attention_config)``, ``if attention_config.backend is not None:
+      raise`` (``create_engine_config``): both set (``"nested": "set"``); a value the field's
+      before-validator turns into None (``"auto"`` of an enum looked up by name) is unset;
+    - ``for flag, key, value in (("--spec-method", "method", self.spec_method), ...)`` with
+      ``if key in self.speculative_config: raise`` (``create_speculative_config``): the key
+      present in the mapping at all (``"nested": "given"``).
+    """
+    found: list[dict[str, Any]] = []
+    (engine_args,) = [
+        n for n in arg_utils.body if isinstance(n, ast.ClassDef) and n.name == "EngineArgs"
+    ]
+    for function in engine_args.body:
+        if not isinstance(function, ast.FunctionDef):
+            continue
+        source = f"{ARG_UTILS} EngineArgs.{function.name}"
+        copies = _copied_configs(function)
+        for outer in ast.walk(function):
+            if not isinstance(outer, ast.If):
+                continue
+            option = _is_set(outer.test)
+            if option is None:
+                continue
+            for inner in ast.walk(outer):
+                if inner is outer or not isinstance(inner, ast.If) or not _raises(inner.body):
+                    continue
+                nested = _is_set(inner.test, local=True)
+                if nested and "." in nested and nested.split(".")[0] in copies:
+                    config, field = copies[nested.split(".")[0]], nested.split(".", 1)[1]
+                    found.append({
+                        "option": option, "config": config, "field": field, "nested": "set",
+                        "unset": _unset_words(engine[config], field, classes, by_name),
+                        "source": source,
+                    })  # fmt: skip
+        for loop in ast.walk(function):
+            if not (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Tuple)):
+                continue
+            checks = [
+                node
+                for node in ast.walk(loop)
+                if isinstance(node, ast.If)
+                and _raises(node.body)
+                and isinstance(node.test, ast.Compare)
+                and isinstance(node.test.ops[0], ast.In)
+            ]
+            for check in checks:
+                config = _self_attribute(check.test.comparators[0])
+                for row in loop.iter.elts:
+                    if not isinstance(row, ast.Tuple):
+                        continue
+                    keys = [
+                        e.value
+                        for e in row.elts
+                        if isinstance(e, ast.Constant)
+                        and isinstance(e.value, str)
+                        and not e.value.startswith("-")  # the flag, "--spec-method"
+                    ]
+                    options = [a for e in row.elts if (a := _self_attribute(e))]
+                    if config and len(keys) == 1 and len(options) == 1:
+                        found.append({
+                            "option": options[0], "config": config, "field": keys[0],
+                            "nested": "given", "unset": [], "source": source,
+                        })  # fmt: skip
+    return found
+
+
+def _unset_words(
+    annotation: str,
+    field: str,
+    classes: Mapping[str, dict[str, dict[str, Any]]],
+    by_name: Mapping[str, list[str]],
+) -> list[str]:
+    """The words the nested field's ``mode="before"`` validator turns into None (``"auto"``
+    for an enum looked up by name): given there, the field is unset."""
+    for cls in alternatives(annotation):
+        declared = classes.get(cls, {}).get(field)
+        if declared:
+            enums = referenced_aliases([declared["annotation"]], by_name)
+            return sorted({word for enum in enums for word in by_name[enum]})
+    return []
+
+
+def _is_set(test: ast.expr, *, local: bool = False) -> str | None:
+    """``self.x is not None`` -> "x"; with ``local``, ``name.field is not None`` ->
+    "name.field"."""
+    if not (
+        isinstance(test, ast.Compare)
+        and isinstance(test.ops[0], ast.IsNot)
+        and ast.unparse(test.comparators[0]) == "None"
+    ):
+        return None
+    if local:
+        text = ast.unparse(test.left)
+        return None if text.startswith("self.") else text
+    return _self_attribute(test.left)
+
+
+def deprecated_quantization(source: Source) -> list[str]:
+    """``DEPRECATED_QUANTIZATION_METHODS``: methods ``ModelConfig._verify_quantization``
+    (vllm/config/model.py) refuses unless ``allow_deprecated_quantization`` is set."""
+    tree = source.tree(QUANTIZATION)
+    for node in tree.body:
+        target, value = _assignment(node)
+        if target == "DEPRECATED_QUANTIZATION_METHODS" and isinstance(value, ast.List):
+            return [item.value for item in value.elts if isinstance(item, ast.Constant)]
+    raise LookupError("DEPRECATED_QUANTIZATION_METHODS not found")
+
+
 def generate(path: Path) -> dict[str, Any]:
     source = Source(path)
     arg_utils, cli_args = source.tree(ARG_UTILS), source.tree(CLI_ARGS)
@@ -461,6 +606,10 @@ def generate(path: Path) -> dict[str, Any]:
             source.tree(REASONING_PARSERS), "_REASONING_PARSERS_TO_REGISTER"
         ),
         "values": value_rules(source, arguments, arg_utils, aliases, enums),
+        "exclusive": exclusive_options(
+            arg_utils, engine, config_fields(source), enums_by_name(source, enums)
+        ),
+        "deprecated_quantization": deprecated_quantization(source),
     }
 
 

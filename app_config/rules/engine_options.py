@@ -11,9 +11,12 @@ them against vLLM's own config classes (tests/e2e/test_engine_option_values.py).
 
 One code per kind of mistake: a name the app refuses (``engine-options``), a value vLLM refuses
 (``engine-option-value``), a relation vLLM's scheduler refuses (``engine-option-scheduler``),
-an option that undoes the prefill/decode split (``engine-option-pd``), one the side's GPUs
-cannot run (``engine-option-hardware``), one Ray's loader cannot (``engine-option-loader``), a
-weight offload vLLM refuses (``engine-option-offload``) or ignores (``-offload-ignored``).
+an option vLLM refuses beside the same field of a nested config option
+(``engine-option-exclusive``, generated from vLLM's source), an option that needs another's
+value (``engine-option-relation``), an option that undoes the prefill/decode split
+(``engine-option-pd``), one the side's GPUs cannot run (``engine-option-hardware``), one Ray's
+loader cannot (``engine-option-loader``), a weight offload vLLM refuses
+(``engine-option-offload``) or ignores (``-offload-ignored``).
 """
 
 from __future__ import annotations
@@ -152,6 +155,14 @@ def option_values(side: SideOptions) -> Iterator[Finding]:
         message = value_problem(key, value)
         if message:
             yield side.finding(key, message)
+    quantization = side.options.get("quantization")
+    allowed = side.options.get("allow_deprecated_quantization") is True
+    if quantization in data["deprecated_quantization"] and not allowed:
+        yield side.finding("quantization", (
+            f"{quantization!r} is deprecated in {VLLM}, which refuses it unless "
+            "allow_deprecated_quantization is true (ModelConfig._verify_quantization, "
+            "vllm/config/model.py)"
+        ))  # fmt: skip
     for key, registry in engine_options.REGISTRIES.items():
         name = side.options.get(key)
         plugin = side.options.get(engine_options.PLUGINS[key])
@@ -197,6 +208,119 @@ def scheduler_relations(side: SideOptions, max_model_len: int) -> Iterator[Findi
                 f"{VLLM} does not support concurrent partial prefill (EngineArgs."
                 "_check_feature_supported raises for any value but its default 1); leave it "
                 "unset"
+            ))  # fmt: skip
+
+
+# --- relations between options ----------------------------------------------------------------
+
+
+def exclusive(side: SideOptions) -> Iterator[Finding]:
+    """An option beside the same field of the nested config option it would override: vLLM
+    0.26 refuses the two together. The pairs are generated from vLLM's source into the
+    catalog's ``exclusive`` (tools/vllm_engine_args.py ``exclusive_options``): "set" where
+    vLLM refuses both not None (a field value its before-validator turns into None, such as
+    attention_config's backend ``auto``, is unset), "given" where it refuses the key in the
+    mapping at all."""
+    for pair in engine_options.vllm_args()["exclusive"]:
+        option, config, field = pair["option"], pair["config"], pair["field"]
+        mapping = engine_options.nested(side.options, config)
+        if side.options.get(option) is None or field not in mapping:
+            continue
+        value = mapping[field]
+        unset = value is None or (isinstance(value, str) and value.lower() in pair["unset"])
+        if pair["nested"] == "set" and unset:
+            continue
+        yield side.finding(option, (
+            f"set beside {config}.{field}, which it overrides; {VLLM} refuses the two together "
+            f"({pair['source']}): set one of them"
+        ))  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One relation vLLM 0.26 checks when it builds the engine config: ``option`` (a dotted
+    path reaches into a nested config option), where ``applies`` to its value, needs
+    ``needs`` (its value, or vLLM's ``default`` where not given) to pass ``holds``."""
+
+    option: str
+    applies: Callable[[Any, Mapping[str, Any]], bool]  # (its value, the side's options)
+    needs: str
+    default: Any
+    holds: Callable[[Any, Any], bool]  # (the needed value, the option's value)
+    wanted: str
+    source: str
+
+
+_OBSERVABILITY = "vllm/config/observability.py ObservabilityConfig._validate_tracing_config"
+_PARALLEL = "vllm/config/parallel.py ParallelConfig._validate_parallel_config"
+_STRUCTURED = (
+    "vllm/config/structured_outputs.py StructuredOutputsConfig._validate_structured_output_config"
+)
+_PROFILER = "vllm/config/profiler.py ProfilerConfig._validate_profiler_config"
+REQUIREMENTS = (
+    Requirement("collect_detailed_traces", lambda v, _: bool(v), "otlp_traces_endpoint", None,
+                lambda n, _: bool(n), "an otlp_traces_endpoint to send the traces to",
+                _OBSERVABILITY),
+    Requirement("numa_bind_nodes", lambda v, _: True, "numa_bind", False,
+                lambda n, _: n is True, "numa_bind true", _PARALLEL),
+    Requirement("numa_bind_cpus", lambda v, _: True, "numa_bind", False,
+                lambda n, _: n is True, "numa_bind true", _PARALLEL),
+    # decode_context_parallel_size is the app's (engine_options.OWNED): 1 on every side.
+    Requirement("dcp_comm_backend", lambda v, _: v == "a2a", "decode_context_parallel_size", 1,
+                lambda n, _: isinstance(n, int) and n > 1,
+                "decode_context_parallel_size > 1, and this app runs decode context parallel "
+                "1 on every side", _PARALLEL),
+    # Unset, enable_prefix_caching takes the model's default (EngineArgs.
+    # _set_default_chunked_prefill_and_prefix_caching_args): only an explicit false is judged.
+    Requirement("mamba_block_size", lambda v, options: v != options["max_model_len"],
+                "enable_prefix_caching", None, lambda n, _: n is not False,
+                "enable_prefix_caching for a mamba_block_size",
+                "vllm/config/vllm.py VllmConfig.validate_mamba_block_size"),
+    Requirement("enable_mamba_cache_stochastic_rounding", lambda v, _: v is True,
+                "mamba_ssm_cache_dtype", "auto", lambda n, _: n == "float16",
+                "mamba_ssm_cache_dtype float16 for stochastic rounding",
+                "vllm/config/vllm.py VllmConfig.__post_init__"),
+    Requirement("structured_outputs_config.disable_any_whitespace", lambda v, _: bool(v),
+                "structured_outputs_config.backend", "auto",
+                lambda n, _: n in ("xgrammar", "guidance"), "backend xgrammar or guidance",
+                _STRUCTURED),
+    Requirement("structured_outputs_config.disable_additional_properties",
+                lambda v, _: bool(v), "structured_outputs_config.backend", "auto",
+                lambda n, _: n == "guidance", "backend guidance", _STRUCTURED),
+    Requirement("profiler_config.torch_profiler_dir", lambda v, _: bool(v),
+                "profiler_config.profiler", None, lambda n, _: n == "torch",
+                "profiler torch", _PROFILER),
+    Requirement("profiler_config.capture_torch_profiler", lambda v, _: v is True,
+                "profiler_config.profiler", None, lambda n, _: n == "torch",
+                "profiler torch", _PROFILER),
+    Requirement("profiler_config.profiler", lambda v, _: v == "torch",
+                "profiler_config.torch_profiler_dir", "", lambda n, _: bool(n),
+                "a torch_profiler_dir to write to", _PROFILER),
+    # create_engine_config passes max_cpu_loras on only above 0, and builds LoRAConfig only
+    # with enable_lora.
+    Requirement("max_cpu_loras",
+                lambda v, options: options.get("enable_lora") is True
+                and isinstance(v, int) and v > 0,
+                "max_loras", 1, lambda n, v: not isinstance(n, int) or v >= n,
+                "max_cpu_loras >= max_loras",
+                "vllm/config/lora.py LoRAConfig._validate_lora_config"),
+)  # fmt: skip
+
+
+def relations(side: SideOptions, max_model_len: int) -> Iterator[Finding]:
+    """Each of REQUIREMENTS on the side's options, with the max_model_len the app renders."""
+    options = {**side.options, "max_model_len": max_model_len}
+    for row in REQUIREMENTS:
+        value = engine_options.lookup(options, row.option)
+        if value is None or not row.applies(value, options):
+            continue
+        needed = engine_options.lookup(options, row.needs, row.default)
+        if not row.holds(needed, value):
+            key, _, field = row.option.partition(".")
+            given = f"{field} {value!r}" if field else repr(value)
+            yield side.finding(key, (
+                f"{given} needs {row.wanted}, and {row.needs} is {needed!r}; {VLLM} refuses "
+                f"it ({row.source})"
             ))  # fmt: skip
 
 
@@ -435,20 +559,28 @@ def remote_code(settings: Settings) -> list[Finding]:
     return _once(found)
 
 
-def _scheduler(settings: Settings) -> list[Finding]:
-    max_model_len = settings.serving.max_model_len
-    return _once(
-        finding
-        for side in side_options(settings)
-        for finding in scheduler_relations(side, max_model_len)
-    )
+def _with_context(
+    judge: Callable[[SideOptions, int], Iterable[Finding]],
+) -> Callable[[Settings], list[Finding]]:
+    """A per-side rule that also reads the max_model_len the app renders (serving)."""
+
+    def check(settings: Settings) -> list[Finding]:
+        max_model_len = settings.serving.max_model_len
+        return _once(
+            finding for side in side_options(settings) for finding in judge(side, max_model_len)
+        )
+
+    check.__doc__ = judge.__doc__
+    return check
 
 
 SERVING = frozenset({"serving"})
 RULES = (
     Rule("engine-options", SERVING, _per_side(option_names)),
     Rule("engine-option-value", SERVING, _per_side(option_values)),
-    Rule("engine-option-scheduler", SERVING, _scheduler),
+    Rule("engine-option-scheduler", SERVING, _with_context(scheduler_relations)),
+    Rule("engine-option-exclusive", SERVING, _per_side(exclusive)),
+    Rule("engine-option-relation", SERVING, _with_context(relations)),
     Rule("engine-option-pd", SERVING, disaggregation),
     Rule("engine-option-hardware", frozenset({"serving", "gpu_nodes"}), hardware),
     Rule("engine-option-loader", SERVING, loader),

@@ -37,6 +37,7 @@ def _problems(configuration: str = "default", **overrides: str) -> ConfigError:
 NAME, VALUE, SCHEDULER = "engine-options", "engine-option-value", "engine-option-scheduler"
 PD, HARDWARE, LOADER = "engine-option-pd", "engine-option-hardware", "engine-option-loader"
 OFFLOAD = "engine-option-offload"
+EXCLUSIVE, RELATION = "engine-option-exclusive", "engine-option-relation"
 G6E = "trial-g6e"  # L40S (Ada, 48 GiB); "default" is p5.48xlarge (H100, Hopper, 80 GiB)
 
 # (configuration, overrides, the setting named, its code, a fragment of the message): each rule
@@ -98,6 +99,44 @@ BAD_OPTIONS = [
      f"{BOTH}.tool_call_parser", VALUE, "not a parser vLLM 0.26.0 registers"),
     ("default", {DECODE: '{"reasoning_parser": "qwen4"}'}, f"{DECODE}.reasoning_parser", VALUE,
      "qwen3"),
+    # DEPRECATED_QUANTIZATION_METHODS without allow_deprecated_quantization.
+    ("default", {BOTH: '{"quantization": "fbgemm_fp8"}'}, f"{BOTH}.quantization", VALUE,
+     "unless allow_deprecated_quantization is true"),
+    # An option beside the nested config field it overrides (the catalog's "exclusive").
+    ("default", {BOTH: '{"attention_backend": "FLASH_ATTN", '
+                       '"attention_config": {"backend": "FLASHINFER"}}'},
+     f"{BOTH}.attention_backend", EXCLUSIVE, "beside attention_config.backend"),
+    ("default", {DECODE: '{"max_cudagraph_capture_size": 64, '
+                         '"compilation_config": {"max_cudagraph_capture_size": 128}}'},
+     f"{DECODE}.max_cudagraph_capture_size", EXCLUSIVE, "EngineArgs.create_engine_config"),
+    ("default", {DECODE: '{"spec_tokens": 2, "speculative_config": '
+                         '{"method": "ngram", "num_speculative_tokens": null}}'},
+     f"{DECODE}.spec_tokens", EXCLUSIVE, "EngineArgs.create_speculative_config"),
+    # An option that needs another's value (REQUIREMENTS).
+    ("default", {DECODE: '{"collect_detailed_traces": ["model"]}'},
+     f"{DECODE}.collect_detailed_traces", RELATION, "needs an otlp_traces_endpoint"),
+    ("default", {BOTH: '{"numa_bind_nodes": [0, 1]}'}, f"{BOTH}.numa_bind_nodes", RELATION,
+     "needs numa_bind true"),
+    ("default", {DECODE: '{"dcp_comm_backend": "a2a"}'}, f"{DECODE}.dcp_comm_backend", RELATION,
+     "decode context parallel 1 on every side"),
+    ("default", {PREFILL: '{"mamba_block_size": 512, "enable_prefix_caching": false}'},
+     f"{PREFILL}.mamba_block_size", RELATION, "VllmConfig.validate_mamba_block_size"),
+    ("default", {DECODE: '{"enable_mamba_cache_stochastic_rounding": true}'},
+     f"{DECODE}.enable_mamba_cache_stochastic_rounding", RELATION,
+     "mamba_ssm_cache_dtype is 'auto'"),
+    ("default", {BOTH: '{"structured_outputs_config": {"disable_any_whitespace": true}}'},
+     f"{BOTH}.structured_outputs_config", RELATION, "needs backend xgrammar or guidance"),
+    ("default", {BOTH: '{"structured_outputs_config": {"backend": "xgrammar", '
+                       '"disable_additional_properties": true}}'},
+     f"{BOTH}.structured_outputs_config", RELATION, "needs backend guidance"),
+    ("default", {DECODE: '{"profiler_config": {"profiler": "torch"}}'},
+     f"{DECODE}.profiler_config", RELATION, "needs a torch_profiler_dir"),
+    ("default", {DECODE: '{"profiler_config": {"profiler": "cuda", "torch_profiler_dir": "/p"}}'},
+     f"{DECODE}.profiler_config", RELATION, "torch_profiler_dir '/p' needs profiler torch"),
+    ("default", {DECODE: '{"profiler_config": {"capture_torch_profiler": true}}'},
+     f"{DECODE}.profiler_config", RELATION, "capture_torch_profiler True needs profiler torch"),
+    ("default", {DECODE: '{"enable_lora": true, "max_loras": 4, "max_cpu_loras": 2}'},
+     f"{DECODE}.max_cpu_loras", RELATION, "max_cpu_loras >= max_loras"),
     # vLLM's scheduler: SchedulerConfig.verify_max_model_len, EngineArgs._check_feature_supported.
     ("default", {DECODE: '{"max_num_seqs": 256, "max_num_batched_tokens": 128}'},
      f"{DECODE}.max_num_batched_tokens", SCHEDULER, ">= max_num_seqs"),
@@ -211,6 +250,33 @@ GOOD_OPTIONS = [
     ("default", {DECODE: '{"offload_group_size": 8, "offload_num_in_group": 8}'}),
     ("default", {DECODE: '{"offload_backend": "uva", "cpu_offload_gb": 2}'}),
     ("default", {BOTH: '{"offload_backend": "auto", "offload_prefetch_step": 0}'}),  # off
+    ("default", {BOTH: '{"quantization": "fbgemm_fp8", "allow_deprecated_quantization": true}'}),
+    # Each side of an exclusive pair alone, and a nested field vLLM reads as unset.
+    ("default", {BOTH: '{"attention_backend": "FLASH_ATTN", '
+                       '"attention_config": {"backend": "auto"}}'}),
+    ("default", {BOTH: '{"attention_config": {"backend": "FLASHINFER"}}'}),
+    ("default", {DECODE: '{"max_cudagraph_capture_size": 64, '
+                         '"compilation_config": {"max_cudagraph_capture_size": null}}'}),
+    ("default", {DECODE: '{"spec_tokens": 2, "speculative_config": {"method": "ngram"}}'}),
+    # Each requirement met at its boundary.
+    ("default", {DECODE: '{"collect_detailed_traces": ["model"], '
+                         '"otlp_traces_endpoint": "http://127.0.0.1:4317"}'}),
+    ("default", {DECODE: '{"collect_detailed_traces": []}'}),
+    ("default", {BOTH: '{"numa_bind_nodes": [0, 1], "numa_bind": true}'}),
+    ("default", {DECODE: '{"dcp_comm_backend": "ag_rs"}'}),
+    ("default", {PREFILL: '{"mamba_block_size": 512}'}),  # prefix caching the model's default
+    ("default", {PREFILL: '{"mamba_block_size": 32768, "enable_prefix_caching": false}'}),
+    ("default", {BOTH: '{"enable_mamba_cache_stochastic_rounding": true, '
+                       '"mamba_ssm_cache_dtype": "float16"}'}),
+    ("default", {BOTH: '{"structured_outputs_config": {"backend": "guidance", '
+                       '"disable_any_whitespace": true, "disable_additional_properties": true}}'}),
+    ("default", {BOTH: '{"structured_outputs_config": {"backend": "xgrammar", '
+                       '"disable_any_whitespace": true}}'}),
+    ("default", {DECODE: '{"profiler_config": {"profiler": "torch", "torch_profiler_dir": "/p", '
+                         '"capture_torch_profiler": true}}'}),
+    ("default", {DECODE: '{"profiler_config": {"profiler": "cuda"}}'}),
+    ("default", {DECODE: '{"enable_lora": true, "max_loras": 4, "max_cpu_loras": 4}'}),
+    ("default", {DECODE: '{"max_loras": 4, "max_cpu_loras": 2}'}),  # LoRA off: no LoRAConfig
 ]  # fmt: skip
 
 
@@ -311,9 +377,22 @@ class EngineArgs:
     gpu_memory_utilization: float = CacheConfig.gpu_memory_utilization
     max_num_seqs: int | None = None
     offload_backend: str = OffloadConfig.offload_backend
+    attention_config: AttentionConfig = get_field(VllmConfig, "attention_config")
+    spec_tokens: int | None = None
+    speculative_config: dict[str, Any] | None = None
     registry: ClassVar[dict] = {}
     def create_engine_config(self):
+        attention_config = copy.deepcopy(self.attention_config)
+        if self.attention_backend is not None:
+            if attention_config.backend is not None:
+                raise ValueError("mutually exclusive")
         return SchedulerConfig(max_num_seqs=self.max_num_seqs)
+    def create_speculative_config(self):
+        for flag, key, value in (("--spec-tokens", "num_speculative_tokens", self.spec_tokens),):
+            if value is None:
+                continue
+            if key in self.speculative_config:
+                raise ValueError("mutually exclusive")
 @dataclass
 class AsyncEngineArgs(EngineArgs):
     enable_log_requests: bool = False
@@ -351,7 +430,10 @@ class AttentionConfig:
         "    CUSTOM = None\n"
         "    def get_class(self): ...\n"
     ),
-    "vllm/model_executor/layers/quantization/__init__.py": 'QuantizationMethods = Literal["awq"]\n',
+    "vllm/model_executor/layers/quantization/__init__.py": (
+        'QuantizationMethods = Literal["awq", "fbgemm_fp8"]\n'
+        'DEPRECATED_QUANTIZATION_METHODS = ["fbgemm_fp8"]\n'
+    ),
     "vllm/tool_parsers/__init__.py": '_TOOL_PARSERS_TO_REGISTER = {"hermes": ("a", "B")}\n',
     "vllm/reasoning/__init__.py": '_REASONING_PARSERS_TO_REGISTER = {"qwen3": ("a", "B")}\n',
     "vllm/broken.py": "def (:\n",
@@ -367,6 +449,7 @@ def test_the_generator_reads_fields_literals_and_registries(tmp_path: Path) -> N
     assert data["vllm_version"] == "9.9.9"
     assert data["engine_args"] == {
         "attention_backend": "AttentionBackendEnum | None",
+        "attention_config": "AttentionConfig",
         "enable_log_requests": "bool",
         "gpu_memory_utilization": "float",
         "kv_cache_dtype": "CacheDType",
@@ -374,10 +457,15 @@ def test_the_generator_reads_fields_literals_and_registries(tmp_path: Path) -> N
         "model": "str",
         "offload_backend": "str",
         "quantization": "QuantizationMethods | str | None",
+        "spec_tokens": "int | None",
+        "speculative_config": "dict[str, Any] | None",
     }
     assert data["frontend_args"] == {"tool_call_parser": "str | None"}
     assert data["server_args"] == {"port": "int"}
-    assert data["literals"] == {"CacheDType": ["auto", "fp8"], "QuantizationMethods": ["awq"]}
+    assert data["literals"] == {
+        "CacheDType": ["auto", "fp8"],
+        "QuantizationMethods": ["awq", "fbgemm_fp8"],
+    }
     assert data["enums"] == {
         "AttentionBackendEnum": {"FLASH_ATTN": "vllm.FlashAttentionBackend", "CUSTOM": None}
     }
@@ -415,3 +503,14 @@ def test_the_generator_reads_fields_literals_and_registries(tmp_path: Path) -> N
     }
     # Text a Literal-or-text field takes stays text: the model's name is not narrowed.
     assert values["model"] == {"types": ["str"]}
+    # An option beside the nested config field it overrides: both set (the field's "auto",
+    # which its before-validator makes None, is unset), or the key given at all.
+    assert data["exclusive"] == [
+        {"option": "attention_backend", "config": "attention_config", "field": "backend",
+         "nested": "set", "unset": ["auto"],
+         "source": "vllm/engine/arg_utils.py EngineArgs.create_engine_config"},
+        {"option": "spec_tokens", "config": "speculative_config",
+         "field": "num_speculative_tokens", "nested": "given", "unset": [],
+         "source": "vllm/engine/arg_utils.py EngineArgs.create_speculative_config"},
+    ]  # fmt: skip
+    assert data["deprecated_quantization"] == ["fbgemm_fp8"]
