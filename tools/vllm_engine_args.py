@@ -30,6 +30,16 @@ replica start (app_config/rules/engine_options.py judges it):
   (``CacheConfig.gpu_memory_utilization``, ``get_field(ParallelConfig, "eplb_config")``) and the
   ``SchedulerConfig(max_num_seqs=self.max_num_seqs, ...)`` calls of ``create_engine_config``.
 
+Which arguments vLLM refuses together, and which values it refuses unless told to take them:
+
+- ``exclusive``: an argument beside the same field of the nested config argument it overrides,
+  read from ``EngineArgs``'s methods (``exclusive_options``: ``attention_backend`` against
+  ``attention_config.backend`` in ``create_engine_config``, ``spec_tokens`` against
+  ``speculative_config["num_speculative_tokens"]`` in ``create_speculative_config``);
+- ``deprecated_quantization``: ``DEPRECATED_QUANTIZATION_METHODS``
+  (vllm/model_executor/layers/quantization/__init__.py), which ``ModelConfig`` refuses without
+  ``allow_deprecated_quantization``.
+
 Usage: ``python -m tools.vllm_engine_args <vllm wheel, or a directory holding vllm/>``; the
 wheel is the one ``pip download vllm==<image's vLLM> --no-deps`` fetches (or the e2e venv's
 site-packages, ``$(python -m tools.e2e_requirements venv)/lib/python3.*/site-packages``). The

@@ -316,11 +316,9 @@ def relations(side: SideOptions, max_model_len: int) -> Iterator[Finding]:
             continue
         needed = engine_options.lookup(options, row.needs, row.default)
         if not row.holds(needed, value):
-            key, _, field = row.option.partition(".")
-            given = f"{field} {value!r}" if field else repr(value)
-            yield side.finding(key, (
-                f"{given} needs {row.wanted}, and {row.needs} is {needed!r}; {VLLM} refuses "
-                f"it ({row.source})"
+            yield side.finding(row.option.partition(".")[0], (
+                f"{row.option} {value!r} needs {row.wanted}, and {row.needs} is "
+                f"{needed!r}; {VLLM} refuses it ({row.source})"
             ))  # fmt: skip
 
 

@@ -188,6 +188,101 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "prefetch step 0, no group": {"offload_prefetch_step": 0},
     "offload_backend uva": {"offload_backend": "uva", "cpu_offload_gb": 1},
     "offload_backend prefech": {"offload_backend": "prefech"},
+    # Deprecated quantization (ModelConfig._verify_quantization). Allowed, vLLM then builds
+    # the method from the checkpoint's quantization config, which the bundled unquantized
+    # model lacks (the app's model-quantization rule), so no allowed sample here.
+    "quantization fbgemm_fp8": {"quantization": "fbgemm_fp8"},
+    # An option beside the nested config field it overrides (the catalog's "exclusive").
+    "attention_backend beside attention_config.backend": {
+        "attention_backend": "CPU_ATTN",
+        "attention_config": {"backend": "CPU_ATTN"},
+    },
+    "attention_backend beside attention_config.backend auto": {
+        "attention_backend": "CPU_ATTN",
+        "attention_config": {"backend": "auto"},
+    },
+    "attention_config.backend alone": {"attention_config": {"backend": "CPU_ATTN"}},
+    "flashinfer autotune twice": {
+        "enable_flashinfer_autotune": True,
+        "kernel_config": {"enable_flashinfer_autotune": False},
+    },
+    "max_cudagraph_capture_size twice": {
+        "max_cudagraph_capture_size": 64,
+        "compilation_config": {"max_cudagraph_capture_size": 64},
+    },
+    "max_cudagraph_capture_size, the nested one null": {
+        "max_cudagraph_capture_size": 64,
+        "compilation_config": {"max_cudagraph_capture_size": None},
+    },
+    "spec_tokens beside speculative_config's": {
+        "spec_tokens": 2,
+        "speculative_config": {"method": "ngram", "num_speculative_tokens": 2},
+    },
+    "spec_tokens with speculative_config's method": {
+        "spec_tokens": 2,
+        "speculative_config": {"method": "ngram"},
+    },
+    # An option that needs another's value (rules.REQUIREMENTS).
+    "detailed traces without an endpoint": {"collect_detailed_traces": ["model"]},
+    "detailed traces with an endpoint": {
+        "collect_detailed_traces": ["model"],
+        "otlp_traces_endpoint": "http://127.0.0.1:4317",
+    },
+    "numa nodes without numa_bind": {"numa_bind_nodes": [0]},
+    "numa nodes with numa_bind": {"numa_bind_nodes": [0], "numa_bind": True},
+    "dcp_comm_backend a2a": {"dcp_comm_backend": "a2a"},
+    "dcp_comm_backend ag_rs": {"dcp_comm_backend": "ag_rs"},
+    "mamba_block_size, prefix caching off": {
+        "mamba_block_size": 512,
+        "enable_prefix_caching": False,
+    },
+    "mamba_block_size, prefix caching on": {
+        "mamba_block_size": 512,
+        "enable_prefix_caching": True,
+    },
+    "mamba_block_size the context, prefix caching off": {
+        "mamba_block_size": 32768,
+        "enable_prefix_caching": False,
+    },
+    "stochastic rounding, ssm cache auto": {"enable_mamba_cache_stochastic_rounding": True},
+    "stochastic rounding, ssm cache float16": {
+        "enable_mamba_cache_stochastic_rounding": True,
+        "mamba_ssm_cache_dtype": "float16",
+    },
+    "no whitespace, backend auto": {"structured_outputs_config": {"disable_any_whitespace": True}},
+    "no whitespace, backend xgrammar": {
+        "structured_outputs_config": {"backend": "xgrammar", "disable_any_whitespace": True}
+    },
+    "no additional properties, backend xgrammar": {
+        "structured_outputs_config": {"backend": "xgrammar", "disable_additional_properties": True}
+    },
+    "no additional properties, backend guidance": {
+        "structured_outputs_config": {"backend": "guidance", "disable_additional_properties": True}
+    },
+    "torch profiler without a directory": {"profiler_config": {"profiler": "torch"}},
+    "torch profiler with a directory": {
+        "profiler_config": {
+            "profiler": "torch",
+            "torch_profiler_dir": "/tmp/pd-llm-profile",
+            "capture_torch_profiler": True,
+        }
+    },
+    "profiler directory for the cuda profiler": {
+        "profiler_config": {"profiler": "cuda", "torch_profiler_dir": "/tmp/pd-llm-profile"}
+    },
+    "capture_torch_profiler without a profiler": {
+        "profiler_config": {"capture_torch_profiler": True}
+    },
+    "LoRA, fewer CPU LoRAs than max_loras": {
+        "enable_lora": True,
+        "max_loras": 4,
+        "max_cpu_loras": 2,
+    },
+    "LoRA, as many CPU LoRAs as max_loras": {
+        "enable_lora": True,
+        "max_loras": 4,
+        "max_cpu_loras": 4,
+    },
 }
 
 
