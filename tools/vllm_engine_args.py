@@ -214,8 +214,8 @@ def declarations(source: Source) -> dict[str, str]:
 
 
 def config_fields(source: Source) -> dict[str, dict[str, dict[str, Any]]]:
-    """Every class of vllm/config/*.py: field -> its annotation, its ``Field(...)`` bounds and
-    the file."""
+    """Every class of vllm/config/*.py: field -> its annotation, its ``Field(...)`` bounds, the
+    file, and whether the class's ``__init__`` takes it."""
     classes: dict[str, dict[str, dict[str, Any]]] = {}
     for name, tree in source.named_trees(CONFIG_FILES):
         for cls in tree.body:
@@ -231,10 +231,16 @@ def config_fields(source: Source) -> dict[str, dict[str, dict[str, Any]]]:
                     for keyword in value.keywords:
                         if keyword.arg in _BOUNDS:
                             bounds[keyword.arg] = ast.literal_eval(keyword.value)
+                keywords = value.keywords if isinstance(value, ast.Call) else []
                 fields[node.target.id] = {
                     "annotation": ast.unparse(node.annotation),
                     "bounds": bounds,
                     "file": name,
+                    # A keyword of the class's __init__: not field(init=False), not a ClassVar.
+                    "init": "ClassVar" not in ast.unparse(node.annotation)
+                    and not any(
+                        k.arg == "init" and ast.unparse(k.value) == "False" for k in keywords
+                    ),
                 }
             classes[cls.name] = fields
     return classes
@@ -422,6 +428,8 @@ def value_rules(
     declared = declarations(source)
     by_name = enums_by_name(source, enums)
     targets = config_targets(arg_utils, set(classes))
+    shapes = config_shapes(source)
+    splats = splatted_configs(arg_utils, set(classes))
     rules: dict[str, dict[str, Any]] = {}
     for name, annotation in sorted(arguments.items()):
         rule = value_rule(annotation, literals, enums, by_name, declared, set(classes))
@@ -438,8 +446,89 @@ def value_rules(
         ]
         if bounds:
             rule["bounds"] = bounds
+        nested = (_nested_config(annotation, classes) if "config" in rule["types"] else None) or (
+            splats.get(name)
+        )
+        if nested:
+            rule.update(nested_rule(nested, annotation, classes, shapes))
         rules[name] = rule
     return rules
+
+
+def config_shapes(source: Source) -> dict[str, dict[str, Any]]:
+    """Every class of vllm/config/*.py: its file, its base classes, and whether a
+    ``model_validator(mode="before")`` may rewrite the mapping before pydantic reads it."""
+    shapes: dict[str, dict[str, Any]] = {}
+    for name, tree in source.named_trees(CONFIG_FILES):
+        for cls in tree.body:
+            if isinstance(cls, ast.ClassDef) and cls.name not in shapes:
+                decorators = [
+                    ast.unparse(d) for n in cls.body if isinstance(n, ast.FunctionDef)
+                    for d in n.decorator_list
+                ]  # fmt: skip
+                shapes[cls.name] = {
+                    "file": name,
+                    "bases": [ast.unparse(base) for base in cls.bases],
+                    "before": any(
+                        d.startswith("model_validator") and "before" in d for d in decorators
+                    ),
+                }
+    return shapes
+
+
+def splatted_configs(tree: ast.Module, classes: set[str]) -> dict[str, str]:
+    """Engine argument -> the config class built from it as keywords, ``Config(**self.arg)``
+    (``SpeculativeConfig(**self.speculative_config)``, vllm/engine/arg_utils.py)."""
+    found: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            for keyword in node.keywords:
+                argument = _self_attribute(keyword.value) if keyword.arg is None else None
+                if argument and node.func.id in classes:
+                    found.setdefault(argument, node.func.id)
+    return found
+
+
+def _nested_config(annotation: str, classes: Mapping[str, Any]) -> str | None:
+    return next((kind for kind in alternatives(annotation) if kind in classes), None)
+
+
+def nested_rule(
+    cls: str,
+    annotation: str,
+    classes: Mapping[str, dict[str, dict[str, Any]]],
+    shapes: Mapping[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """What vLLM's config class takes as the mapping of a nested config argument: its field
+    names, where every key is one (vLLM's ``@config`` dataclasses forbid extra fields, vllm/
+    config/utils.py; not where the argument also takes a plain dict, which vLLM may read
+    otherwise, nor where a ``mode="before"`` validator may rewrite it), and the ``Field``
+    bounds of each field (``ProfilerConfig.active_iterations >= 1``,
+    ``SpeculativeConfig.num_speculative_tokens > 0``)."""
+    fields: dict[str, tuple[str, dict[str, Any]]] = {}
+    pending, seen = [cls], set()
+    while pending:  # the class and its bases within vllm/config
+        current = pending.pop()
+        if current in seen or current not in classes:
+            continue
+        seen.add(current)
+        for field, declared in classes[current].items():
+            fields.setdefault(field, (current, declared))
+        pending += shapes[current]["bases"]
+    rule: dict[str, Any] = {"config_class": f"{shapes[cls]['file']} {cls}"}
+    whole = "dict" not in [alternative.split("[")[0] for alternative in alternatives(annotation)]
+    if whole and not any(shapes[c]["before"] for c in seen):
+        rule["fields"] = sorted(
+            field for field, (_, declared) in fields.items() if declared["init"]
+        )
+    bounds = {
+        field: {**declared["bounds"], "source": f"{declared['file']} {owner}.{field}"}
+        for field, (owner, declared) in sorted(fields.items())
+        if declared["bounds"]
+    }
+    if bounds:
+        rule["field_bounds"] = bounds
+    return rule
 
 
 def _copied_configs(function: ast.FunctionDef) -> dict[str, str]:

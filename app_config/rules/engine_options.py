@@ -21,6 +21,7 @@ loader cannot (``engine-option-loader``), a weight offload vLLM refuses
 
 from __future__ import annotations
 
+import difflib
 import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -115,6 +116,27 @@ def value_problem(key: str, value: Any) -> str | None:
     return _bounds_problem(key, value, rule.get("bounds", []))
 
 
+def nested_problem(key: str, options: Mapping[str, Any]) -> str | None:
+    """A nested config option's mapping against the vLLM config class it becomes (generated
+    into the catalog: ``config_class``): a key that is not one of its fields (the class
+    forbids extra fields) and a value outside a field's ``Field`` bounds."""
+    rule = engine_options.value_rule(key)
+    fields = rule.get("fields")
+    for field, value in engine_options.nested(options, key).items():
+        if fields is not None and field not in fields:
+            close = difflib.get_close_matches(field, fields, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            return (
+                f"{field!r} is not a field of {rule['config_class']}, which {VLLM} builds from "
+                f"it and which refuses any other{hint}"
+            )
+        bound = rule.get("field_bounds", {}).get(field)
+        problem = _bounds_problem(f"{key}.{field}", value, [bound] if bound else [])
+        if problem:
+            return problem
+    return None
+
+
 def _bounds_problem(key: str, value: Any, bounds: list[dict[str, Any]]) -> str | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -152,7 +174,7 @@ def option_values(side: SideOptions) -> Iterator[Finding]:
     parsers vLLM registers (vllm/tool_parsers, vllm/reasoning) unless a plugin adds one."""
     data = engine_options.vllm_args()
     for key, value in side.options.items():
-        message = value_problem(key, value)
+        message = value_problem(key, value) or nested_problem(key, side.options)
         if message:
             yield side.finding(key, message)
     quantization = side.options.get("quantization")

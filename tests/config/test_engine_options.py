@@ -99,6 +99,14 @@ BAD_OPTIONS = [
      f"{BOTH}.tool_call_parser", VALUE, "not a parser vLLM 0.26.0 registers"),
     ("default", {DECODE: '{"reasoning_parser": "qwen4"}'}, f"{DECODE}.reasoning_parser", VALUE,
      "qwen3"),
+    # A nested config option's keys and bounds, from the config class it becomes.
+    ("default", {DECODE: '{"compilation_config": {"cudagraph_mod": "PIECEWISE"}}'},
+     f"{DECODE}.compilation_config", VALUE, "did you mean 'cudagraph_mode'"),
+    ("default", {DECODE: '{"profiler_config": {"active_iterations": 0}}'},
+     f"{DECODE}.profiler_config", VALUE, "profiler_config.active_iterations >= 1"),
+    ("default", {DECODE: '{"speculative_config": {"method": "ngram", '
+                         '"num_speculative_tokens": 0}}'},
+     f"{DECODE}.speculative_config", VALUE, "speculative_config.num_speculative_tokens > 0"),
     # DEPRECATED_QUANTIZATION_METHODS without allow_deprecated_quantization.
     ("default", {BOTH: '{"quantization": "fbgemm_fp8"}'}, f"{BOTH}.quantization", VALUE,
      "unless allow_deprecated_quantization is true"),
@@ -251,6 +259,10 @@ GOOD_OPTIONS = [
     ("default", {DECODE: '{"offload_backend": "uva", "cpu_offload_gb": 2}'}),
     ("default", {BOTH: '{"offload_backend": "auto", "offload_prefetch_step": 0}'}),  # off
     ("default", {BOTH: '{"quantization": "fbgemm_fp8", "allow_deprecated_quantization": true}'}),
+    ("default", {DECODE: '{"profiler_config": {"profiler": "torch", "torch_profiler_dir": "/p", '
+                         '"active_iterations": 1, "delay_iterations": 0}}'}),
+    ("default", {DECODE: '{"speculative_config": {"method": "ngram", '
+                         '"num_speculative_tokens": 1, "prompt-lookup-max": 4}}'}),
     # Each side of an exclusive pair alone, and a nested field vLLM reads as unset.
     ("default", {BOTH: '{"attention_backend": "FLASH_ATTN", '
                        '"attention_config": {"backend": "auto"}}'}),
@@ -380,6 +392,7 @@ class EngineArgs:
     attention_config: AttentionConfig = get_field(VllmConfig, "attention_config")
     spec_tokens: int | None = None
     speculative_config: dict[str, Any] | None = None
+    profiler_config: ProfilerConfig = get_field(VllmConfig, "profiler_config")
     registry: ClassVar[dict] = {}
     def create_engine_config(self):
         attention_config = copy.deepcopy(self.attention_config)
@@ -393,6 +406,7 @@ class EngineArgs:
                 continue
             if key in self.speculative_config:
                 raise ValueError("mutually exclusive")
+        return SpeculativeConfig(**self.speculative_config)
 @dataclass
 class AsyncEngineArgs(EngineArgs):
     enable_log_requests: bool = False
@@ -411,6 +425,16 @@ class FrontendArgs(BaseFrontendArgs):
     "vllm/config/offload.py": (
         'OffloadBackend = Literal["auto", "uva", "prefetch"]\n'
         'class OffloadConfig:\n    offload_backend: OffloadBackend = "auto"\n'
+    ),
+    "vllm/config/profiler.py": (
+        "class Traced:\n    trace_dir: str = ''\n"
+        "class ProfilerConfig(Traced):\n    profiler: str | None = None\n"
+        "    active_iterations: int = Field(default=5, ge=1)\n"
+        "    started: float = field(default=0.0, init=False)\n"
+        "    kinds: ClassVar[list[str]] = []\n"
+    ),
+    "vllm/config/speculative.py": (
+        "class SpeculativeConfig:\n    num_speculative_tokens: int = Field(default=None, gt=0)\n"
     ),
     "vllm/config/scheduler.py": (
         "class SchedulerConfig:\n    max_num_seqs: int = Field(default=128, ge=1)\n"
@@ -456,6 +480,7 @@ def test_the_generator_reads_fields_literals_and_registries(tmp_path: Path) -> N
         "max_num_seqs": "int | None",
         "model": "str",
         "offload_backend": "str",
+        "profiler_config": "ProfilerConfig",
         "quantization": "QuantizationMethods | str | None",
         "spec_tokens": "int | None",
         "speculative_config": "dict[str, Any] | None",
@@ -514,3 +539,20 @@ def test_the_generator_reads_fields_literals_and_registries(tmp_path: Path) -> N
          "source": "vllm/engine/arg_utils.py EngineArgs.create_speculative_config"},
     ]  # fmt: skip
     assert data["deprecated_quantization"] == ["fbgemm_fp8"]
+    # A nested config argument: the fields of the class it becomes (with its bases), each key
+    # one of them, and their bounds; a plain dict splatted into a class (Config(**self.arg))
+    # has the bounds only, as vLLM may read a dict otherwise.
+    assert values["profiler_config"] == {
+        "types": ["config"],
+        "config_class": "vllm/config/profiler.py ProfilerConfig",
+        "fields": ["active_iterations", "profiler", "trace_dir"],
+        "field_bounds": {"active_iterations": {
+            "ge": 1, "source": "vllm/config/profiler.py ProfilerConfig.active_iterations"}},
+    }  # fmt: skip
+    assert values["speculative_config"] == {
+        "types": ["dict", "none"],
+        "config_class": "vllm/config/speculative.py SpeculativeConfig",
+        "field_bounds": {"num_speculative_tokens": {
+            "gt": 0, "source": "vllm/config/speculative.py SpeculativeConfig.num_speculative_tokens"
+        }},
+    }  # fmt: skip

@@ -27,7 +27,7 @@ import pytest
 from harness import Synthesized
 from installed_probe import probe
 
-from app_config import ConfigError, load_settings
+from app_config import ConfigError, engine_options, load_settings
 from app_config.rules import engine_options as rules
 from catalog.instances import CATALOG
 from catalog.models import bundled_config
@@ -273,6 +273,18 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "capture_torch_profiler without a profiler": {
         "profiler_config": {"capture_torch_profiler": True}
     },
+    # A nested config option's keys and Field bounds (the catalog's config_class).
+    "compilation_config cudagraph_mode": {"compilation_config": {"cudagraph_mode": "PIECEWISE"}},
+    "compilation_config, a misspelt key": {"compilation_config": {"cudagraph_mod": "PIECEWISE"}},
+    "attention_config, a misspelt key": {"attention_config": {"backnd": "CPU_ATTN"}},
+    "profiler active_iterations 1": {"profiler_config": {"active_iterations": 1}},
+    "profiler active_iterations 0": {"profiler_config": {"active_iterations": 0}},
+    "ngram, 1 speculative token": {
+        "speculative_config": {"method": "ngram", "num_speculative_tokens": 1}
+    },
+    "ngram, 0 speculative tokens": {
+        "speculative_config": {"method": "ngram", "num_speculative_tokens": 0}
+    },
     "LoRA, fewer CPU LoRAs than max_loras": {
         "enable_lora": True,
         "max_loras": 4,
@@ -314,6 +326,36 @@ def test_the_apps_rules_refuse_what_vllms_config_classes_refuse(
             disagreements[name] = {"app": app, "vllm": vllm}
     assert not disagreements, json.dumps(disagreements, indent=1)
     assert "refused" not in built["defaults"], built["defaults"]
+
+
+# Runs in the child: the keyword names each config class of argv[1] takes (its dataclass
+# fields with init, InitVars included, ClassVars not).
+CONFIG_FIELDS = """
+import dataclasses, importlib, json, sys
+found = {}
+for key, (module, name) in json.loads(sys.argv[1]).items():
+    cls = getattr(importlib.import_module(module), name)
+    found[key] = sorted(
+        f.name for f in cls.__dataclass_fields__.values()
+        if f.init and f._field_type is not dataclasses._FIELD_CLASSVAR
+    )
+print(json.dumps(found))
+"""
+
+
+def test_the_nested_config_fields_are_what_vllms_classes_take() -> None:
+    """The catalog's fields of each nested config option (generated from the class and its
+    bases) are the keywords vLLM's class takes: the app refuses no key vLLM takes, and takes
+    none it refuses."""
+    values = engine_options.vllm_args()["values"]
+    classes = {}
+    for key, rule in values.items():
+        if "fields" in rule:
+            path, name = rule["config_class"].split(" ")
+            classes[key] = [path.removesuffix(".py").replace("/", "."), name]
+    taken = probe(CONFIG_FIELDS, classes)
+    assert {"compilation_config", "attention_config", "profiler_config"} <= set(taken)
+    assert taken == {key: values[key]["fields"] for key in classes}
 
 
 def test_the_batch_defaults_by_gpu_are_vllms() -> None:
