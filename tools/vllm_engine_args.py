@@ -36,6 +36,9 @@ Which arguments vLLM refuses together, and which values it refuses unless told t
   read from ``EngineArgs``'s methods (``exclusive_options``: ``attention_backend`` against
   ``attention_config.backend`` in ``create_engine_config``, ``spec_tokens`` against
   ``speculative_config["num_speculative_tokens"]`` in ``create_speculative_config``);
+- ``config_class``, ``fields``, ``field_bounds`` (in ``values``): the vLLM config class a nested
+  config argument becomes (its annotation, or ``Config(**self.arg)``), its ``__init__``
+  keywords (with its bases') and their ``Field`` bounds (``nested_rule``);
 - ``deprecated_quantization``: ``DEPRECATED_QUANTIZATION_METHODS``
   (vllm/model_executor/layers/quantization/__init__.py), which ``ModelConfig`` refuses without
   ``allow_deprecated_quantization``.
