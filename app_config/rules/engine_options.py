@@ -279,6 +279,11 @@ _STRUCTURED = (
     "vllm/config/structured_outputs.py StructuredOutputsConfig._validate_structured_output_config"
 )
 _PROFILER = "vllm/config/profiler.py ProfilerConfig._validate_profiler_config"
+_ASYNC = "vllm/config/vllm.py VllmConfig.__post_init__"
+# Speculative methods vLLM 0.26 refuses with async_scheduling true, given explicitly: ngram
+# (SpeculativeConfig.__post_init__ keeps it, and "[ngram]" becomes it) and suffix. Not
+# medusa or mlp_speculator, which SpeculativeConfig may replace from the draft model's name.
+NOT_ASYNC_METHODS = ("ngram", "[ngram]", "suffix")
 REQUIREMENTS = (
     Requirement("collect_detailed_traces", lambda v, _: bool(v), "otlp_traces_endpoint", None,
                 lambda n, _: bool(n), "an otlp_traces_endpoint to send the traces to",
@@ -318,6 +323,17 @@ REQUIREMENTS = (
     Requirement("profiler_config.profiler", lambda v, _: v == "torch",
                 "profiler_config.torch_profiler_dir", "", lambda n, _: bool(n),
                 "a torch_profiler_dir to write to", _PROFILER),
+    # Async scheduling takes the EAGLE/MTP family, ngram_gpu, draft_model and dspark; an
+    # explicit method SpeculativeConfig keeps and vLLM refuses with it: NOT_ASYNC_METHODS.
+    Requirement("async_scheduling", lambda v, _: v is True, "speculative_config.method", None,
+                lambda n, _: n not in NOT_ASYNC_METHODS, "a speculative method it supports "
+                "(an EAGLE/MTP one, ngram_gpu, draft_model or dspark)", _ASYNC),
+    Requirement("async_scheduling", lambda v, _: v is True, "spec_method", None,
+                lambda n, _: n not in NOT_ASYNC_METHODS, "a speculative method it supports "
+                "(an EAGLE/MTP one, ngram_gpu, draft_model or dspark)", _ASYNC),
+    Requirement("speculative_config.disable_padded_drafter_batch", lambda v, _: v is True,
+                "async_scheduling", None, lambda n, _: n is not True,
+                "async scheduling not forced on", _ASYNC),
     # create_engine_config passes max_cpu_loras on only above 0, and builds LoRAConfig only
     # with enable_lora.
     Requirement("max_cpu_loras",

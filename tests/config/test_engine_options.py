@@ -145,6 +145,14 @@ BAD_OPTIONS = [
      f"{DECODE}.profiler_config", RELATION, "capture_torch_profiler True needs profiler torch"),
     ("default", {DECODE: '{"enable_lora": true, "max_loras": 4, "max_cpu_loras": 2}'},
      f"{DECODE}.max_cpu_loras", RELATION, "max_cpu_loras >= max_loras"),
+    ("default", {DECODE: '{"async_scheduling": true, "speculative_config": '
+                         '{"method": "ngram", "num_speculative_tokens": 2}}'},
+     f"{DECODE}.async_scheduling", RELATION, "speculative_config.method is 'ngram'"),
+    ("default", {DECODE: '{"async_scheduling": true, "spec_method": "suffix"}'},
+     f"{DECODE}.async_scheduling", RELATION, "spec_method is 'suffix'"),
+    ("default", {DECODE: '{"async_scheduling": true, "speculative_config": '
+                         '{"method": "ngram_gpu", "disable_padded_drafter_batch": true}}'},
+     f"{DECODE}.speculative_config", RELATION, "async scheduling not forced on"),
     # vLLM's scheduler: SchedulerConfig.verify_max_model_len, EngineArgs._check_feature_supported.
     ("default", {DECODE: '{"max_num_seqs": 256, "max_num_batched_tokens": 128}'},
      f"{DECODE}.max_num_batched_tokens", SCHEDULER, ">= max_num_seqs"),
@@ -289,6 +297,11 @@ GOOD_OPTIONS = [
     ("default", {DECODE: '{"profiler_config": {"profiler": "cuda"}}'}),
     ("default", {DECODE: '{"enable_lora": true, "max_loras": 4, "max_cpu_loras": 4}'}),
     ("default", {DECODE: '{"max_loras": 4, "max_cpu_loras": 2}'}),  # LoRA off: no LoRAConfig
+    ("default", {DECODE: '{"async_scheduling": true, "speculative_config": '
+                         '{"method": "ngram_gpu", "num_speculative_tokens": 2}}'}),
+    ("default", {DECODE: '{"speculative_config": {"method": "ngram", '
+                         '"disable_padded_drafter_batch": true}}'}),  # async left to vLLM
+    ("default", {DECODE: '{"async_scheduling": true}'}),
 ]  # fmt: skip
 
 

@@ -273,6 +273,34 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "capture_torch_profiler without a profiler": {
         "profiler_config": {"capture_torch_profiler": True}
     },
+    "async scheduling, ngram": {
+        "async_scheduling": True,
+        "speculative_config": {"method": "ngram", "num_speculative_tokens": 2},
+    },
+    "async scheduling, spec_method ngram": {
+        "async_scheduling": True,
+        "spec_method": "ngram",
+        "spec_tokens": 2,
+    },
+    "async scheduling, ngram_gpu": {
+        "async_scheduling": True,
+        "speculative_config": {"method": "ngram_gpu", "num_speculative_tokens": 2},
+    },
+    "async scheduling, padded drafter batch off": {
+        "async_scheduling": True,
+        "speculative_config": {
+            "method": "ngram_gpu",
+            "num_speculative_tokens": 2,
+            "disable_padded_drafter_batch": True,
+        },
+    },
+    "padded drafter batch off, async left to vLLM": {
+        "speculative_config": {
+            "method": "ngram",
+            "num_speculative_tokens": 2,
+            "disable_padded_drafter_batch": True,
+        }
+    },
     # A nested config option's keys and Field bounds (the catalog's config_class).
     "compilation_config cudagraph_mode": {"compilation_config": {"cudagraph_mode": "PIECEWISE"}},
     "compilation_config, a misspelt key": {"compilation_config": {"cudagraph_mod": "PIECEWISE"}},
