@@ -167,8 +167,10 @@ def scaling_between_one_and_two(args: dict[str, Any]) -> None:
     averages over look_back_period_s, 30 s by default) so that the test takes seconds; a short
     downscale delay (the rendered 300 and 600 s) brings the side one load raised back to one
     replica within seconds, so that the next load starts from one on both sides on this same
-    deployment (redeploy keeps it)."""
-    two_replicas_per_node(args)
+    deployment (redeploy keeps it). The rendered TP is kept: each side's one node holds one
+    replica, so the second replica Serve's target asks for waits for a node, as on EKS until
+    the autoscaler adds one (the test reads the target; a replica that started would only be
+    stopped again, a vLLM import each)."""
     for side in ("prefill_config", "decode_config"):
         args[side]["deployment_config"]["autoscaling_config"].update(
             min_replicas=1,
