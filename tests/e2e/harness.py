@@ -17,6 +17,7 @@ import contextlib
 import copy
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -172,10 +173,44 @@ def worker_node_args(shape: NodeShape) -> dict[str, Any]:
 # ================================================================================================
 
 
+# Ports the tier gives Ray's listeners (proxies, dashboards, metrics exporters) come from below
+# the kernel's ephemeral range, which every outgoing connection draws from, and above Ray's own
+# worker ports (min_worker_port/max_worker_port, 10002-19999 in Ray 2.58). A port the kernel
+# handed out free was bound by Ray tens of seconds later, by which time another socket could
+# hold it: Ray's proxy failed with "Address already in use" (2026-12-07).
+LISTENER_PORTS_FROM = 20000
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_port_cursor: list[int] = []  # this process's next candidate, from a random start
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((LOOPBACK, 0))
-        return sock.getsockname()[1]
+    """A port no socket holds now, outside the range the kernel picks for other sockets; each
+    call of a process a new one (in turn from a random start, so that two processes of the
+    tier rarely try the same ones)."""
+    low, high = LISTENER_PORTS_FROM, _ephemeral_low()
+    if high - low < 1024:  # a kernel range that leaves no room below it: the kernel's pick
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind((LOOPBACK, 0))
+            return sock.getsockname()[1]
+    if not _port_cursor:
+        _port_cursor.append(random.SystemRandom().randrange(low, high))
+    for _ in range(high - low):
+        port = _port_cursor[0]
+        _port_cursor[0] = low + (port + 1 - low) % (high - low)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((LOOPBACK, port))
+            except OSError:
+                continue
+        return port
+    raise RuntimeError(f"no free port in {low}-{high - 1} on {LOOPBACK}")
 
 
 T = TypeVar("T")
