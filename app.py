@@ -17,7 +17,10 @@ import cdk_nag  # noqa: E402, F401  (its assembly loads here, still beside the t
 
 PREFETCH.wait()  # the thread's imports are done before this thread imports the app's modules
 
+import atexit  # noqa: E402
+import os  # noqa: E402
 import sys  # noqa: E402
+import threading  # noqa: E402
 from collections.abc import Mapping  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from typing import Any  # noqa: E402
@@ -56,5 +59,24 @@ def main() -> None:
         sys.exit("cdk-nag found unacknowledged findings; see the report above and cdk.out/*.json")
 
 
+def exit_without_teardown() -> None:
+    """End the process once the assembly is written, without the interpreter's teardown.
+
+    Why: freeing every module and object (aws-cdk-lib's bindings, the stacks' proxies) took
+    about 0.4 s of each `cdk synth` and changes nothing outside the process. What an exit must
+    do still runs first: the atexit handlers, jsii's among them (it asks Node.js to exit, waits
+    for it, forwards what Node.js printed last and removes its runtime's temporary folder), then
+    the flush of stdout and stderr. A thread the normal exit would wait for keeps that exit.
+    """
+    main_thread = threading.main_thread()
+    if any(not t.daemon for t in threading.enumerate() if t is not main_thread):
+        return
+    atexit._run_exitfuncs()  # what Py_Finalize runs before tearing the interpreter down
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 if __name__ == "__main__":
     main()
+    exit_without_teardown()  # reached only when the synth succeeded; errors exit as before
