@@ -413,11 +413,7 @@ def value_rule(
 def _narrowed(
     rule: dict[str, Any],
     fields: list[tuple[str, str, dict[str, Any]]],
-    literals: Mapping[str, list[Any]],
-    enums: Mapping[str, dict[str, Any]],
-    by_name: Mapping[str, list[str]],
-    declared: Mapping[str, str],
-    configs: set[str],
+    rule_of: Callable[[str], dict[str, Any]],
 ) -> dict[str, Any]:
     """An argument typed as plain text whose config field is a ``Literal`` or an enum takes the
     field's choices: the pydantic config class refuses any other value when
@@ -426,7 +422,7 @@ def _narrowed(
     if "choices" in rule or not set(rule["types"]) <= {"str", "none"}:
         return rule
     for cls, attribute, field in fields:
-        narrow = value_rule(field["annotation"], literals, enums, by_name, declared, configs)
+        narrow = rule_of(field["annotation"])
         if "choices" in narrow:
             types = narrow["types"] + [t for t in rule["types"] if t == "none"]
             sources = [f"{source}, {cls}.{attribute}" for source in narrow["choices_from"]]
@@ -448,14 +444,19 @@ def value_rules(
     shapes = config_shapes(source)
     splats = splatted_configs(arg_utils, set(classes))
     rules: dict[str, dict[str, Any]] = {}
+    config_names = set(classes)
+
+    def rule_of(annotation: str) -> dict[str, Any]:
+        return value_rule(annotation, literals, enums, by_name, declared, config_names)
+
     for name, annotation in sorted(arguments.items()):
-        rule = value_rule(annotation, literals, enums, by_name, declared, set(classes))
+        rule = rule_of(annotation)
         fields = [
             (cls, attribute, field)
             for cls, attribute in targets.get(name, [])
             if (field := classes[cls].get(attribute))
         ]
-        rule = _narrowed(rule, fields, literals, enums, by_name, declared, set(classes))
+        rule = _narrowed(rule, fields, rule_of)
         bounds = [
             {**field["bounds"], "source": f"{field['file']} {cls}.{attribute}"}
             for cls, attribute in targets.get(name, [])
