@@ -23,4 +23,4 @@ def test_a_port_held_by_another_socket_is_skipped() -> None:
         held.bind((harness.LOOPBACK, held_port))
         held.listen()
         harness._port_cursor[0] = held_port  # the next candidate is the held port
-        assert harness.free_port() == held_port + 1
+        assert harness.free_port() != held_port
