@@ -587,6 +587,7 @@ def verify_command(
 ) -> None:
     """List models, stream one completion (TTFT, ITL), prove KV moved over NIXL, and send one
     prompt twice to see prefill's prefix cache reuse it."""
+    from pdctl import prefix_reuse
     from serving_manifests.names import METRICS_PORT
 
     settings = _settings(config, context)
@@ -599,7 +600,8 @@ def verify_command(
     )
     # Prefill's counters before verify's own streamed completion: the prefix-reuse check then
     # waits for that completion's lookup to show before it takes its own first reading.
-    earlier = _reading_or_none(read_prefill) if read_prefill is not None else None
+    caching_off = prefix_reuse.prefix_caching_off(settings.serving.engine_options_for("prefill"))
+    earlier = _reading_or_none(read_prefill) if read_prefill and not caching_off else None
     try:
         checks = _verify(
             settings,

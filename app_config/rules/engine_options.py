@@ -550,7 +550,7 @@ def ignored_offload(settings: Settings) -> list[Finding]:
         if chosen == "prefetch" and engine_options.numeric_option(options, "cpu_offload_gb") > 0:
             found.append(side.finding("cpu_offload_gb", (
                 f"{VLLM} ignores it: the options select layer-group offload (offload_backend "
-                f"{options.get('offload_backend', 'auto')!r} with offload_group_size "
+                f"{options.get('offload_backend') or 'auto'!r} with offload_group_size "
                 f"{engine_options.numeric_option(options, 'offload_group_size'):g}), and UVA "
                 "offload's size is then unused and not added to the worker pod's memory. Remove "
                 "it, or choose UVA with offload_backend: uva"
