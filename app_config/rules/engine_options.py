@@ -15,7 +15,8 @@ an option vLLM refuses beside the same field of a nested config option
 (``engine-option-exclusive``, generated from vLLM's source), an option that needs another's
 value (``engine-option-relation``), an option that undoes the prefill/decode split
 (``engine-option-pd``), one the side's GPUs cannot run (``engine-option-hardware``), one Ray's
-loader cannot (``engine-option-loader``), a weight offload vLLM refuses
+loader cannot (``engine-option-loader``), a class or processor vLLM cannot import by the
+name given (``engine-option-import``), a weight offload vLLM refuses
 (``engine-option-offload``) or ignores (``-offload-ignored``).
 """
 
@@ -284,6 +285,10 @@ _ASYNC = "vllm/config/vllm.py VllmConfig.__post_init__"
 # (SpeculativeConfig.__post_init__ keeps it, and "[ngram]" becomes it) and suffix. Not
 # medusa or mlp_speculator, which SpeculativeConfig may replace from the draft model's name.
 NOT_ASYNC_METHODS = ("ngram", "[ngram]", "suffix")
+# Speculative decoding is on when any of these is given (EngineArgs.create_speculative_config
+# folds the spec_* options into speculative_config).
+SPECULATIVE = ("speculative_config", "spec_method", "spec_model", "spec_tokens")
+_LOGITSPROCS = "vllm/v1/sample/logits_processor/__init__.py build_logitsprocs"
 REQUIREMENTS = (
     Requirement("collect_detailed_traces", lambda v, _: bool(v), "otlp_traces_endpoint", None,
                 lambda n, _: bool(n), "an otlp_traces_endpoint to send the traces to",
@@ -342,6 +347,9 @@ REQUIREMENTS = (
                 "max_loras", 1, lambda n, v: not isinstance(n, int) or v >= n,
                 "max_cpu_loras >= max_loras",
                 "vllm/config/lora.py LoRAConfig._validate_lora_config"),
+    *(Requirement("logits_processors", lambda v, _: bool(v), flag, None, lambda n, _: n is None,
+                  "speculative decoding off, which runs no custom logits processor",
+                  _LOGITSPROCS) for flag in SPECULATIVE),
 )  # fmt: skip
 
 
@@ -358,6 +366,69 @@ def relations(side: SideOptions, max_model_len: int) -> Iterator[Finding]:
                 f"{row.option} {value!r} needs {row.wanted}, and {row.needs} is "
                 f"{needed!r}; {VLLM} refuses it ({row.source})"
             ))  # fmt: skip
+
+
+# --- options vLLM imports by name ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImportedOption:
+    """An option whose text vLLM 0.26 imports when a worker starts, minutes into a deploy:
+    ``module.attr`` split at its last dot (vllm/utils/import_utils.py
+    ``resolve_obj_by_qualname``), or ``module:attr.attr`` split at its one colon (the
+    logits processors' loader). ``own`` is the value that leaves vLLM's own choice."""
+
+    option: str
+    separator: str
+    own: Any
+    source: str
+
+
+_INIT_WORKER = "vllm/v1/worker/worker_base.py WorkerWrapperBase.init_worker"
+IMPORTED = (
+    ImportedOption("worker_cls", ".", "auto", _INIT_WORKER),
+    ImportedOption("worker_extension_cls", ".", "", _INIT_WORKER),
+    ImportedOption("scheduler_cls", ".", None,
+                   "vllm/config/scheduler.py SchedulerConfig.get_scheduler_cls"),
+    ImportedOption("logits_processors", ":", None,
+                   "vllm/v1/sample/logits_processor/__init__.py _load_logitsprocs_by_fqcns"),
+)  # fmt: skip
+
+
+def import_name_problem(name: Any, separator: str) -> str | None:
+    """Why vLLM's loader can never import ``name``: its split fails, or a part names no module
+    or no attribute. None where it can try; whether the module is in the image is known only
+    there, so a well-formed name of a missing module still fails at start."""
+    if not isinstance(name, str):
+        return None  # the value rule names a value of the wrong type
+    module, found, attr = name.rpartition(".") if separator == "." else name.partition(":")
+    example = "package.module.ClassName" if separator == "." else "package.module:ClassName"
+    if not found or not module or not attr:
+        return f"{name!r} is not an import path; vLLM expects {example!r}"
+    if separator == ":" and ":" in attr:
+        return f"{name!r} has more than one ':'; vLLM expects {example!r}"
+    modules_named = all(part and not any(c.isspace() for c in part) for part in module.split("."))
+    if not modules_named or not all(part.isidentifier() for part in attr.split(".")):
+        return f"{name!r} is not a Python import path; vLLM expects {example!r}"
+    return None
+
+
+def imported_names(side: SideOptions) -> Iterator[Finding]:
+    """Each option of IMPORTED: a name vLLM's loader cannot split or import fails the worker
+    at start (``ValueError: not enough values to unpack`` for a name without its separator)."""
+    for row in IMPORTED:
+        value = side.options.get(row.option)
+        if value is None or value == row.own:
+            continue
+        for name in value if isinstance(value, list) else [value]:
+            problem = import_name_problem(name, row.separator)
+            if problem:
+                own = f" (or {row.own!r} for vLLM's own)" if row.own else ""
+                yield side.finding(row.option, (
+                    f"{problem}{own}; {VLLM} imports it when the worker starts ({row.source}), "
+                    "from the image: the module must be in it"
+                ))  # fmt: skip
+                break
 
 
 # --- the prefill/decode split ------------------------------------------------------------------
@@ -617,6 +688,7 @@ RULES = (
     Rule("engine-option-scheduler", SERVING, _with_context(scheduler_relations)),
     Rule("engine-option-exclusive", SERVING, _per_side(exclusive)),
     Rule("engine-option-relation", SERVING, _with_context(relations)),
+    Rule("engine-option-import", SERVING, _per_side(imported_names)),
     Rule("engine-option-pd", SERVING, disaggregation),
     Rule("engine-option-hardware", frozenset({"serving", "gpu_nodes"}), hardware),
     Rule("engine-option-loader", SERVING, loader),

@@ -38,6 +38,7 @@ NAME, VALUE, SCHEDULER = "engine-options", "engine-option-value", "engine-option
 PD, HARDWARE, LOADER = "engine-option-pd", "engine-option-hardware", "engine-option-loader"
 OFFLOAD = "engine-option-offload"
 EXCLUSIVE, RELATION = "engine-option-exclusive", "engine-option-relation"
+IMPORT = "engine-option-import"
 G6E = "trial-g6e"  # L40S (Ada, 48 GiB); "default" is p5.48xlarge (H100, Hopper, 80 GiB)
 
 # (configuration, overrides, the setting named, its code, a fragment of the message): each rule
@@ -153,6 +154,23 @@ BAD_OPTIONS = [
     ("default", {DECODE: '{"async_scheduling": true, "speculative_config": '
                          '{"method": "ngram_gpu", "disable_padded_drafter_batch": true}}'},
      f"{DECODE}.speculative_config", RELATION, "async scheduling not forced on"),
+    ("default", {DECODE: '{"logits_processors": ["m:P"], "spec_tokens": 2}'},
+     f"{DECODE}.logits_processors", RELATION, "speculative decoding off"),
+    ("default", {BOTH: '{"logits_processors": ["m:P"], "speculative_config": {"method": "ngram"}}'},
+     f"{BOTH}.logits_processors", RELATION, "build_logitsprocs"),
+    # Names vLLM imports when a worker starts: resolve_obj_by_qualname, the processors' loader.
+    ("default", {BOTH: '{"worker_cls": "MyWorker"}'}, f"{BOTH}.worker_cls", IMPORT,
+     "'package.module.ClassName' (or 'auto' for vLLM's own)"),
+    ("default", {DECODE: '{"worker_extension_cls": "ext."}'}, f"{DECODE}.worker_extension_cls",
+     IMPORT, "not an import path"),
+    ("default", {PREFILL: '{"scheduler_cls": "pkg..sched.S"}'}, f"{PREFILL}.scheduler_cls",
+     IMPORT, "not a Python import path"),
+    ("default", {PREFILL: '{"scheduler_cls": "pkg.sched.My Scheduler"}'},
+     f"{PREFILL}.scheduler_cls", IMPORT, "not a Python import path"),
+    ("default", {DECODE: '{"logits_processors": ["pkg.mod.Proc"]}'},
+     f"{DECODE}.logits_processors", IMPORT, "'package.module:ClassName'"),
+    ("default", {DECODE: '{"logits_processors": ["pkg.mod:Proc", "a:b:C"]}'},
+     f"{DECODE}.logits_processors", IMPORT, "more than one ':'"),
     # vLLM's scheduler: SchedulerConfig.verify_max_model_len, EngineArgs._check_feature_supported.
     ("default", {DECODE: '{"max_num_seqs": 256, "max_num_batched_tokens": 128}'},
      f"{DECODE}.max_num_batched_tokens", SCHEDULER, ">= max_num_seqs"),
@@ -302,6 +320,15 @@ GOOD_OPTIONS = [
     ("default", {DECODE: '{"speculative_config": {"method": "ngram", '
                          '"disable_padded_drafter_batch": true}}'}),  # async left to vLLM
     ("default", {DECODE: '{"async_scheduling": true}'}),
+    ("default", {DECODE: '{"logits_processors": [], "spec_tokens": 2, '
+                         '"speculative_config": {"method": "ngram"}}'}),
+    # Import paths vLLM's loaders split, and the values that leave vLLM's own choice.
+    ("default", {BOTH: '{"worker_cls": "auto", "worker_extension_cls": "", '
+                       '"scheduler_cls": null, "logits_processors": null}'}),
+    ("default", {BOTH: '{"worker_cls": "vllm.v1.worker.gpu_worker.Worker", '
+                       '"worker_extension_cls": "ext.Mixin", '
+                       '"scheduler_cls": "vllm.v1.core.sched.async_scheduler.AsyncScheduler", '
+                       '"logits_processors": ["pkg.mod:Outer.Proc", "m:P"]}'}),
 ]  # fmt: skip
 
 

@@ -394,3 +394,70 @@ def test_the_batch_defaults_by_gpu_are_vllms() -> None:
     found = probe(BATCH_DEFAULTS, gpus)
     expected = {name: rules.gpu_batched_tokens(instance) for name, instance in CATALOG.items()}
     assert found == expected
+
+
+# Runs in the child: argv[1] is [[separator, name], ...]; vLLM's own loaders try each name, and
+# build_logitsprocs is handed a speculative config with a custom processor. Prints
+# {"loaded": {name: "loaded" | error}, "speculative": error | null}.
+IMPORT_BY_NAME = """
+import json, sys, types
+import torch
+from vllm.utils.import_utils import resolve_obj_by_qualname
+from vllm.v1.sample.logits_processor import _load_logitsprocs_by_fqcns, build_logitsprocs
+
+loaded = {}
+for separator, name in json.loads(sys.argv[1]):
+    try:
+        if separator == ".":
+            resolve_obj_by_qualname(name)
+        else:
+            _load_logitsprocs_by_fqcns([name])
+        loaded[name] = "loaded"
+    except Exception as error:
+        loaded[name] = f"{type(error).__name__}: {error}"[:300]
+try:
+    build_logitsprocs(
+        types.SimpleNamespace(speculative_config=object()), torch.device("cpu"), False, False,
+        ["vllm.v1.sample.logits_processor.builtin:MinPLogitsProcessor"],
+    )
+    speculative = None
+except Exception as error:
+    speculative = f"{type(error).__name__}: {error}"
+print(json.dumps({"loaded": loaded, "speculative": speculative}))
+"""
+
+# (separator, name): names the import rule refuses and real classes of vLLM 0.26 it takes.
+IMPORT_NAMES = [
+    (".", "MyWorker"),  # no dot: resolve_obj_by_qualname's rsplit fails
+    (".", "vllm.v1.core.sched.async_scheduler."),
+    (".", "vllm..v1.core.sched.async_scheduler.AsyncScheduler"),
+    (".", "vllm.v1.core.sched.async_scheduler.Async Scheduler"),
+    (".", "vllm.v1.core.sched.async_scheduler.AsyncScheduler"),
+    (".", "vllm.v1.worker.gpu_worker.Worker"),
+    (":", "vllm.v1.sample.logits_processor.builtin.MinPLogitsProcessor"),  # a dot, not ':'
+    (":", "vllm.v1.sample.logits_processor.builtin:MinPLogitsProcessor:x"),
+    (":", ":MinPLogitsProcessor"),
+    (":", "vllm.v1.sample.logits_processor.builtin:MinPLogitsProcessor"),
+]
+
+
+def test_the_names_the_import_rule_refuses_are_what_vllms_loaders_cannot_import() -> None:
+    """Each name the import rule refuses fails vLLM's own loader (resolve_obj_by_qualname, the
+    logits processors' loader), each real class it takes loads; and build_logitsprocs refuses
+    a custom processor beside speculative decoding, as the relation rule does."""
+    found = probe(IMPORT_BY_NAME, IMPORT_NAMES)
+    verdicts = {
+        name: {"app": rules.import_name_problem(name, separator), "vllm": found["loaded"][name]}
+        for separator, name in IMPORT_NAMES
+    }
+    disagreements = {
+        name: verdict
+        for name, verdict in verdicts.items()
+        if bool(verdict["app"]) != (verdict["vllm"] != "loaded")
+    }
+    assert not disagreements, json.dumps(disagreements, indent=1)
+    assert sum(verdict["vllm"] == "loaded" for verdict in verdicts.values()) == 3
+    assert "speculative decoding" in (found["speculative"] or "")
+    assert "engine-option-relation" in _app_refuses(
+        {"logits_processors": ["m:P"], "spec_tokens": 2}
+    )
