@@ -6,7 +6,10 @@
 # one H100 after two failed starts) was `first aa`, `chunk ab` .. `chunk af`, `p1 ag direct`,
 # `p2`, `next deployed-batching-10ms deployed-batching-0ms`, `next deployed-batching-0ms`, back
 # to back (the machine is given back 30 s after a call): 1,577 of the session's 1,800 s of
-# device time, the two failed starts included.
+# device time, the two failed starts included. The second run of the day
+# (2026-12-07-h100-qwen3-8b-batching-50ms.json, one H100) measured Ray's default 50 ms beside 10 ms:
+# `first aa`, `chunk ab` .. `chunk af`, `p1 ag deployed-batching-10ms`, `next
+# deployed-batching-10ms deployed`, `next deployed`, `direct-last` (about 1,230 s of device time).
 # build/whl/part-XX: the wheel tar in 50 MiB parts (tools/gpu_bench/pack_wheels.sh);
 # build/gb/<variant>/: each variant's synthesized serving template (`cdk synth -c <override>`),
 # build/gb/commit. Each phase sweeps the variant that is up, then deploys the next, so the
@@ -61,6 +64,13 @@ case "$1" in
     up_then_sweep $2; $B metrics $2
     [ -n "$3" ] && $B serve $3 && timeout $(budget 575) $B wait $3; left
     $B collect $OUT ;;
+  direct-last) # after the deployed variants: Ray stopped, the direct engines started and swept,
+    # the record copied out every 15 s in case the lease ends
+    $B collect $OUT; ( while sleep 15; do $B collect $OUT 2>/dev/null; done ) &
+    $B metrics deployed; $B stop; sleep 3
+    timeout 200 $B engines || tail -5 /root/gpu-bench/prefill.log /root/gpu-bench/decode.log
+    $B probe direct --timeout 30; timeout 150 $B sweep direct random; $B metrics direct
+    kill %1; $B collect $OUT ;;
   *) eval "$2"; $B collect $OUT ;;
 esac
 tail -4 /root/gpu-bench/bench.log 2>/dev/null
