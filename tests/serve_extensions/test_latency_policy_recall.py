@@ -17,19 +17,12 @@ from serve_extensions.latency_policy import (
     OVER,
     UNDER,
     Memory,
-    Objective,
-    SideLimits,
     SideObservation,
     Tuning,
     decide,
 )
+from tests.serve_extensions.test_latency_policy import LIMITS, LOOK_BACK_S, OBJECTIVES
 
-OBJECTIVES = {"prefill": Objective(95, 1.0), "decode": Objective(95, 0.050)}
-LIMITS = {
-    "prefill": SideLimits(1, 8, 1, 8, 4),
-    "decode": SideLimits(1, 8, 1, 8, 32),
-}
-LOOK_BACK_S = 30.0
 RECALL_S = Tuning().recall_look_backs * LOOK_BACK_S  # 600 s
 
 
