@@ -321,7 +321,7 @@ SCALING_REASON = PrometheusMetric(
     "gauge",
     "1 for the reason of the latency policy's last decision for the side (over_objective, "
     "under_objective, within_objective, replicas_starting, queue_fallback, awaiting_samples, "
-    "at_max_replicas, at_gpu_budget, load_rising), 0 for the others.",
+    "at_max_replicas, at_gpu_budget, load_rising, missed_there_recently), 0 for the others.",
     LATENCY_POLICY_SOURCE,
 )
 SCRAPED_FOR_LATENCY_POLICY: tuple[PrometheusMetric, ...] = (

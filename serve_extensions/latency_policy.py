@@ -60,6 +60,16 @@ Stability, so that the two sides never chase each other:
   says one group fewer still stays within `aim` of it, below that (so the next decision after
   a scale-down does not scale up);
 - down one DP group at a time, up at most `max_step_up` times the groups per decision;
+- not down to a number of groups at which the side was over `scale_up_at` of its objective
+  (or at more groups than that) within the last `recall_look_backs` look-back periods
+  (`missed_there_recently`): the line predicts the mean of a side's latency, and a percentile
+  over a bursty load misses at a number of groups whose mean is within the aim. On the local
+  replay's long prompts prefill at 3 replicas sat at 0.6 to 0.7 of its TTFT objective between
+  bursts and missed it in the bursts (minutes 3.5, 12 to 15, 22 to 25 on the model alone,
+  tools/latency_replay_bursts.py); one group more held them, the line brought it back down
+  before the next burst, and a prefill engine takes 238 s to serve again. 20 look-back periods
+  (10 minutes at Serve's 30 s) outlast those gaps, and a group more is held only while misses
+  keep coming;
 - while a side's replicas are starting (Serve's target above its running replicas) hold it:
   the latency observed is that of fewer replicas than are coming;
 - Serve's own delays (upscale_delay_s, downscale_delay_s per side) apply to every decision
@@ -103,7 +113,19 @@ AWAITING = "awaiting_samples"
 AT_MAX = "at_max_replicas"
 AT_BUDGET = "at_gpu_budget"
 RISING = "load_rising"
-REASONS = (OVER, UNDER, WITHIN, STARTING, QUEUE, AWAITING, AT_MAX, AT_BUDGET, RISING)
+MISSED_THERE = "missed_there_recently"
+REASONS = (
+    OVER,
+    UNDER,
+    WITHIN,
+    STARTING,
+    QUEUE,
+    AWAITING,
+    AT_MAX,
+    AT_BUDGET,
+    RISING,
+    MISSED_THERE,
+)
 
 
 @dataclass(frozen=True)
@@ -162,7 +184,9 @@ class Tuning:
     how many latency samples it needs to trust a percentile, and for how many look-back periods
     a loaded side waits for them before it degrades to the queue rule, and how many look-back
     periods ahead a rising load is projected (about the time a scale-up takes to serve: Serve's
-    upscale delay and an engine's start, 60 s + 106 s for decode at the defaults)."""
+    upscale delay and an engine's start, 60 s + 106 s for decode at the defaults), and for how
+    many look-back periods a side is not brought back down to where it missed (module
+    docstring, stability)."""
 
     aim: float = 0.7
     scale_up_at: float = 0.9
@@ -173,6 +197,7 @@ class Tuning:
     lead_min_rise: float = 0.25
     trend_look_backs: float = 2.0
     lead_min_sigmas: float = 2.0
+    recall_look_backs: float = 20.0
 
 
 @dataclass(frozen=True)
@@ -187,12 +212,14 @@ class Decision:
 class Memory:
     """What the policy carries between decisions: each side's latency floor and the requests in
     flight per group when it was seen, since when a loaded side has been without samples, and
-    the side's requests in flight at each decision over the trend's span (`_trend`)."""
+    the side's requests in flight at each decision over the trend's span (`_trend`), and when
+    it was last over `scale_up_at` of its objective at each number of groups (`_missed_there`)."""
 
     floor_s: dict[str, float] = field(default_factory=dict)
     floor_load: dict[str, float] = field(default_factory=dict)
     missing_since_s: dict[str, float] = field(default_factory=dict)
     loads: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+    missed_s: dict[str, dict[int, float]] = field(default_factory=dict)
 
 
 def decide(
@@ -248,6 +275,8 @@ def _side_decision(
     # load-driven, so that the side still grows with its latency.
     floor = floor if floor < 0.9 * goal else 0.0
     pressure = latency / objective.value_s
+    if latency > tuning.scale_up_at * objective.value_s:
+        memory.missed_s.setdefault(side, {})[current] = seen.now_s
     if target > current:
         return _bounded(target, limits, STARTING, pressure)
     if latency > tuning.scale_up_at * objective.value_s:
@@ -264,13 +293,27 @@ def _side_decision(
         return _bounded(_grown(current, predicted, floor, goal, tuning), limits, RISING, pressure)
     # Down on the line through the floor and now (module docstring): one group fewer only if it
     # predicts the latency stays within the aim, below scale_up_at, so that the next decision
-    # does not undo it.
+    # does not undo it; and not where the side missed lately (`_missed_there`).
     if (
         current > 1
         and _one_fewer_latency(latency, load_per_group, floor, floor_load, current) <= goal
     ):
+        if _missed_there(memory, side, current - 1, seen.now_s, tuning, seen.look_back_s):
+            return _bounded(current, limits, MISSED_THERE, pressure)
         return _bounded(current - 1, limits, UNDER, pressure)
     return _bounded(current, limits, WITHIN, pressure)
+
+
+def _missed_there(
+    memory: Memory, side: str, groups: int, now_s: float, tuning: Tuning, look_back_s: float
+) -> bool:
+    """Whether the side was over `scale_up_at` of its objective with `groups` groups serving,
+    or more, within the last `recall_look_backs` look-back periods (module docstring,
+    stability): a miss at more groups says fewer would miss too."""
+    since = now_s - tuning.recall_look_backs * look_back_s
+    return any(
+        at_s >= since for count, at_s in memory.missed_s.get(side, {}).items() if count >= groups
+    )
 
 
 def _grown(current: int, latency: float, floor: float, goal: float, tuning: Tuning) -> int:

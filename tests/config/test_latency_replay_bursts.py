@@ -29,3 +29,15 @@ def test_a_minutes_ttft_is_its_p95_in_the_runs_time() -> None:
     """Minute 13 at 15x: over the dilated objective (1.6 s), not by orders of magnitude."""
     p95 = minute_ttfts(ReplayScale(), replicas=3, routing_seed=0)[13]
     assert objectives(ReplayScale()).ttft_s < p95 < 3 * objectives(ReplayScale()).ttft_s
+
+
+def test_at_7_5x_a_fourth_prefill_replica_leaves_one_minute_at_risk() -> None:
+    """The ninth local run's sizing (docs/verification.md): at 7.5x, 20 routing draws of the
+    replay's thinning put 3.5 minutes out at 3 prefill replicas (12, 13, 14, 24, 29) and 0.65
+    at 4 (minute 13 alone, in 13 of 20 draws): a fourth replica is what the long prompts need."""
+    scale = ReplayScale(compression=7.5)
+    at_3 = minutes_out(scale, replicas=3, routings=20)
+    at_4 = minutes_out(scale, replicas=4, routings=20)
+    assert set(at_3) == {12, 13, 14, 24, 29}
+    assert sum(at_3.values()) == pytest.approx(3.5)
+    assert at_4 == {13: pytest.approx(0.65)}
