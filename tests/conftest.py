@@ -25,11 +25,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-import app
 from app_config import Settings
 from serving_manifests import ServingManifests
 from tests.configurations import (
@@ -39,6 +38,9 @@ from tests.configurations import (
     render_deployed,
     settings_for,
 )
+
+if TYPE_CHECKING:
+    import app
 
 STACK_ROLES = ("network", "cluster", "gpu-nodes", "serving", "observability")
 # Construct trees built in this worker, by cache key (the worker that synthesized a
@@ -101,6 +103,8 @@ class Synthesized:
         """The construct tree, for tests that inspect constructs (rule packs, objects a construct
         keeps); built in this worker on first use."""
         if self.key not in _BUILT:
+            import app  # aws-cdk-lib and its Node.js process: only in a worker that builds
+
             _BUILT[self.key] = app.build(
                 _context(self.name, self.overrides), outdir=str(self.outdir / "rebuilt")
             )
@@ -258,6 +262,8 @@ def _synthesize_into(key: str, name: str, overrides: Mapping[str, str], outdir: 
     finding raises here and fails every test of the configuration (and nothing is cached). The
     assembly is written beside its folder and renamed into place whole, so an interrupted synth
     leaves nothing a later run would read."""
+    import app  # aws-cdk-lib and its Node.js process: only in a worker that synthesizes
+
     writing = outdir.with_name(outdir.name + ".writing")
     shutil.rmtree(writing, ignore_errors=True)
     built = app.build(_context(name, overrides), outdir=str(writing))
