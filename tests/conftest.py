@@ -15,6 +15,7 @@ in the worker that asks, only when a test asks for it.
 from __future__ import annotations
 
 import fcntl
+import gc
 import hashlib
 import json
 import os
@@ -61,6 +62,16 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
     return len(os.sched_getaffinity(0)) + EXTRA_WORKERS
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Nothing runs after this but the process's exit: every object it holds is frozen out of
+    the garbage collector, so the interpreter's teardown does not walk them all in a last
+    collection. Each xdist worker holds aws-cdk-lib's bindings and its share of 4,000 tests, and
+    the controller waits for every worker's exit before the run ends: their teardown was 0.6 to
+    1 s each, on the run's critical path (docs/verification.md "Benchmarks", 2026-12-07)."""
+    gc.freeze()
 
 
 def cfn_text(value: object) -> str:
