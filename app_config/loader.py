@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import os
 import re
 from collections.abc import Mapping
@@ -219,6 +220,7 @@ def _validate(raw: dict[str, Any]) -> list[Problem]:
     return problems + errors(evaluate(settings, valid))
 
 
+@functools.lru_cache(maxsize=4096)  # asked twice of each of cdk.json's ~100 keys per load
 def _is_cdks_own(key: str) -> bool:
     """CDK's keys: feature flags ('@...'), `cdk acknowledge`'s, and those with a ':' (the CLI's
     aws:cdk:..., cached lookups such as availability-zones:account=...:region=...), none of

@@ -9,8 +9,6 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
-
 REGION = "us-east-1"  # the schemas are the same in every region for these types
 
 
@@ -18,6 +16,10 @@ REGION = "us-east-1"  # the schemas are the same in every region for these types
 def create_only_paths(resource_type: str) -> tuple[tuple[str, ...], ...]:
     if not resource_type.startswith("AWS::"):
         return ()
+    # Imported here: cfn-lint (and the sympy it loads) costs every xdist worker about half a
+    # second at collection, and only the workers that run a routine-change test need it.
+    from cfnlint.schema import PROVIDER_SCHEMA_MANAGER
+
     schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema(REGION, resource_type).schema
     return tuple(
         tuple(part for part in path.split("/")[2:] if part != "*")

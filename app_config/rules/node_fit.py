@@ -141,20 +141,26 @@ def rendered_pods(settings: Settings) -> RenderedPods | None:
 
 def _render_pods(settings: Settings) -> RenderedPods | None:
     from serving_manifests.rayservice import render_rayservice
-    from serving_manifests.serve_config import render_serve_config
     from serving_manifests.serve_extensions import render_serve_extensions
 
     # The image's address (which names the account where serving.image_cache is on) does not
-    # change a request; the stack passes a CloudFormation token in the same place.
+    # change a request; the stack passes a CloudFormation token in the same place. Nor does the
+    # Serve config: the renderer writes it as the serveConfigV2 text and hashes it into an
+    # annotation, neither of them a request, so it is left empty here. Rendering it and dumping
+    # it as YAML was most of this rule's time, and this rule most of a valid configuration's
+    # validation (tests/config/test_node_fit.py holds the pods to a full render's, for every
+    # configuration).
     try:
         service = render_rayservice(
-            settings,
-            render_serve_config(settings),
-            render_serve_extensions(settings),
-            account="ACCOUNT",
+            settings, {}, render_serve_extensions(settings), account="ACCOUNT"
         )
     except (KeyError, ValueError):
         return None  # what the renderer cannot render (a region without the image) has its rule
+    return pods_of(service)
+
+
+def pods_of(service: dict[str, Any]) -> RenderedPods:
+    """The requests of a rendered RayService's head and worker pods."""
     cluster = service["spec"]["rayClusterConfig"]
     autoscaler = {"resources": cluster["autoscalerOptions"].get("resources") or {}}
     head = pod_requests(cluster["headGroupSpec"]["template"]["spec"], autoscaler)

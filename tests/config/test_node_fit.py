@@ -14,7 +14,7 @@ from catalog.instances import CATALOG
 from catalog.node_allocatable import ENI_LIMITS, node_allocatable
 from serving_manifests import rayservice
 from serving_manifests.serve_extensions import render_serve_extensions
-from tests.configurations import settings_for
+from tests.configurations import CONFIGURATIONS, render_deployed, settings_for
 
 # nodeadm's kube-reserved CPU by range (6 %, 1 %, 0.5 % x 2, 0.25 % above 4 cores), memory
 # 11 MiB x maxPods + 255, maxPods = ENIs x (IPs - 1) + 2 under the managed node group's cap.
@@ -128,6 +128,14 @@ def test_a_node_group_its_pods_do_not_fit_is_named(
 def test_the_shipped_shapes_fit_their_nodes(configuration: str) -> None:
     findings = evaluate(settings_for(configuration))
     assert [str(f) for f in findings if f.code.startswith("node-fit")] == []
+
+
+@pytest.mark.parametrize("configuration", list(CONFIGURATIONS))
+def test_the_rule_judges_the_deployed_pods(configuration: str) -> None:
+    """The rule renders the Ray cluster without the Serve config (it sets no request), without
+    the GCS store and with a stand-in account: the pods it judges are the deployed RayService's."""
+    settings = settings_for(configuration)
+    assert rule.rendered_pods(settings) == rule.pods_of(render_deployed(settings).rayservice)
 
 
 def test_the_rule_reads_the_requests_the_renderer_writes() -> None:

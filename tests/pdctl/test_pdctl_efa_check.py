@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import kubernetes_validate
 import pytest
 
 from app_config import Settings
@@ -31,6 +30,7 @@ from tests import fabtests_model
 from tests.configurations import PROJECT_ROOT, render_deployed, settings_for
 from tests.conftest import shared_folder
 from tests.fabtests_model import Node
+from tests.kubernetes_schemas import validate_strictly
 
 P4D = CATALOG["p4d.24xlarge"]
 
@@ -52,7 +52,7 @@ def plan(settings: Settings) -> efa_jobs.EfaCheckPlan:
 def test_the_jobs_and_services_match_kubernetes_schemas_strictly(plan, minor: str) -> None:
     for role in (efa_jobs.CLIENT_ROLE, efa_jobs.SERVER_ROLE):
         for document in (efa_jobs.job_manifest(plan, role), efa_jobs.service_manifest(plan, role)):
-            kubernetes_validate.validate(document, f"{minor}.0", strict=True)
+            validate_strictly(document, minor)
 
 
 def test_each_service_selects_only_its_sides_pod(plan) -> None:

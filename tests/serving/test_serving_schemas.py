@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import kubernetes_validate
 import pytest
 import yaml
 from ray.serve._private.config import DeploymentConfig
@@ -29,6 +28,7 @@ from serving_manifests import ServingManifests
 from serving_manifests.rayservice import POD_CHECKOV_SKIPS
 from tests.checkov import run_checkov
 from tests.configurations import CONFIGURATIONS, PROJECT_ROOT, context_for, render_deployed
+from tests.kubernetes_schemas import ValidationError, validate_strictly
 from tools.write_manifests import write_manifests
 
 CRD_ENV = "KUBERAY_CRD"
@@ -160,14 +160,14 @@ def test_native_objects_match_kubernetes_schemas_strictly(
     objects = _native(manifests)
     assert {o["kind"] for o in objects} >= {"Namespace", "ServiceAccount", "NetworkPolicy"}
     for document in objects:
-        kubernetes_validate.validate(document, f"{minor}.0", strict=True)
+        validate_strictly(document, minor)
 
 
 def test_strict_kubernetes_validation_rejects_unknown_fields(manifests: ServingManifests) -> None:
     broken = copy.deepcopy(manifests.network_policies[0])
     broken["spec"]["podSelectors"] = {}
-    with pytest.raises(kubernetes_validate.ValidationError):
-        kubernetes_validate.validate(broken, f"{KUBERNETES.minor}.0", strict=True)
+    with pytest.raises(ValidationError):
+        validate_strictly(broken, KUBERNETES.minor)
 
 
 def _pods(manifests: ServingManifests) -> list[dict[str, Any]]:
