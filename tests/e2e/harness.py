@@ -746,7 +746,8 @@ def _script_env() -> dict[str, str]:
 
 def run_script(script: str, *args: str, timeout: float) -> None:
     """A scenario script of this folder in its own interpreter (each starts and stops its own
-    local Ray), failing the test with the end of its stderr."""
+    local Ray), failing the test with its stderr's first traceback and its end: Ray's shutdown
+    after a failure can fill the end with its own errors."""
     done = subprocess.run(
         _script_command(script, *args),
         cwd=HERE,
@@ -756,7 +757,15 @@ def run_script(script: str, *args: str, timeout: float) -> None:
         text=True,
         check=False,
     )
-    assert done.returncode == 0, done.stderr[-6000:]
+    assert done.returncode == 0, failure_text(done.stderr)
+
+
+def failure_text(stderr: str, each: int = 3000) -> str:
+    """The first traceback of ``stderr`` (where the failure began) and its last characters."""
+    first = stderr.find("Traceback (most recent call last)")
+    if first < 0 or first >= len(stderr) - 2 * each:
+        return stderr[-2 * each :]
+    return f"{stderr[first : first + each]}\n[...]\n{stderr[-each:]}"
 
 
 @dataclass(frozen=True)
