@@ -41,7 +41,9 @@ Which arguments vLLM refuses together, and which values it refuses unless told t
   keywords (with its bases') and their ``Field`` bounds (``nested_rule``);
 - ``deprecated_quantization``: ``DEPRECATED_QUANTIZATION_METHODS``
   (vllm/model_executor/layers/quantization/__init__.py), which ``ModelConfig`` refuses without
-  ``allow_deprecated_quantization``.
+  ``allow_deprecated_quantization``;
+- ``quantization``: what each method needs from the checkpoint when its config.json has no
+  quantization config (tools/vllm_quantization.py).
 
 Usage: ``python -m tools.vllm_engine_args <vllm wheel, or a directory holding vllm/>``; the
 wheel is the one ``pip download vllm==<image's vLLM> --no-deps`` fetches (or the e2e venv's
@@ -60,6 +62,8 @@ import zipfile
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
+
+from tools.vllm_quantization import quantization_methods
 
 OUTPUT = Path(__file__).resolve().parent.parent / "catalog" / "vllm_engine_args.json"
 ARG_UTILS = "vllm/engine/arg_utils.py"
@@ -727,6 +731,7 @@ def generate(path: Path) -> dict[str, Any]:
             arg_utils, engine, config_fields(source), enums_by_name(source, enums)
         ),
         "deprecated_quantization": deprecated_quantization(source),
+        "quantization": quantization_methods(source),
     }
 
 

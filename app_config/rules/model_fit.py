@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from app_config import engine_options
 from app_config.errors import Finding
-from app_config.rules import WARNING, Rule
+from app_config.rules import WARNING, Rule, side_finding
 from catalog.expert_placement import Parallelism, ParallelismError
 from catalog.model_architecture import UnsupportedModelError, gpu_memory, model_shape
 from catalog.models import bundled_config
@@ -191,6 +192,78 @@ def quantization_matches_checkpoint(settings: Settings) -> Iterator[Finding]:
             )
 
 
+def _unquantized(config: dict[str, Any]) -> bool:
+    try:
+        return weight_precision(config).method == "none"
+    except QuantizationError:  # a quantization config this app cannot read is one all the same
+        return False
+
+
+def _unquantized_checkpoint_asks(settings: Settings) -> Iterator[tuple[Any, str, dict, str]]:
+    """Each side that asks for a quantization method on a checkpoint whose config.json has no
+    quantization config: the side, the method, what vLLM's loader needs for it
+    (catalog/vllm_engine_args.json ``quantization``, generated from vLLM's source by
+    tools/vllm_quantization.py) and where the config.json came from. Skipped: a method vLLM
+    builds all the same, one vLLM does not know (the option's value rule says so) and
+    ``quantization_config`` given (vLLM resolves the two together)."""
+    config, source, _ = _read(settings)
+    if config is None or not _unquantized(config):
+        return
+    methods = engine_options.vllm_args()["quantization"]
+    for side in settings.sides():
+        options = settings.serving.engine_options_for(side.role)
+        asked = options.get("quantization")
+        needs = methods.get(asked) if isinstance(asked, str) else None
+        if needs is None or needs["builds_without_checkpoint"]:
+            continue
+        if options.get("quantization_config") is not None:
+            continue
+        yield side, asked, needs, source
+
+
+def quantization_unbuildable(settings: Settings) -> Iterator[Finding]:
+    """A method whose config vLLM builds only from the checkpoint's settings and reads no file
+    for them, on a checkpoint without them: ``quant_cls()`` misses its arguments at weight load
+    (vLLM 0.26 model_loader/weight_utils.py get_quant_config), on every replica, every time."""
+    for side, asked, needs, source in _unquantized_checkpoint_asks(settings):
+        if needs["files"]:
+            continue
+        online = sorted(m for m, n in engine_options.vllm_args()["quantization"].items()
+                        if n["builds_without_checkpoint"])  # fmt: skip
+        yield Finding(
+            f"{side.serving_setting}.engine_options.quantization",
+            f"is {asked!r}, which {VLLM} builds only from a quantized checkpoint's "
+            f"quantization_config, and the checkpoint's config.json ({source}) has none: the "
+            f"engine fails at weight load ({needs['config_class']} is built without its "
+            "arguments; model_loader/weight_utils.py get_quant_config). Serve a checkpoint "
+            f"quantized with {asked}, or quantize this one as it loads: {', '.join(online)}",
+            asked,
+        )
+
+
+def quantization_needs_a_file(settings: Settings) -> Iterator[Finding]:
+    """A method vLLM reads from a file beside config.json when config.json has no quantization
+    config: only config.json is known here, so whether the file is in the model's repository
+    is not; without it the engine fails at weight load ("Cannot find the config file for
+    <method>", vLLM 0.26 model_loader/weight_utils.py get_quant_config). A warning: an older
+    quantized checkpoint keeps its settings in that file alone."""
+    for side, asked, needs, source in _unquantized_checkpoint_asks(settings):
+        if not needs["files"]:
+            continue
+        yield side_finding(
+            side.role,
+            "model-quantization-file",
+            f"{side.serving_setting}.engine_options.quantization",
+            f"is {asked!r}, and the checkpoint's config.json ({source}) has no quantization "
+            f"config: {VLLM} then reads {asked}'s settings from {' or '.join(needs['files'])} "
+            "beside it, and fails at weight load without one ('Cannot find the config file "
+            f"for {asked}'). Serve a checkpoint quantized with {asked}, use an online method "
+            "(fp8 quantizes as the weights load), or acknowledge this if the model's "
+            "repository has that file",
+            asked,
+        )
+
+
 def _side_memory(settings: Settings, config: dict[str, Any], side: Any) -> Any:
     """The side's GPU memory by `pdctl plan`'s own sizing, or None where the model or the
     layout is one the sizing cannot read (their own rules report a layout vLLM refuses), or
@@ -277,6 +350,19 @@ RULES = (
     ),
     Rule(
         "model-quantization", frozenset({"serving", "gpu_nodes"}), quantization_matches_checkpoint
+    ),
+    Rule(
+        "model-quantization-unbuildable",
+        frozenset({"serving", "gpu_nodes"}),
+        quantization_unbuildable,
+    ),
+    Rule(
+        "model-quantization-file",
+        frozenset({"serving", "gpu_nodes"}),
+        quantization_needs_a_file,
+        WARNING,
+        per_side=True,
+        stack="serving",
     ),
     Rule("model-weights-per-gpu", frozenset({"serving", "gpu_nodes"}), weights_fit_the_gpus),
     Rule("model-kv-room", frozenset({"serving", "gpu_nodes"}), kv_room, WARNING, stack="serving"),

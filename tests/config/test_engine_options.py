@@ -284,7 +284,7 @@ GOOD_OPTIONS = [
     ("default", {DECODE: '{"offload_group_size": 8, "offload_num_in_group": 8}'}),
     ("default", {DECODE: '{"offload_backend": "uva", "cpu_offload_gb": 2}'}),
     ("default", {BOTH: '{"offload_backend": "auto", "offload_prefetch_step": 0}'}),  # off
-    ("default", {BOTH: '{"quantization": "fbgemm_fp8", "allow_deprecated_quantization": true}'}),
+    ("default", {BOTH: '{"quantization": "fp_quant", "allow_deprecated_quantization": true}'}),
     ("default", {DECODE: '{"profiler_config": {"profiler": "torch", "torch_profiler_dir": "/p", '
                          '"active_iterations": 1, "delay_iterations": 0}}'}),
     ("default", {DECODE: '{"speculative_config": {"method": "ngram", '
@@ -494,9 +494,52 @@ class AttentionConfig:
         "    CUSTOM = None\n"
         "    def get_class(self): ...\n"
     ),
-    "vllm/model_executor/layers/quantization/__init__.py": (
-        'QuantizationMethods = Literal["awq", "fbgemm_fp8"]\n'
-        'DEPRECATED_QUANTIZATION_METHODS = ["fbgemm_fp8"]\n'
+    "vllm/model_executor/layers/quantization/__init__.py": """
+QuantizationMethods = Literal["awq", "fbgemm_fp8"]
+DEPRECATED_QUANTIZATION_METHODS = ["fbgemm_fp8"]
+def get_quantization_config(quantization):
+    from vllm.config.quantization import _ONLINE_SHORTHANDS
+    from .awq import AWQConfig
+    from .fp8 import Fp8Config, FBGEMMFp8Config
+    from .online.base import OnlineQuantizationConfig
+    method_to_config: dict[str, type[QuantizationConfig]] = {
+        "awq": AWQConfig,
+        "fp8": Fp8Config,
+        "fbgemm_fp8": FBGEMMFp8Config,
+        "online": OnlineQuantizationConfig,
+    }
+""",
+    "vllm/model_executor/layers/quantization/awq.py": """
+from vllm.model_executor.layers.quantization.files import FileConfig
+class AWQConfig(FileConfig):
+    def __init__(self, weight_bits: int, group_size: int = 128): ...
+""",
+    # A base re-exported by its package: the method's files come from there.
+    "vllm/model_executor/layers/quantization/files/__init__.py": "from .base import FileConfig\n",
+    "vllm/model_executor/layers/quantization/files/base.py": """
+class FileConfig(QuantizationConfig):
+    @classmethod
+    def get_config_filenames(cls) -> list[str]:
+        return ["quantize_config.json", "quant_config.json"]
+""",
+    "vllm/model_executor/layers/quantization/fp8.py": """
+class Fp8Config(QuantizationConfig):
+    def __init__(self, ignored_layers: list[str] | None = None, *, scheme: str = "dynamic"): ...
+    @classmethod
+    def get_config_filenames(cls) -> list[str]:
+        return []
+class FBGEMMFp8Config(Fp8Config):
+    def __init__(self, ignore_list, *, input_scale_ub): ...
+""",
+    "vllm/model_executor/layers/quantization/online/base.py": """
+class OnlineQuantizationConfig(QuantizationConfig):
+    def __init__(self, args): ...
+    @classmethod
+    def get_config_filenames(cls) -> list[str]:
+        return []
+""",
+    "vllm/config/quantization.py": (
+        '_ONLINE_SHORTHANDS: dict[str, QuantizationConfigArgs] = {"fp8_per_tensor": A()}\n'
     ),
     "vllm/tool_parsers/__init__.py": '_TOOL_PARSERS_TO_REGISTER = {"hermes": ("a", "B")}\n',
     "vllm/reasoning/__init__.py": '_REASONING_PARSERS_TO_REGISTER = {"qwen3": ("a", "B")}\n',
@@ -579,6 +622,32 @@ def test_the_generator_reads_fields_literals_and_registries(tmp_path: Path) -> N
          "source": "vllm/engine/arg_utils.py EngineArgs.create_speculative_config"},
     ]  # fmt: skip
     assert data["deprecated_quantization"] == ["fbgemm_fp8"]
+    # What each method needs where config.json has no quantization config: a file (awq's,
+    # from its base), nothing (fp8 builds with no argument; a shorthand resolves online), or
+    # what it cannot have (fbgemm_fp8 and "online" miss arguments).
+    assert data["quantization"] == {
+        "awq": {
+            "config_class": "AWQConfig",
+            "files": ["quantize_config.json", "quant_config.json"],
+            "builds_without_checkpoint": False,
+        },
+        "fbgemm_fp8": {
+            "config_class": "FBGEMMFp8Config",
+            "files": [],
+            "builds_without_checkpoint": False,
+        },
+        "fp8": {"config_class": "Fp8Config", "files": [], "builds_without_checkpoint": True},
+        "fp8_per_tensor": {
+            "config_class": "OnlineQuantizationConfig",
+            "files": [],
+            "builds_without_checkpoint": True,
+        },
+        "online": {
+            "config_class": "OnlineQuantizationConfig",
+            "files": [],
+            "builds_without_checkpoint": False,
+        },
+    }
     # A nested config argument: the fields of the class it becomes (with its bases), each key
     # one of them, and their bounds; a plain dict splatted into a class (Config(**self.arg))
     # has the bounds only, as vLLM may read a dict otherwise.

@@ -174,6 +174,13 @@ WARNINGS = [
         "engine-option-offload-ignored",
         "serving.engine_options.cpu_offload_gb",
     ),
+    # Qwen3-8B's config.json has no quantization_config: vLLM reads awq's from a file beside it
+    (
+        "quickstart",
+        {"serving.decode.engine_options": '{"quantization": "awq"}'},
+        "model-quantization-file-decode",
+        "serving.decode.engine_options.quantization",
+    ),
     ("quickstart", {}, "documentation-placeholder", "cluster.admin_principal_arns[0]"),
     (
         "capacity-block",
@@ -359,6 +366,19 @@ MODEL_MEMORY = [
         "model-quantization",
         "serving.decode.engine_options.quantization",
     ),
+    # Qwen3-8B is unquantized; vLLM builds these methods only from a checkpoint's settings
+    (
+        "quickstart",
+        {"serving.prefill.engine_options": '{"quantization": "compressed-tensors"}'},
+        "model-quantization-unbuildable",
+        "serving.prefill.engine_options.quantization",
+    ),
+    (
+        "quickstart",
+        {"serving.decode.engine_options": '{"quantization": "online"}'},
+        "model-quantization-unbuildable",
+        "serving.decode.engine_options.quantization",
+    ),
 ]
 
 
@@ -371,6 +391,22 @@ def test_the_models_weights_and_quantization_are_judged_by_its_config(
     except ConfigError as error:
         found = error.problems
     assert (path, code) in [(finding.path, finding.code) for finding in found]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"quantization": "fp8"},  # quantizes as the weights load
+        {"quantization": "bitsandbytes"},  # in flight
+        {"quantization": "fp8_per_tensor"},  # an online shorthand
+        {"quantization": "online", "quantization_config": {"linear": {"weight": "fp8"}}},
+    ],
+)
+def test_an_unquantized_checkpoint_takes_the_methods_vllm_builds_without_it(options) -> None:
+    findings = evaluate(
+        settings_for("quickstart", **{"serving.decode.engine_options": json.dumps(options)})
+    )
+    assert [f.code for f in findings if f.code.startswith("model-quantization")] == []
 
 
 def test_the_checkpoints_own_quantization_or_its_override_is_accepted() -> None:

@@ -29,6 +29,7 @@ from installed_probe import probe
 
 from app_config import ConfigError, engine_options, load_settings
 from app_config.rules import engine_options as rules
+from app_config.rules import evaluate
 from catalog.instances import CATALOG
 from catalog.models import bundled_config
 from tests.configurations import context_for
@@ -461,3 +462,66 @@ def test_the_names_the_import_rule_refuses_are_what_vllms_loaders_cannot_import(
     assert "engine-option-relation" in _app_refuses(
         {"logits_processors": ["m:P"], "spec_tokens": 2}
     )
+
+
+# Runs in the child: argv[1] is a folder holding an unquantized config.json; prints {method:
+# "built" | "<error>"} for every method vLLM knows, built by its own weight loader's step.
+QUANT_CONFIG = """
+import json, sys, types
+from vllm.config.load import LoadConfig
+from vllm.config.quantization import resolve_quantization_config
+from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
+from vllm.model_executor.model_loader.weight_utils import get_quant_config
+
+folder = json.loads(sys.argv[1])
+found = {}
+for method in QUANTIZATION_METHODS:
+    model = types.SimpleNamespace(
+        model=folder, revision=None, quantization=method, hf_config=types.SimpleNamespace(),
+        hf_overrides={}, quantization_config=resolve_quantization_config(method, None),
+    )
+    try:
+        get_quant_config(model, LoadConfig())
+        found[method] = "built"
+    except Exception as error:
+        found[method] = f"{type(error).__name__}: {error}"
+print(json.dumps(found))
+"""
+
+
+def _quantization_codes(method: str) -> set[str]:
+    """The model-quantization codes the app gives for ``method`` on both sides of the
+    quickstart (Qwen3-8B, whose bundled config.json has no quantization config)."""
+    options = json.dumps({"quantization": method})
+    context = context_for("quickstart", **{"serving.engine_options": options})
+    try:
+        findings = evaluate(load_settings(context, {}))
+    except ConfigError as error:
+        findings = error.problems
+    return {f.code for f in findings if f.code.startswith("model-quantization")}
+
+
+def test_the_quantization_rules_are_what_vllms_weight_loader_does_on_an_unquantized_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """vLLM's get_quant_config on a folder holding only an unquantized config.json: each method
+    the catalog says vLLM builds without the checkpoint builds and the app takes it; each that
+    reads a file fails for want of it and the app warns; each other fails and the app refuses
+    it. The catalog lists every method vLLM knows."""
+    (tmp_path / "config.json").write_text(bundled_config("Qwen/Qwen3-8B").read_text())
+    built = probe(QUANT_CONFIG, str(tmp_path))
+    catalog = engine_options.vllm_args()["quantization"]
+    assert sorted(built) == sorted(catalog)
+    disagreements = {}
+    for method, needs in catalog.items():
+        codes = _quantization_codes(method) - {"model-quantization-file-prefill"}
+        if needs["builds_without_checkpoint"]:
+            expected, app = "built", set()
+        elif needs["files"]:
+            expected = f"ValueError: Cannot find the config file for {method}"
+            app = {"model-quantization-file-decode"}
+        else:
+            expected, app = "TypeError", {"model-quantization-unbuildable"}
+        if not built[method].startswith(expected) or codes != app:
+            disagreements[method] = {"vllm": built[method], "app": sorted(codes), "catalog": needs}
+    assert not disagreements, json.dumps(disagreements, indent=1)
