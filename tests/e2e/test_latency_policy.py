@@ -160,8 +160,9 @@ def test_whole_answers_are_counted_in_decodes_engine_while_it_generates_them(
     reported: dict[str, Any],
 ) -> None:
     """The engines' count reads the engine, not the stream hook that whole answers bypass
-    (LLMServer._run_request): HELD answers of 8 s each, read 3 s in, are all in decode's engine
-    and none in prefill's (their prompts are a few words)."""
+    (LLMServer._run_request): HELD answers of 8 s each, read once decode's engine holds them
+    and at most 5 s in, are all in decode's engine and none in prefill's (their prompts are a
+    few words)."""
     held = reported["non_streamed_held"]
     assert held["statuses"] == [200] * HELD
     assert held["reports"]["decode"][ENGINE_REQUESTS_METRIC] == HELD, held
