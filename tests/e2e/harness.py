@@ -383,6 +383,23 @@ def _stop_at_exit(live: _Stoppable) -> None:
         signal.signal(signal.SIGTERM, _stop_all_and_reraise)
 
 
+def _disconnect_driver() -> None:
+    """Disconnect this driver from its local Ray for good, before a node it was connected to
+    is removed. Ray wraps its public calls to ray.init() a driver that is not connected
+    (Ray 2.58 ray/_private/auto_init_hook.py, unless RAY_ENABLE_AUTO_CONNECT=0 at import);
+    a Serve handle the driver made (a scenario's get_deployment_handle) keeps pushing its
+    metrics from a thread of its own through ray.wait (serve/_private/router.py), so between
+    ray.shutdown() and the head's removal, slow on a loaded machine, such a push reconnected
+    the driver to the head, and Cluster.remove_node refused to remove the node the driver is
+    connected to (ray/cluster_utils.py), failing the scenario after its work was done."""
+    import ray
+    from ray._private import auto_init_hook
+
+    auto_init_hook.enable_auto_connect = False
+    if ray.is_initialized():
+        ray.shutdown()
+
+
 @dataclass(eq=False)
 class LocalRay:
     synthesized: Synthesized
@@ -500,10 +517,7 @@ class LocalRay:
         """The head pod's processes (GCS, dashboard, Serve controller, head raylet) die at once,
         as when KubeRay deletes a Ray cluster; the workers' processes are left alone. The
         driver disconnects first: Ray refuses to remove the node it is attached to."""
-        import ray
-
-        if ray.is_initialized():
-            ray.shutdown()
+        _disconnect_driver()
         self._cluster.remove_node(self._cluster.head_node, allow_graceful=False)
 
     def _abandon(self, before: set[int]) -> None:
@@ -668,10 +682,7 @@ class LocalRay:
                     ignore=shutil.ignore_patterns("*.sock"),
                 )
         try:
-            import ray
-
-            if ray.is_initialized():
-                ray.shutdown()
+            _disconnect_driver()
         finally:
             if self._cluster is not None:
                 self._cluster.shutdown()

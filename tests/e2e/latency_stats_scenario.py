@@ -36,7 +36,9 @@ from harness import PROJECT_ROOT, LocalRay, http, rendered
 
 sys.path.insert(0, str(PROJECT_ROOT))
 
-from serve_extensions.latency_policy import AWAITING, QUEUE  # pure Python: no Ray import
+# Pure Python: no Ray import.
+from serve_extensions.latency_autoscaler import ENGINE_REQUESTS_METRIC
+from serve_extensions.latency_policy import AWAITING, QUEUE
 
 RUN_DIR = Path(os.environ.get("PD_E2E_RUN_DIR", PROJECT_ROOT / "build" / "e2e")) / "latency-stats"
 DEPLOY_TIMEOUT_S = 420.0
@@ -44,18 +46,23 @@ STREAM_TIMEOUT_S = 60.0
 # The stand-in's cost, set for the whole local cluster: each output token takes TOKEN_DELAY_S
 # on decode; prefill takes the harness's PREFILL_S_PER_PROMPT_TOKEN per prompt word, so a
 # PROMPT_WORDS prompt holds prefill long enough (0.8 s) that its TTFT is most of the client's
-# (what the client adds, 0.1-0.2 s on this busy two-core machine, does not grow with it).
+# (what the client adds does not grow with it: 0.1-0.2 s on this two-core machine, 0.7 s with
+# both cores busy elsewhere).
 TOKEN_DELAY_S = 0.02
 PROMPT_WORDS = 4000
 ANSWER_TOKENS = 40
 SIDES = {"prefill": "Prefill:", "decode": "Decode:"}
 NON_STREAMED = 4  # completions without streaming, before the load
 # Whole answers sent together and read while decode generates them: HELD_TOKENS at
-# TOKEN_DELAY_S each is 8 s, read after HELD_READ_S (their prompts are a few words: prefill's
-# part is Serve's routing, well under a second on this machine).
+# TOKEN_DELAY_S each is 8 s. Their prompts are a few words: prefill's part is Serve's routing,
+# a fraction of a second, longer on a loaded machine; so the reports are read every
+# HELD_POLL_S from HELD_FIRST_READ_S until decode's engine holds all of them, and at the
+# latest HELD_LAST_READ_S in, well before the answers end (a read takes up to a second).
 HELD = 3
 HELD_TOKENS = 400
-HELD_READ_S = 3.0
+HELD_FIRST_READ_S = 1.0
+HELD_POLL_S = 0.5
+HELD_LAST_READ_S = 5.0
 REASON_METRIC = "ray_pd_llm_scaling_reason"
 
 
@@ -154,13 +161,20 @@ def reports_while_held(cluster: LocalRay, model: str) -> dict[str, Any]:
         statuses.append(status)
 
     threads = [threading.Thread(target=send, args=(n,), daemon=True) for n in range(HELD)]
+    sent = time.monotonic()
     for thread in threads:
         thread.start()
-    time.sleep(HELD_READ_S)
-    reports = replica_reports(cluster)
+    time.sleep(HELD_FIRST_READ_S)
+    while True:
+        reports = replica_reports(cluster)
+        in_decode = reports["decode"].get(ENGINE_REQUESTS_METRIC)
+        if in_decode == HELD or time.monotonic() - sent >= HELD_LAST_READ_S:
+            break
+        time.sleep(HELD_POLL_S)
+    read_at_s = time.monotonic() - sent
     for thread in threads:
         thread.join(timeout=STREAM_TIMEOUT_S + 5)
-    return {"statuses": statuses, "reports": reports}
+    return {"statuses": statuses, "reports": reports, "read_at_s": round(read_at_s, 2)}
 
 
 def policy_reasons(cluster: LocalRay) -> dict[str, str]:

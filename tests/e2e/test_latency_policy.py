@@ -21,8 +21,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import Background, Scenario, Synthesized, render_rayservice, run_script
-from latency_stats_scenario import HELD
+from harness import (
+    PREFILL_S_PER_PROMPT_TOKEN,
+    Background,
+    Scenario,
+    Synthesized,
+    render_rayservice,
+    run_script,
+)
+from latency_stats_scenario import HELD, PROMPT_WORDS, TOKEN_DELAY_S
 
 from serve_extensions.latency_autoscaler import (
     ENGINE_REQUESTS_METRIC,
@@ -60,13 +67,18 @@ LATENCY_VARIANT = {
     "serving.scaling.itl": json.dumps({"percentile": 90, "value_ms": 500}),
 }
 SCENARIO_TIMEOUT_S = 900
-# What each side's replicas leave out of the client's figure, and so how far below it their
-# report may read: prefill's TTFT is prefill's part of the client's, without the ingress, the
-# hand-off, decode's KV pull and first token and Ray's stream batching (measured on this
-# two-core machine: 0.42 s of the client's 0.56-0.63 s for a 0.4 s prefill, 0.82 s of 0.99 s for
-# the scenario's 0.8 s); a stream's ITL is the gaps the client sees, the client's blurred by the
-# batching (measured: 20.5 ms against 19.5 ms, 20.9 against 20.7).
-CLOSE_TO_CLIENT = {"prefill": (0.6, 1.05), "decode": (0.75, 1.25)}
+# Where each side's report must lie. Its replica times its part of each request: that part
+# holds the stand-in engine's own cost, which a loaded machine only lengthens (standin_engine.py:
+# prefill sleeps PREFILL_S_PER_PROMPT_TOKEN per prompt word, 0.8 s for the scenario's prompt;
+# decode TOKEN_DELAY_S per token), and lies within what the client measured, which adds the
+# ingress, the hand-off, decode's KV pull and first token and Ray's stream batching (the client's
+# ITL, blurred by the batching: measured 20.5 ms against the replica's 19.5 ms, 20.9 against
+# 20.7). The ceiling's slack: the replica's window and the clients' requests that ended in it are
+# not quite the same requests. A fixed share of the client's figure as the floor (0.6 of its TTFT)
+# failed on a loaded two-core machine, where what the client adds grew to 0.7 s (the replica's
+# 0.865 s against the client's 1.565 s), while the replica's report was right.
+ENGINE_COST_S = {"prefill": PROMPT_WORDS * PREFILL_S_PER_PROMPT_TOKEN, "decode": TOKEN_DELAY_S}
+CLIENT_CEILING = {"prefill": 1.05, "decode": 1.25}
 CLIENT_FIGURE = {"prefill": "ttft_s", "decode": "itl_s"}
 
 
@@ -112,8 +124,8 @@ def test_a_sides_replica_reports_the_latency_its_clients_measured(
 ) -> None:
     report, client = reported["replica_reports"][side], reported["client"][side]
     assert LATENCY_METRIC[side] in report, report
-    low, high = CLOSE_TO_CLIENT[side]
-    assert low * client["value_s"] <= report[LATENCY_METRIC[side]] <= high * client["value_s"]
+    reported_s, ceiling_s = report[LATENCY_METRIC[side]], CLIENT_CEILING[side] * client["value_s"]
+    assert ENGINE_COST_S[side] <= reported_s <= ceiling_s, (reported_s, client)
     # One sample per request of the window: as many as the clients completed in it.
     assert report[SAMPLES_METRIC] >= Tuning().min_samples
     assert abs(report[SAMPLES_METRIC] - client["requests"]) <= 0.25 * client["requests"] + 2
@@ -148,8 +160,9 @@ def test_whole_answers_are_counted_in_decodes_engine_while_it_generates_them(
     reported: dict[str, Any],
 ) -> None:
     """The engines' count reads the engine, not the stream hook that whole answers bypass
-    (LLMServer._run_request): HELD answers of 8 s each, read 3 s in, are all in decode's engine
-    and none in prefill's (their prompts are a few words)."""
+    (LLMServer._run_request): HELD answers of 8 s each, read once decode's engine holds them
+    and at most 5 s in, are all in decode's engine and none in prefill's (their prompts are a
+    few words)."""
     held = reported["non_streamed_held"]
     assert held["statuses"] == [200] * HELD
     assert held["reports"]["decode"][ENGINE_REQUESTS_METRIC] == HELD, held

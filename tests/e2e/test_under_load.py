@@ -181,35 +181,67 @@ def scaling_between_one_and_two(args: dict[str, Any]) -> None:
         )
 
 
-def target_replicas(pd: LocalRay) -> dict[str, float]:
-    """Serve's target per side, read where the scraper reads it: the head's metrics port."""
+def serve_gauge(pd: LocalRay, name: str) -> dict[str, float]:
+    """A gauge Serve's controller exports per deployment, by side, read where the scraper reads
+    it: the head's metrics port."""
     from prometheus_client.parser import text_string_to_metric_families
 
-    targets: dict[str, float] = {}
+    values: dict[str, float] = {}
     for family in text_string_to_metric_families(pd.metrics_text("head")):
         for sample in family.samples:
             side, colon, _ = sample.labels.get("deployment", "").partition(":")
-            if sample.name == "ray_serve_autoscaling_target_replicas" and colon:
-                targets[side.lower()] = sample.value  # Prefill:<model>, Decode:<model>
-    return targets
+            if sample.name == name and colon:
+                values[side.lower()] = sample.value  # Prefill:<model>, Decode:<model>
+    return values
 
 
-def run_load(pd: LocalRay, model: str, prompt: str, max_tokens: int, clients: int):
-    """``clients`` threads sending one request after another until the returned event is set."""
+def target_replicas(pd: LocalRay) -> dict[str, float]:
+    """Serve's target per side."""
+    return serve_gauge(pd, "ray_serve_autoscaling_target_replicas")
+
+
+def serve_input(pd: LocalRay) -> dict[str, float]:
+    """What Serve's autoscaler decided each side on: the requests in flight it averaged over
+    the look-back window (Ray 2.58 serve/_private/autoscaling_state.py,
+    serve_autoscaling_total_requests, "the input to the autoscaling decision")."""
+    return serve_gauge(pd, "ray_serve_autoscaling_total_requests")
+
+
+def one_request_s(pd: LocalRay, model: str, prompt: str, max_tokens: int) -> float:
+    """How long one request of the load takes on this machine now, measured."""
+    import openai
+
+    api = openai.OpenAI(base_url=f"{pd.base_url}/v1", api_key="x", max_retries=0, timeout=60)
+    start = time.monotonic()
+    api.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens
+    )
+    return time.monotonic() - start
+
+
+def run_load(pd: LocalRay, model: str, prompt: str, max_tokens: int, clients: int, spread_s: float):
+    """``clients`` threads sending one request after another until the returned event is set,
+    their first requests spread evenly over ``spread_s``: started together, they would send
+    their prefill calls together, and again each time their equal answers end together."""
     import threading
 
     import openai
 
     stop = threading.Event()
 
-    def client() -> None:
+    def client(delay_s: float) -> None:
         api = openai.OpenAI(base_url=f"{pd.base_url}/v1", api_key="x", max_retries=0, timeout=60)
+        if stop.wait(delay_s):
+            return
         while not stop.is_set():
             api.chat.completions.create(
                 model=model, messages=[{"role": "user", "content": prompt}], max_tokens=max_tokens
             )
 
-    threads = [threading.Thread(target=client, daemon=True) for _ in range(clients)]
+    threads = [
+        threading.Thread(target=client, args=(i * spread_s / clients,), daemon=True)
+        for i in range(clients)
+    ]
     for thread in threads:
         thread.start()
     return stop, threads
@@ -220,9 +252,14 @@ def run_load(pd: LocalRay, model: str, prompt: str, max_tokens: int, clients: in
     [
         # Long prompts, one output token: prefill is busy, decode only waits on it.
         ("prefill", 3000, 1, 6),
-        # Short prompts, long answers: decode is busy, prefill done in milliseconds. Long enough
-        # answers that the local cluster's routing overhead on prefill calls (tens of ms on a
-        # loaded 2-core machine) stays far below prefill's target.
+        # Short prompts, long answers: decode is busy; prefill's part of each request is the
+        # local cluster's routing of the prefill call decode's server makes for it, so prefill's
+        # requests in flight are the clients times the share of each request spent in that call.
+        # The clients' first requests are spread over one request's time (measured), so that
+        # those calls do not arrive together: started at once, the 40 clients' equal answers
+        # ended together and their prefill calls came in waves of 40; on a loaded two-core
+        # machine a wave lasted long enough that Serve's 5 s average of prefill's requests in
+        # flight passed its target of 4, and prefill's target went to 2.
         ("decode", 3, 1000, 40),
     ],
 )
@@ -234,14 +271,19 @@ def test_load_on_one_side_raises_only_that_sides_replicas(
     redeploy(pd, scaling_between_one_and_two)
     both_at_one = {"prefill": 1, "decode": 1}
     wait_for(lambda: target_replicas(pd) == both_at_one, SCALE_BOUND_S, 1.0, "targets of 1")
-    stop, threads = run_load(pd, model, " ".join(["word"] * prompt_words), max_tokens, clients)
+    prompt = " ".join(["word"] * prompt_words)
+    spread_s = one_request_s(pd, model, prompt, max_tokens)
+    stop, threads = run_load(pd, model, prompt, max_tokens, clients, spread_s)
+    other = "decode" if loaded == "prefill" else "prefill"
+    inputs = []
     try:
         wait_for(lambda: target_replicas(pd).get(loaded) == 2, SCALE_BOUND_S, 1.0, "scale-up")
-        time.sleep(10)  # the other side had the same time to react
-        other = "decode" if loaded == "prefill" else "prefill"
+        for _ in range(10):  # the other side had the same time to react
+            time.sleep(1)
+            inputs.append(serve_input(pd))
         # Still exported at steady state (Ray drops a gauge nobody re-sets within two report
-        # intervals; Serve re-sets this one), and still one.
-        assert target_replicas(pd)[other] == 1
+        # intervals; Serve re-sets this one), and still one. Serve's inputs go in the message.
+        assert target_replicas(pd)[other] == 1, {"spread_s": spread_s, "serve_input": inputs}
     finally:
         stop.set()
         for thread in threads:
