@@ -114,8 +114,10 @@ class Model(Section):
         None,
         max_length=1024,
         description="The model's config.json (a path on the machine that runs `cdk synth`), for "
-        "the rules that need the model: context length, data parallel only for MoE, weights "
-        "per GPU and KV room, the quantization option against the checkpoint's. Unset: "
+        "the rules that need the model: context length, the parallel layout (TP against the "
+        "attention and KV heads, data and expert parallel only for MoE, experts over the "
+        "EPLB ranks), weights per GPU and KV room, the quantization option against the "
+        "checkpoint's. Unset: "
         "the copy the app bundles for a model it knows (catalog/model_configs), else synth warns "
         "that these were not checked (model-unchecked).",
     )
