@@ -274,8 +274,9 @@ class Engine(Section):
         "a Serve replica of TP x PP GPUs: above 1 a replica is a DP group that Ray Serve "
         "gang-schedules, scales and restarts as a whole (one failing rank restarts every rank), "
         f"and it may span nodes. MoE models only: {VLLM} refuses data parallel for a "
-        "dense model at engine start (Ray's DP ranks run in vLLM's external DP mode); `pdctl "
-        "plan` reads the model's config and says so before deploy.",
+        "dense model at engine start (Ray's DP ranks run in vLLM's external DP mode); synth "
+        "refuses it where the model's config.json is known (model-dense-data-parallel), as "
+        "`pdctl plan` does.",
     )
     expert_parallel: bool = Field(
         False,

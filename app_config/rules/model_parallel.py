@@ -109,12 +109,12 @@ def _fitting_tensor_parallel(config: dict[str, Any], side: Side) -> list[int]:
 
 
 def _valid(config: dict[str, Any], side: Side) -> str:
-    fitting = _fitting_tensor_parallel(config, side)
+    """TP 1 always splits the heads, so there is one whenever TP x PP fits the node at all
+    (the replica-fit rule's own finding otherwise)."""
     return (
-        f"use one of {fitting}: the TPs that split the model's heads and divide the "
-        f"{side.gpus_per_node} GPUs of a node at PP {side.pipeline_parallel}"
-        if fitting
-        else "no TP that divides the node's GPUs does; pick another instance type"
+        f"use one of {_fitting_tensor_parallel(config, side)}: the TPs that split the model's "
+        f"heads and divide the {side.gpus_per_node} GPUs of a node at PP "
+        f"{side.pipeline_parallel}"
     )
 
 
