@@ -114,8 +114,10 @@ class Model(Section):
         None,
         max_length=1024,
         description="The model's config.json (a path on the machine that runs `cdk synth`), for "
-        "the rules that need the model: context length, data parallel only for MoE, weights "
-        "per GPU and KV room, the quantization option against the checkpoint's. Unset: "
+        "the rules that need the model: context length, the parallel layout (TP against the "
+        "attention and KV heads, data and expert parallel only for MoE, experts over the "
+        "EPLB ranks), weights per GPU and KV room, the quantization option against the "
+        "checkpoint's. Unset: "
         "the copy the app bundles for a model it knows (catalog/model_configs), else synth warns "
         "that these were not checked (model-unchecked).",
     )
@@ -272,8 +274,9 @@ class Engine(Section):
         "a Serve replica of TP x PP GPUs: above 1 a replica is a DP group that Ray Serve "
         "gang-schedules, scales and restarts as a whole (one failing rank restarts every rank), "
         f"and it may span nodes. MoE models only: {VLLM} refuses data parallel for a "
-        "dense model at engine start (Ray's DP ranks run in vLLM's external DP mode); `pdctl "
-        "plan` reads the model's config and says so before deploy.",
+        "dense model at engine start (Ray's DP ranks run in vLLM's external DP mode); synth "
+        "refuses it where the model's config.json is known (model-dense-data-parallel), as "
+        "`pdctl plan` does.",
     )
     expert_parallel: bool = Field(
         False,

@@ -12,25 +12,24 @@ Sources (vllm-project/vllm v0.26.0):
   `eplb_config.num_redundant_experts`; with EPLB they must divide evenly over the EP ranks;
   redundant experts without EPLB are refused.
 - vllm/config/parallel.py `ParallelConfig.__post_init__`: EPLB needs enable_expert_parallel and
-  TP x DP > 1 (the configuration's rules: app_config/serving.py, app_config/model.py);
+  TP x DP > 1 (the configuration's rules: app_config/serving.py,
+  app_config/rules/replica_fit.py);
   `use_sequence_parallel_moe` (allgather_reducescatter, EP, TP > 1 and DP > 1):
   then deepseek_v2.py builds the shared experts with `disable_tp`, whole on every rank.
 - Attention, dense MLPs, embeddings and lm_head are split by TP within each DP rank and
   replicated across DP ranks; DeepSeek's MLA down-projections (q_a_proj, kv_a_proj_with_mqa) and
   V3.2's indexer are `ReplicatedLinear` (deepseek_v2.py): whole on every rank.
 Pipeline stages divide all of it by their layers (approximated as an even split).
+
+What vLLM refuses of a layout for the model (heads over TP, experts for DP and EP, experts over
+the EPLB ranks) is the rules layer's (app_config/rules/model_parallel.py): the sizing here takes
+a layout those rules accepted.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-from catalog.ray_llm_image import VLLM
-
-
-class ParallelismError(ValueError):
-    """A parallel layout vLLM 0.26 refuses; says which rule."""
 
 
 @dataclass(frozen=True)
@@ -64,32 +63,6 @@ class Parallelism:
     @property
     def sequence_parallel_moe(self) -> bool:
         return self.expert_parallel and self.tensor_parallel > 1 and self.data_parallel > 1
-
-    def check(self, routed_experts: int) -> None:
-        """vLLM's refusals that depend on the model, before any sizing. Those that depend only
-        on the settings (redundant experts need EPLB, EPLB needs expert parallel and TP x DP > 1)
-        are the configuration's (app_config/serving.py, app_config/model.py) and reach plan
-        through pdctl/plan_layout.py; a caller of plan() passes a layout they accepted."""
-        if self.data_parallel > 1 and not routed_experts:
-            # vllm/engine/arg_utils.py create_engine_config: Ray Serve LLM's DPServer always
-            # passes data_parallel_rank, which is vLLM's external DP mode.
-            raise ParallelismError(
-                f"data parallel {self.data_parallel} on a model without routed experts: {VLLM} "
-                "refuses it ('Non-MoE models do not support external data parallel mode', "
-                "and Ray Serve LLM's DP ranks run in that mode); serve a dense model with "
-                "data_parallel_size 1 and more replicas"
-            )
-        if not self.eplb:
-            return
-        if not routed_experts:
-            raise ParallelismError("EPLB on a model without routed experts")
-        total = routed_experts + self.redundant_experts
-        if total % self.moe_group:
-            raise ParallelismError(
-                f"EPLB places {routed_experts} experts + {self.redundant_experts} redundant = "
-                f"{total} evenly over EP {self.moe_group} (TP x DP) ranks; {total} does not "
-                f"divide by {self.moe_group}"
-            )
 
     def experts_per_gpu(self, routed_experts: int) -> float:
         """Routed experts on the fullest GPU: whole experts under EP, a 1/(TP x DP) slice of

@@ -325,9 +325,10 @@ def _plan_side(
     sizing: dict[str, int],
 ) -> tuple[Any, Any, int, int]:
     """One side's plan: the options through the configuration's rules (plan_layout.py), then
-    the model's own (catalog/expert_placement.py, heads over TP)."""
+    the model's rules of the layout, the same functions synth applies
+    (app_config/rules/model_parallel.py: heads over TP, experts for DP, EP and EPLB)."""
     from app_config import ConfigError
-    from catalog.expert_placement import ParallelismError
+    from app_config.rules.model_parallel import side_findings
     from catalog.instances import CATALOG
     from catalog.model_architecture import UnsupportedModelError, model_shape
     from pdctl import kv_plan
@@ -355,36 +356,31 @@ def _plan_side(
         shape = model_shape(model, cache_dtype)
     except UnsupportedModelError as error:
         fail(f"{model_config}: cannot size this model: {error}")
-    if shape.attention_heads % tp:
+    refused = side_findings(model, model_config, side)
+    if refused:
         fail(
-            f"TP {tp} does not divide the model's {shape.attention_heads} attention heads; "
-            "vLLM refuses such a split",
-            "choose a --tensor-parallel that divides them",
+            "; ".join(f"{finding} [{finding.code}]" for finding in refused),
+            "`cdk synth` refuses the same for this model; change --tensor-parallel, "
+            "--data-parallel, --expert-parallel or --eplb-redundant-experts",
         )
-    try:
-        result = kv_plan.plan(
-            shape,
-            instance,
-            tensor_parallel=tp,
-            pipeline_parallel=pp,
-            data_parallel=engine.data_parallel_size,
-            expert_parallel=engine.expert_parallel,
-            eplb=engine.eplb.enabled,
-            redundant_experts=engine.eplb.num_redundant_experts,
-            gpu_memory_utilization=engine.gpu_memory_utilization,
-            max_model_len=max_model_len or settings.serving.max_model_len,
-            in_node=side.shared,
-            ep_weight_filter=shape.experts > 0
-            and reads_only_local_experts(
-                engine, {"tensor_parallel_size": tp, **settings.serving.engine_options_for(role)}
-            ),
-            **sizing,
-        )
-    except ParallelismError as error:
-        fail(
-            f"{role}: {error}",
-            "change --data-parallel, --expert-parallel or --eplb-redundant-experts",
-        )
+    result = kv_plan.plan(
+        shape,
+        instance,
+        tensor_parallel=tp,
+        pipeline_parallel=pp,
+        data_parallel=engine.data_parallel_size,
+        expert_parallel=engine.expert_parallel,
+        eplb=engine.eplb.enabled,
+        redundant_experts=engine.eplb.num_redundant_experts,
+        gpu_memory_utilization=engine.gpu_memory_utilization,
+        max_model_len=max_model_len or settings.serving.max_model_len,
+        in_node=side.shared,
+        ep_weight_filter=shape.experts > 0
+        and reads_only_local_experts(
+            engine, {"tensor_parallel_size": tp, **settings.serving.engine_options_for(role)}
+        ),
+        **sizing,
+    )
     return result, instance, tp, pp
 
 

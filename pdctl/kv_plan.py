@@ -193,7 +193,8 @@ def plan(
     ep_weight_filter: bool = False,
     in_node: bool = False,
 ) -> KvPlan:
-    """One side's sizing. Raises ParallelismError for a layout vLLM refuses. `ep_weight_filter`:
+    """One side's sizing, of a layout the model's rules accepted (app_config/rules/
+    model_parallel.py: the plan command applies them first). `ep_weight_filter`:
     the side's ranks read only their own experts at load (serving_manifests/serve_config.py
     reads_only_local_experts decides it from the settings). `in_node`: both sides share each
     node (gpu_nodes.shared), and the KV cache moves over the node's GPU link, each GPU's share
@@ -206,7 +207,6 @@ def plan(
         eplb=eplb or redundant_experts > 0,
         redundant_experts=redundant_experts,
     )
-    parallelism.check(shape.experts)
     per_request = shape.kv_bytes_per_token * input_tokens
     # Each pipeline stage holds its layers' KV; each rank its heads' share of it (GQA) or the
     # whole latent (MLA). Every GPU of a DP rank holds the same tokens; DP ranks hold their own.

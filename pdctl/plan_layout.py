@@ -5,10 +5,11 @@ The options become the side's `Engine` section through pydantic (app_config/serv
 needs expert_parallel, redundant experts need EPLB, the ranges), and the side's GPU nodes take
 the chosen instance type; then the configuration's replica-fit rule for that side runs
 (app_config/model.py: a rank fits one node and TP divides its GPUs, a DP group tiles a node or
-fills whole nodes, EPLB needs TP x DP > 1). What depends on the model (data parallel for MoE
-only, experts dividing over the EPLB ranks, heads over TP) is the model's rule and stays in
-catalog/expert_placement.py and the plan command. Node counts, replica bounds and reservations are
-left out: plan asks whether a layout works, not whether this deployment has room for it.
+fills whole nodes, EPLB needs TP x DP > 1). What depends on the model (heads over TP, data and
+expert parallel for MoE only, experts dividing over the EPLB ranks) is the model's, in
+app_config/rules/model_parallel.py, which the plan command applies next. Node counts, replica
+bounds and reservations are left out: plan asks whether a layout works, not whether this
+deployment has room for it.
 """
 
 from __future__ import annotations

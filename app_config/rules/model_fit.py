@@ -1,7 +1,9 @@
 """What the model itself allows, judged at synth from its config.json: the file the user names
 (serving.model.config_file), else the copy the app bundles for a model it knows
 (catalog/model_configs). Without either, one warning says these rules were not checked; `pdctl
-plan --model-config` applies them (and sizes weights and KV) before deploy.
+plan --model-config` applies them (and sizes weights and KV) before deploy. The rules of the
+parallel layout against the model (heads over TP, experts for DP and EP) are
+app_config/rules/model_parallel.py.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 from app_config import engine_options
 from app_config.errors import Finding
 from app_config.rules import WARNING, Rule, side_finding
-from catalog.expert_placement import Parallelism, ParallelismError
+from app_config.rules.model_parallel import side_findings
+from catalog.expert_placement import Parallelism
 from catalog.model_architecture import UnsupportedModelError, gpu_memory, model_shape
 from catalog.models import bundled_config
 from catalog.ray_llm_image import VLLM
@@ -36,8 +39,6 @@ _LENGTH_KEYS = (
     "max_seq_length",
     "seq_len",
 )
-# Routed experts per MoE layer, by family (DeepSeek, Qwen-MoE, Mixtral).
-_EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts")
 _CONFIG_PATH = "serving.model.config_file"
 
 
@@ -69,12 +70,7 @@ def derived_max_model_len(config: dict[str, Any]) -> float | None:
     return derived
 
 
-def routed_experts(config: dict[str, Any]) -> int:
-    text = config.get("text_config", config)
-    return max((int(text[key]) for key in _EXPERT_KEYS if text.get(key)), default=0)
-
-
-def _read(settings: Settings) -> tuple[dict[str, Any] | None, str, Finding | None]:
+def read_config(settings: Settings) -> tuple[dict[str, Any] | None, str, Finding | None]:
     try:
         config, source = model_config(settings)
     except (OSError, ValueError) as error:
@@ -95,18 +91,19 @@ def _read(settings: Settings) -> tuple[dict[str, Any] | None, str, Finding | Non
 
 
 def unreadable_config(settings: Settings) -> Iterator[Finding]:
-    _, _, problem = _read(settings)
+    _, _, problem = read_config(settings)
     if problem:
         yield problem
 
 
 def unchecked(settings: Settings) -> Iterator[Finding]:
-    config, _, problem = _read(settings)
+    config, _, problem = read_config(settings)
     if config is None and problem is None:
         yield Finding(
             "serving.model.id",
             "is a model the app has no config.json for: synth did not check the context "
-            "length against the model's, data parallel against its experts, its weights "
+            "length against the model's, the parallel layout against its attention heads and "
+            "experts, its weights "
             "against the GPUs' memory, nor the quantization option against its own. Name the "
             f"model's config.json in {_CONFIG_PATH}, or run `pdctl plan --model-config` on it",
             settings.serving.model.id,
@@ -114,7 +111,7 @@ def unchecked(settings: Settings) -> Iterator[Finding]:
 
 
 def context_length(settings: Settings) -> Iterator[Finding]:
-    config, source, _ = _read(settings)
+    config, source, _ = read_config(settings)
     limit = derived_max_model_len(config) if config else None
     wanted = settings.serving.max_model_len
     if limit is not None and wanted > limit:
@@ -125,22 +122,6 @@ def context_length(settings: Settings) -> Iterator[Finding]:
             f"_get_and_verify_max_len); use at most {int(limit)}",
             wanted,
         )
-
-
-def data_parallel_needs_experts(settings: Settings) -> Iterator[Finding]:
-    config, source, _ = _read(settings)
-    if not config or routed_experts(config):
-        return
-    for side in settings.sides():
-        if side.data_parallel > 1:
-            yield Finding(
-                f"{side.serving_setting}.data_parallel_size",
-                f"is {side.data_parallel}, but the model has no experts by its config.json "
-                f"({source}): {VLLM} refuses data parallel for a dense model ('Non-MoE models "
-                "do not support external data parallel mode'); use 1, and replicas for more "
-                "throughput",
-                side.data_parallel,
-            )
 
 
 # vLLM 0.26 config/model.py _verify_quantization: an engine `quantization` other than the
@@ -172,7 +153,7 @@ def _checkpoint_method(config: dict[str, Any]) -> str | None:
 
 
 def quantization_matches_checkpoint(settings: Settings) -> Iterator[Finding]:
-    config, source, _ = _read(settings)
+    config, source, _ = read_config(settings)
     method = _checkpoint_method(config) if config else None
     if method is None or method not in _ACCEPTED_QUANTIZATION:
         return
@@ -206,7 +187,7 @@ def _unquantized_checkpoint_asks(settings: Settings) -> Iterator[tuple[Any, str,
     tools/vllm_quantization.py) and where the config.json came from. Skipped: a method vLLM
     builds all the same, one vLLM does not know (the option's value rule says so) and
     ``quantization_config`` given (vLLM resolves the two together)."""
-    config, source, _ = _read(settings)
+    config, source, _ = read_config(settings)
     if config is None or not _unquantized(config):
         return
     methods = engine_options.vllm_args()["quantization"]
@@ -266,26 +247,27 @@ def quantization_needs_a_file(settings: Settings) -> Iterator[Finding]:
 
 def _side_memory(settings: Settings, config: dict[str, Any], side: Any) -> Any:
     """The side's GPU memory by `pdctl plan`'s own sizing, or None where the model or the
-    layout is one the sizing cannot read (their own rules report a layout vLLM refuses), or
-    where the engine quantizes an unquantized checkpoint online (the weights are then smaller
-    than the checkpoint says)."""
+    layout is one the sizing cannot read (a layout vLLM refuses for the model has its own
+    findings, app_config/rules/model_parallel.py), or where the engine quantizes an
+    unquantized checkpoint online (the weights are then smaller than the checkpoint says)."""
     options = settings.serving.engine_options_for(side.role)
     if options.get("quantization") and _checkpoint_method(config) is None:
+        return None
+    if side_findings(config, "", side):
         return None
     engine = side.engine
     try:
         shape = model_shape(config, str(options.get("kv_cache_dtype") or "auto"))
-        parallelism = Parallelism(
-            tensor_parallel=side.tensor_parallel,
-            pipeline_parallel=side.pipeline_parallel,
-            data_parallel=side.data_parallel,
-            expert_parallel=engine.expert_parallel,
-            eplb=engine.eplb.enabled,
-            redundant_experts=engine.eplb.num_redundant_experts,
-        )
-        parallelism.check(shape.experts)
-    except (UnsupportedModelError, ParallelismError, QuantizationError):
+    except (UnsupportedModelError, QuantizationError):
         return None
+    parallelism = Parallelism(
+        tensor_parallel=side.tensor_parallel,
+        pipeline_parallel=side.pipeline_parallel,
+        data_parallel=side.data_parallel,
+        expert_parallel=engine.expert_parallel,
+        eplb=engine.eplb.enabled,
+        redundant_experts=engine.eplb.num_redundant_experts,
+    )
     memory = gpu_memory(
         shape, parallelism, side.instance.gpu_memory_gib, engine.gpu_memory_utilization
     )
@@ -294,7 +276,7 @@ def _side_memory(settings: Settings, config: dict[str, Any], side: Any) -> Any:
 
 
 def weights_fit_the_gpus(settings: Settings) -> Iterator[Finding]:
-    config, source, _ = _read(settings)
+    config, source, _ = read_config(settings)
     if not config:
         return
     for side in settings.sides():
@@ -316,7 +298,7 @@ def weights_fit_the_gpus(settings: Settings) -> Iterator[Finding]:
 
 
 def kv_room(settings: Settings) -> Iterator[Finding]:
-    config, source, _ = _read(settings)
+    config, source, _ = read_config(settings)
     if not config:
         return
     wanted = settings.serving.max_model_len
@@ -343,11 +325,6 @@ RULES = (
     Rule("model-config-unreadable", _READS, unreadable_config),
     Rule("model-unchecked", _READS, unchecked, WARNING, stack="serving"),
     Rule("model-context-length", _READS, context_length),
-    Rule(
-        "model-dense-data-parallel",
-        frozenset({"serving", "gpu_nodes"}),
-        data_parallel_needs_experts,
-    ),
     Rule(
         "model-quantization", frozenset({"serving", "gpu_nodes"}), quantization_matches_checkpoint
     ),

@@ -40,8 +40,9 @@ def replica_fit_problems(settings: Settings, role: str) -> list[Problem]:
         return [Problem(
             f"{setting}.tensor_parallel_size",
             f"TP {tp} does not divide the {gpus} GPUs of {node}: replicas "
-            f"would leave GPUs idle, and models' head counts divide by powers of two; use "
-            f"one of {[d for d in range(1, gpus + 1) if gpus % d == 0]}",
+            f"would leave GPUs idle; use one of "
+            f"{[d for d in range(1, gpus + 1) if gpus % d == 0]} (that also divides the "
+            "model's attention heads: model-tensor-parallel-heads)",
             tp,
         )]  # fmt: skip
     group_gpus = side.replica_gpus

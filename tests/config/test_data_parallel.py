@@ -21,8 +21,8 @@ DEEPSEEK = "deepseek-v3-pd"
 
 
 # The shape rules are judged on an MoE model: data parallel of a dense one is refused by its own
-# rule (app_config/rules/model_fit.py). Its config has experts and a context length but no sizes,
-# so the weights-per-GPU rule, which would refuse a real model on one small GPU, stays out.
+# rule (app_config/rules/model_parallel.py). Its config has experts and a context length but no
+# sizes, so the weights-per-GPU rule, which would refuse a real model on one small GPU, stays out.
 MOE_MODEL = {
     "serving.model.config_file": str(PROJECT_ROOT / "tests/data/model_configs/moe-layout-only.json")
 }

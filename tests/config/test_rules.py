@@ -330,15 +330,6 @@ def test_the_context_length_is_judged_by_the_models_config(
     assert problem.code == "model-context-length"
 
 
-def test_data_parallel_of_a_dense_model_is_refused_by_its_config(tmp_path) -> None:
-    dense = _model_config(tmp_path, max_position_embeddings=163840)
-    with pytest.raises(ConfigError) as raised:
-        settings_for("deepseek-v3-pd", **{"serving.model.config_file": dense})
-    paths = {p.path for p in raised.value.problems if p.code == "model-dense-data-parallel"}
-    assert paths == {"serving.prefill.data_parallel_size", "serving.decode.data_parallel_size"}
-    settings_for("deepseek-v3-pd")  # the bundled DeepSeek-V3 config has 256 routed experts
-
-
 @pytest.mark.parametrize("content", ["{not json", "[1, 2]"])
 def test_an_unreadable_model_config_is_an_error_naming_the_setting(tmp_path, content) -> None:
     path = tmp_path / "config.json"

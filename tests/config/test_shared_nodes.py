@@ -118,17 +118,28 @@ def test_a_side_with_a_smaller_replica_holds_several_per_node() -> None:
 
 def test_an_uneven_split_follows_the_sides_needs() -> None:
     """Prefill is compute-bound, decode memory-bound: a split other than half and half is a
-    setting, checked against the node's GPUs like any other."""
+    setting, checked against the node's GPUs like any other. Qwen3-32B's 64 attention heads do
+    not split over prefill's 6 GPUs as one rank (model-tensor-parallel-heads), so prefill runs
+    three TP-2 replicas on each node."""
     gpus = CATALOG["p5.48xlarge"].gpus
+    uneven = {
+        "gpu_nodes.shared.instance_type": "p5.48xlarge",
+        "gpu_nodes.shared.gpus": f'{{"prefill": {gpus - 2}, "decode": 2}}',
+        "serving.model.id": "Qwen/Qwen3-32B",
+    }
+    (refused,) = [p for p in refusals(BASE, **uneven) if p.code == "model-tensor-parallel-heads"]
+    assert refused.path == "serving.prefill.tensor_parallel_size"
     settings = settings_for(
         BASE,
+        **uneven,
         **{
-            "gpu_nodes.shared.instance_type": "p5.48xlarge",
-            "gpu_nodes.shared.gpus": f'{{"prefill": {gpus - 2}, "decode": 2}}',
-            "serving.model.id": "Qwen/Qwen3-32B",
+            "serving.prefill.tensor_parallel_size": "2",
+            "serving.prefill.min_replicas": "3",
+            "serving.prefill.max_replicas": "6",
         },
     )
-    assert [settings.side(r).tensor_parallel for r in GPU_ROLES] == [gpus - 2, 2]
+    assert [settings.side(r).tensor_parallel for r in GPU_ROLES] == [2, 2]
+    assert [settings.side(r).replicas_per_node for r in GPU_ROLES] == [3, 1]
 
 
 def test_ucx_on_a_shared_node_is_no_warning() -> None:

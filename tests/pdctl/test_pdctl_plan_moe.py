@@ -23,7 +23,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from catalog.expert_placement import Parallelism, ParallelismError, WeightParts
+from catalog.expert_placement import Parallelism, WeightParts
 from catalog.instances import CATALOG
 from catalog.model_architecture import UnsupportedModelError, model_shape
 from pdctl.cli import app
@@ -33,6 +33,7 @@ from tests.pdctl.test_pdctl_plan import LLAMA_3_1_70B, QWEN3_30B_A3B
 
 MODEL_CONFIGS = PROJECT_ROOT / "catalog" / "model_configs"
 DEEPSEEK_V3 = json.loads((MODEL_CONFIGS / "DeepSeek-V3.json").read_text())
+QWEN3_8B = json.loads((MODEL_CONFIGS / "Qwen3-8B.json").read_text())
 # DeepSeek-V3.2's sparse attention adds an indexer to V3's architecture; its config keys (the
 # V3.2-Exp config.json, written from knowledge) on V3's numbers.
 DEEPSEEK_V32 = {**DEEPSEEK_V3, "index_topk": 2048, "index_head_dim": 128, "index_n_heads": 64}
@@ -220,21 +221,62 @@ def test_shared_experts_are_whole_on_every_rank_under_sequence_parallel_moe() ->
     assert parts.bytes_per_gpu(both) == 800  # use_sequence_parallel_moe: disable_tp
 
 
+# The model's rules of the layout are synth's own (app_config/rules/model_parallel.py, each
+# once in tests/config/test_model_parallel.py): plan applies the same functions to its options
+# on the --model-config it is given, and exits 2 with the rule's message and code.
+# (config.json, options, the code, fragments of the message)
+REFUSED_FOR_THE_MODEL = [
+    # Qwen2.5-7B's 28 attention heads (and 4 KV heads) on Qwen3-8B's config
+    ({**QWEN3_8B, "num_attention_heads": 28, "num_key_value_heads": 4},
+     ["--tensor-parallel=8"], "model-tensor-parallel-heads",
+     ["serving.prefill.tensor_parallel_size = 8", "TP 8 does not divide the model's 28 "
+      "attention heads", "use one of [1, 2, 4]"]),
+    (QWEN3_8B, ["--tensor-parallel=4", "--data-parallel=2"], "model-dense-data-parallel",
+     ["serving.prefill.data_parallel_size = 2", "Non-MoE models do not support external data "
+      "parallel mode"]),
+    (QWEN3_8B, ["--tensor-parallel=2", "--expert-parallel"], "model-dense-expert-parallel",
+     ["serving.prefill.expert_parallel = True", "Number of experts in the model must be "
+      "greater than 0"]),
+    (DEEPSEEK_V3, ["--instance-type=p5en.48xlarge", "--tensor-parallel=1", "--data-parallel=16",
+                   "--expert-parallel", "--eplb-redundant-experts=7"], "model-eplb-experts",
+     ["256 routed experts", "+ 7 redundant = 263 do not divide over the 16 EP ranks",
+      "use 16 redundant experts"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("config", "options", "code", "fragments"), REFUSED_FOR_THE_MODEL)
+def test_plan_refuses_a_layout_the_model_does_not_allow_by_synths_rules(
+    tmp_path: Path, config: dict, options: list[str], code: str, fragments: list[str]
+) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    result = CliRunner().invoke(
+        app, ["plan", "--model-config", str(path), *options], env={"COLUMNS": "300"}
+    )
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.stderr.split())
+    assert f"[{code}]" in said, said
+    for fragment in fragments:
+        assert fragment in said, said
+    assert "`cdk synth` refuses the same for this model" in said
+
+
 @pytest.mark.parametrize(
-    ("parallel", "experts", "fragment"),
+    ("config", "options"),
     [
-        ({"data_parallel": 2}, 0, "Non-MoE models do not support external data parallel mode"),
-        ({"eplb": True, "expert_parallel": True, "data_parallel": 16}, 0, "without routed"),
-        (
-            {"eplb": True, "expert_parallel": True, "data_parallel": 16, "redundant_experts": 7},
-            256,
-            "263 does not divide by 16",
-        ),
+        ({**QWEN3_8B, "num_attention_heads": 28, "num_key_value_heads": 4},
+         ["--tensor-parallel=4"]),
+        (DEEPSEEK_V3, ["--instance-type=p5en.48xlarge", "--tensor-parallel=1",
+                       "--data-parallel=16", "--expert-parallel", "--eplb-redundant-experts=16"]),
     ],
-)
-def test_layouts_vllm_refuses_for_the_model_are_refused(parallel, experts, fragment) -> None:
-    with pytest.raises(ParallelismError, match=fragment):
-        Parallelism(**parallel).check(experts)
+)  # fmt: skip
+def test_plan_takes_the_layout_the_rules_offer_instead(
+    tmp_path: Path, config: dict, options: list[str]
+) -> None:
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    result = CliRunner().invoke(app, ["plan", "--model-config", str(path), *options, "--json"])
+    assert result.exit_code == 0, result.output
 
 
 # The settings-only rules are the configuration's (app_config/serving.py Engine and

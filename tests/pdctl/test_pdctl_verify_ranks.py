@@ -183,7 +183,7 @@ def _verify(url: str, token: str | None) -> tuple[int, list[dict]]:
             *("--ray-dashboard-url", url, "--json"),
             *("-c", "serving.decode.tensor_parallel_size=1"),
             *("-c", "serving.decode.data_parallel_size=8"),
-            # data parallel needs a model with experts (app_config/rules/model_fit.py): the
+            # data parallel needs a model with experts (app_config/rules/model_parallel.py): the
             # served model's config.json is an MoE's
             *("-c", f"serving.model.config_file={MOE_CONFIG}"),
         ],
