@@ -1,6 +1,7 @@
 """The latency policy's decisions as Serve's controller log keeps them, for the local replay's
 record (tests/e2e/latency_replay_local.py): each change of a side's wanted replicas or reason,
-with what the policy saw (serve_extensions/latency_autoscaler.py `_log_changes` prints them).
+and a line a look-back period while they stay, with what the policy saw and the side's floor
+(serve_extensions/latency_autoscaler.py `_log_changes` prints them).
 
 Until the tenth local run the record kept only Serve's targets, and the controller log stayed in
 the run's build folder: when the ninth run's folder was gone, why the lead had not acted at the
@@ -19,13 +20,15 @@ from typing import Any
 _LINE = re.compile(
     r"latency policy: (?P<side>\w+) -> (?P<replicas>\d+) replicas \((?P<reason>\w+)\), "
     r"saw SideObservation\((?P<seen>[^)]*)\)"
+    r"(?:, floor (?P<floor>\S+) s at (?P<floor_load>\S+) per group)?"
 )
 _FIELD = re.compile(r"(\w+)=([^,]+)")
 
 
 def decisions(text: str, load_started_s: float) -> list[dict[str, Any]]:
     """Each logged decision: t_s (the controller's clock, now_s, less the load's start, both
-    epoch seconds), side, replicas, reason, and every field the policy saw."""
+    epoch seconds), side, replicas, reason, every field the policy saw, and the side's floor
+    (floor_s, floor_load: None before any latency, or on a line without them)."""
     found = []
     for match in _LINE.finditer(text):
         seen = {name: _value(value) for name, value in _FIELD.findall(match["seen"])}
@@ -37,6 +40,8 @@ def decisions(text: str, load_started_s: float) -> list[dict[str, Any]]:
                 "replicas": int(match["replicas"]),
                 "reason": match["reason"],
                 "seen": seen,
+                "floor_s": _value(match["floor"] or "None"),
+                "floor_load": _value(match["floor_load"] or "None"),
             }
         )
     return found

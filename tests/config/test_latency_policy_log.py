@@ -4,21 +4,28 @@ generated here by that code, not written by hand."""
 
 from __future__ import annotations
 
-import logging
 from pathlib import Path
 
 import pytest
 
 from serve_extensions.latency_autoscaler import LatencyObjectivePolicy
 from serve_extensions.latency_policy import Decision, SideObservation
+from tests.policy_lines import policy_lines
 from tools.latency_policy_log import controller_decisions, decisions
 
 LOAD_STARTED_S = 1_765_100_000.0
 
 
-def _printed(caplog: pytest.LogCaptureFixture, seen: SideObservation, decision: Decision) -> str:
+def _printed(
+    caplog: pytest.LogCaptureFixture,
+    seen: SideObservation,
+    decision: Decision,
+    floor: tuple[float, float] | None = None,
+) -> str:
     policy = LatencyObjectivePolicy(objectives={}, limits={})
-    with caplog.at_level(logging.INFO, logger="ray.serve"):
+    if floor is not None:
+        policy._memory.floor_s["decode"], policy._memory.floor_load["decode"] = floor
+    with policy_lines(caplog):
         policy._log_changes({"decode": seen}, {"decode": decision})
     return caplog.text
 
@@ -37,12 +44,14 @@ def test_a_printed_decision_is_read_back_with_what_the_policy_saw(
         engine_requests=43.75,
         engine_replicas=1,
     )
-    (found,) = decisions(_printed(caplog, seen, Decision(2, "load_rising", 0.38)), LOAD_STARTED_S)
+    printed = _printed(caplog, seen, Decision(2, "load_rising", 0.38), floor=(0.0115, 4.25))
+    (found,) = decisions(printed, LOAD_STARTED_S)
     assert found["t_s"] == 485.6
     assert (found["side"], found["replicas"], found["reason"]) == ("decode", 2, "load_rising")
     assert found["seen"]["latency_s"] == pytest.approx(0.007606137783581625)
     assert found["seen"]["engine_requests"] == 43.75
     assert found["seen"]["look_back_s"] == 4.0
+    assert (found["floor_s"], found["floor_load"]) == (0.0115, 4.25)
 
 
 def test_a_side_without_samples_reads_none(caplog: pytest.LogCaptureFixture) -> None:
@@ -52,6 +61,7 @@ def test_a_side_without_samples_reads_none(caplog: pytest.LogCaptureFixture) -> 
     assert found["seen"]["latency_s"] is None
     assert found["seen"]["engine_requests"] is None
     assert found["reason"] == "queue_fallback"
+    assert (found["floor_s"], found["floor_load"]) == (None, None)
 
 
 def test_every_controller_log_of_a_run_in_clock_order(
