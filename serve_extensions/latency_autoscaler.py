@@ -97,7 +97,8 @@ class LatencyObjectivePolicy:
         self._tuning = Tuning(**(tuning or {}))
         self._memory = Memory()
         self._gauges: tuple[Any, Any] | None = None
-        self._last: dict[str, tuple[int, str]] = {}
+        # each side's last logged (replicas, reason) and when (`_log_changes`)
+        self._last: dict[str, tuple[tuple[int, str], float]] = {}
 
     def __call__(self, contexts: dict[Any, Any]) -> tuple[dict[Any, int], dict[Any, dict]]:
         by_side, others = {}, {}
@@ -166,20 +167,30 @@ class LatencyObjectivePolicy:
         logger.debug("latency policy: %s", decisions)
 
     def _log_changes(self, observations: dict[str, Any], decisions: dict[str, Any]) -> None:
-        """A line in Serve's controller log when a side's wanted replicas or reason change, with
-        what the policy saw: the metrics show the decision, the log keeps why (the replays read
-        it: docs/verification.md)."""
+        """A line in Serve's controller log when a side's wanted replicas or reason change, and
+        once a look-back period while they do not, with what the policy saw and the side's floor
+        (the lowest latency it has reported and its load per group then, which decides whether
+        the lead trusts its line: latency_policy._slope): the metrics show the decision, the log
+        keeps why (the replays read it: docs/verification.md, tools/latency_policy_log.py). The
+        periodic line shows why a side did not move: the ninth local run's decode stayed at one
+        replica into the turn to long answers, and lines written only at changes could not say
+        which of the lead's gates held it."""
         for side, decision in decisions.items():
+            seen = observations[side]
             now = (decision.replicas, decision.reason)
-            if self._last.get(side) != now:
-                self._last[side] = now
-                logger.info(
-                    "latency policy: %s -> %d replicas (%s), saw %s",
-                    side,
-                    decision.replicas,
-                    decision.reason,
-                    observations[side],
-                )
+            last = self._last.get(side)
+            if last is not None and last[0] == now and seen.now_s - last[1] < seen.look_back_s:
+                continue
+            self._last[side] = (now, seen.now_s)
+            logger.info(
+                "latency policy: %s -> %d replicas (%s), saw %s, floor %s s at %s per group",
+                side,
+                decision.replicas,
+                decision.reason,
+                seen,
+                self._memory.floor_s.get(side),
+                self._memory.floor_load.get(side),
+            )
 
 
 def _queue_decisions(contexts: dict[Any, Any]) -> tuple[dict[Any, float], dict[Any, dict]]:

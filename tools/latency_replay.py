@@ -227,8 +227,14 @@ OBJECTIVES = Objectives(ttft_s=0.8, itl_s=0.010, percentile=95)
 
 
 class Cluster:
-    def __init__(self, model: EngineModel, initial: dict[str, int]) -> None:
+    def __init__(
+        self,
+        model: EngineModel,
+        initial: dict[str, int],
+        startup_s: dict[str, float] = STARTUP_S,
+    ) -> None:
         self.model = model
+        self.startup_s = startup_s
         self.replicas: dict[str, list[Replica]] = {side: [] for side in SIDES}
         for side, count in initial.items():
             for _ in range(count):
@@ -248,7 +254,7 @@ class Cluster:
     def scale(self, side: str, wanted: int, now: float) -> None:
         live = [r for r in self.live(side) if not r.stopping]
         for _ in range(wanted - len(live)):
-            self.replicas[side].append(Replica(side, now, now + STARTUP_S[side], free_at=now))
+            self.replicas[side].append(Replica(side, now, now + self.startup_s[side], free_at=now))
         if wanted < len(live):
             # Serve stops the replicas not yet serving first, then the least loaded
             victims = sorted(live, key=lambda r: (r.ready(now), self._load(r, now)))
@@ -405,7 +411,13 @@ class Controller:
     """Builds each deployment's AutoscalingContext as Serve 2.58's controller would and runs the
     wrapped policy (Ray's code) under a virtual clock."""
 
-    def __init__(self, policy: str, settings: dict[str, Any], objectives: Objectives) -> None:
+    def __init__(
+        self,
+        policy: str,
+        settings: dict[str, Any],
+        objectives: Objectives,
+        tuning: dict[str, Any] | None = None,
+    ) -> None:
         import ray.serve.autoscaling_policy as serve_policy
         from ray.serve._private.common import DeploymentID
         from ray.serve.config import AutoscalingConfig
@@ -452,6 +464,7 @@ class Controller:
                         for side in SIDES
                     },
                     gpu_budget=settings.get("gpu_budget"),
+                    tuning=tuning,
                 )
             )
         else:
@@ -543,11 +556,15 @@ def replay(
     objectives: Objectives,
     settings: dict[str, Any],
     policy: str,
+    tuning: dict[str, Any] | None = None,
+    startup_s: dict[str, float] = STARTUP_S,
 ) -> dict[str, Any]:
-    """policy: 'queue', 'latency' or 'fixed' (settings[side]['initial'] replicas throughout)."""
+    """policy: 'queue', 'latency' or 'fixed' (settings[side]['initial'] replicas throughout);
+    tuning: the latency policy's (latency_policy.Tuning's fields, its defaults where absent);
+    startup_s: each side's engine start (the real engines' by default)."""
     requests = [Request(r.arrival, r.prompt, r.answer) for r in requests]
-    cluster = Cluster(model, {side: settings[side]["initial"] for side in SIDES})
-    controller = None if policy == "fixed" else Controller(policy, settings, objectives)
+    cluster = Cluster(model, {side: settings[side]["initial"] for side in SIDES}, startup_s)
+    controller = None if policy == "fixed" else Controller(policy, settings, objectives, tuning)
     done: list[Request] = []
     pending = iter(requests)
     upcoming = next(pending, None)

@@ -80,6 +80,7 @@ import itertools
 import warm_start
 from latency_model import COMPANION_TIMELINE, DECODE_REPLICAS
 
+from tools.latency_policy_log import controller_decisions
 from tools.latency_replay import DURATION_S, SIDES, WARM_START, fit, workload
 from tools.latency_replay_scale import (
     ReplayedRequest,
@@ -497,6 +498,7 @@ def run_one(policy: str, fixed: dict[str, int], out: Path) -> None:
         warm = start_warm(sizing)
         result["ready_s"] = round(time.monotonic() - started, 1)
         log = ReplicaLog(cluster, sizing.companions)
+        load_started = time.time()
         log.begin()
         clients = asyncio.run(
             replay_load(cluster.base_url, sizing.model_id, requests, sizing.companions)
@@ -506,6 +508,11 @@ def run_one(policy: str, fixed: dict[str, int], out: Path) -> None:
     finally:
         cluster.stop()
     result["load_average_after"] = list(os.getloadavg())
+    if policy == "latency":
+        # what the policy saw at each change of its wants (tools/latency_policy_log.py says why)
+        result["policy_decisions"] = controller_decisions(
+            cluster.run_dir / "ray-logs", load_started
+        )
     series = [(s["t"], s["counts"]) for s in samples]
     if not covered(series, SCALE):
         raise RuntimeError(f"{policy}: Serve's replica states were not read over the whole run")

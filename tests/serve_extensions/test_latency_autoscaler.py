@@ -19,7 +19,8 @@ from serve_extensions.latency_autoscaler import (
     LatencyObjectivePolicy,
     observe,
 )
-from serve_extensions.latency_policy import SIDES
+from serve_extensions.latency_policy import SIDES, Decision, SideObservation
+from tests.policy_lines import policy_lines
 
 APP = "pd-llm"
 IDS = {
@@ -202,3 +203,45 @@ def test_a_loaded_side_without_samples_is_held_through_serves_wrapper_then_queue
         decisions, states = policy(contexts)
         wanted[now] = decisions[IDS["decode"]]
     assert wanted == {0.0: 1, 59.0: 1, 60.0: 3}
+
+
+@pytest.mark.parametrize(
+    ("decisions", "logged_at"),
+    [
+        # (now_s, replicas, reason) per decision; look-back 30 s
+        ([(0.0, 1, "within_objective"), (1.0, 1, "within_objective")], [0.0]),
+        ([(0.0, 1, "within_objective"), (29.9, 1, "within_objective")], [0.0]),
+        ([(0.0, 1, "within_objective"), (30.0, 1, "within_objective")], [0.0, 30.0]),
+        ([(0.0, 1, "within_objective"), (1.0, 2, "load_rising")], [0.0, 1.0]),
+        ([(0.0, 1, "within_objective"), (1.0, 1, "over_objective")], [0.0, 1.0]),
+        (
+            [(0.0, 1, "within_objective"), (20.0, 2, "load_rising"), (40.0, 2, "load_rising")],
+            [0.0, 20.0],
+        ),
+    ],
+)
+def test_the_policy_logs_each_change_and_once_a_look_back_while_it_stays(
+    caplog: pytest.LogCaptureFixture,
+    decisions: list[tuple[float, int, str]],
+    logged_at: list[float],
+) -> None:
+    """The periodic line shows why a side did not move (latency_autoscaler._log_changes)."""
+    policy = LatencyObjectivePolicy(objectives={}, limits={})
+    with policy_lines(caplog):
+        for now_s, replicas, reason in decisions:
+            seen = SideObservation(1, 1, 3.0, 0.01, 9, now_s=now_s, look_back_s=30.0)
+            policy._log_changes({"decode": seen}, {"decode": Decision(replicas, reason)})
+    logged = [
+        float(record.getMessage().split("now_s=")[1].split(",")[0]) for record in caplog.records
+    ]
+    assert logged == logged_at
+
+
+def test_the_logged_line_carries_the_sides_floor(caplog: pytest.LogCaptureFixture) -> None:
+    policy = LatencyObjectivePolicy(objectives={}, limits={})
+    policy._memory.floor_s["decode"], policy._memory.floor_load["decode"] = 0.0115, 4.25
+    with policy_lines(caplog):
+        policy._log_changes(
+            {"decode": SideObservation(1, 1, 3.0)}, {"decode": Decision(1, "within_objective")}
+        )
+    assert caplog.records[0].getMessage().endswith(", floor 0.0115 s at 4.25 per group")
