@@ -43,7 +43,9 @@ LOCAL_VARIANT = {
             "data_parallel_size": DP_SIZE,
             "expert_parallel": True,
             "max_replicas": 2,
-            "eplb": {"enabled": True, "num_redundant_experts": 2},
+            # 128 routed + 8 redundant experts divide over the 8 EP ranks (TP 4 x DP 2), as
+            # vLLM's EPLB needs (model-eplb-experts; 2 redundant, 130, did not).
+            "eplb": {"enabled": True, "num_redundant_experts": 8},
             # Scale on the first request in flight above one per rank, at once.
             "autoscaling": {"target_ongoing_requests": 1, "upscale_delay_s": 0},
         }
@@ -153,7 +155,7 @@ def test_ranks_got_the_rendered_expert_parallel_settings(dp: dict[str, Any]) -> 
     assert {r["eplb"] is None for r in ranks(dp, "prefill")} == {True}
     # EPLB's weight moves on NCCL, synchronously: what vLLM built from the rendered config.
     assert [r["eplb"] for r in ranks(dp, "decode")] == [
-        {"enabled": True, "communicator": "pynccl", "use_async": False, "num_redundant_experts": 2}
+        {"enabled": True, "communicator": "pynccl", "use_async": False, "num_redundant_experts": 8}
     ] * DP_SIZE
 
 
