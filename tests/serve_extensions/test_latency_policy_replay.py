@@ -11,12 +11,16 @@ from typing import Any
 
 import pytest
 
+from tests.computed_once import computed_once
 from tools.latency_replay import DURATION_S, WARM_START, WARM_UP_S, latency_from
 
 
 @pytest.fixture(scope="module")
 def from_three() -> dict[str, Any]:
-    return latency_from({"prefill": 3, "decode": 3}, log=lambda _: None)
+    return computed_once(
+        "latency-replay-from-three",
+        lambda: latency_from({"prefill": 3, "decode": 3}, log=lambda _: None),
+    )
 
 
 def test_decode_comes_down_from_three_replicas_it_does_not_need(from_three: dict) -> None:
@@ -41,7 +45,10 @@ def test_the_objectives_still_hold_in_95_percent_of_the_minutes(from_three: dict
 
 @pytest.fixture(scope="module")
 def from_warm_start() -> dict[str, Any]:
-    return latency_from(dict(WARM_START), log=lambda _: None)
+    return computed_once(
+        "latency-replay-from-warm-start",
+        lambda: latency_from(dict(WARM_START), log=lambda _: None),
+    )
 
 
 def test_the_lead_scales_decode_up_once_at_the_turn_to_long_answers(

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.computed_once import computed_once
 from tools.latency_replay_turn import TURN_S, Turn, tables, turn
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -18,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def found() -> Turn:
-    return turn()
+    return computed_once("latency-replay-turn", turn)
 
 
 def _row(found: Turn, starts: str) -> dict:
