@@ -210,17 +210,17 @@ def observe(side: str, ctx: Any) -> SideObservation:
     reports (the side holds its objective only if every replica does), their samples, the
     controller's clock (Serve's control loop sets current_time; time.time() where it does not)
     and the side's look-back period; and its engines' requests, summed over the replicas whose
-    report of them is fresh."""
+    report of them is fresh, with how many running replicas have reported them at all."""
     metrics = ctx.aggregated_metrics or {}
     latencies = [value for value in (metrics.get(LATENCY_METRIC[side]) or {}).values() if value]
     samples = sum((metrics.get(SAMPLES_METRIC) or {}).values())
     now = time.time() if ctx.current_time is None else ctx.current_time
     look_back = ctx.config.look_back_period_s
+    reported = metrics.get(ENGINE_REQUESTS_METRIC) or {}
     engine = fresh_engine_requests(
-        metrics.get(ENGINE_REQUESTS_METRIC) or {},
-        (ctx.raw_metrics or {}).get(ENGINE_REQUESTS_METRIC) or {},
-        look_back,
+        reported, (ctx.raw_metrics or {}).get(ENGINE_REQUESTS_METRIC) or {}, look_back
     )
+    running = ctx.running_replicas
     return SideObservation(
         running_replicas=ctx.current_num_replicas,
         target_replicas=ctx.target_num_replicas,
@@ -231,6 +231,7 @@ def observe(side: str, ctx: Any) -> SideObservation:
         look_back_s=look_back,
         engine_requests=sum(engine.values()) if engine else None,
         engine_replicas=len(engine),
+        reporting_replicas=None if running is None else len(set(running) & set(reported)),
     )
 
 

@@ -30,9 +30,9 @@ input. Serve's count is wrong for decode in two ways: Ray Serve LLM's decode ser
 prefill itself (serving_patterns/prefill_decode/pd_server.py PDOrchestratorMixin), so decode's
 requests in flight include every prompt's prefill, which its engine never sees; and requests in
 flight lag the engine by a routing step (the fourth local replay, where Serve saw only 2 to 12
-of decode's 75 sequences per replica, is the extreme: docs/verification.md). Replicas that do
-not report the count (one just started, or one whose last report is older than a look-back:
-latency_autoscaler.observe leaves it out) are taken at the mean of those that do.
+of decode's 75 sequences per replica, is the extreme: docs/verification.md). A replica whose
+last report is older than a look-back (latency_autoscaler.observe leaves it out) is taken at the
+mean of those that report; one that has not reported yet (just started) at none (`side_load`).
 
 A scale-up is led by the load, so that the replicas it asks for serve before the measured
 percentile breaches (a new replica serves only after Serve's upscale delay and its engine's
@@ -164,7 +164,9 @@ class SideObservation:
     the side's replicas reported over the look-back window with the number of samples behind it
     (None: not reported), the controller's clock and the side's look_back_period_s (for how
     long missing samples are waited for); and the requests the side's engines hold, summed over
-    the `engine_replicas` running replicas whose report of them is fresh (None: none is)."""
+    the `engine_replicas` running replicas whose report of them is fresh (None: none is), and
+    how many running replicas have reported them at all, fresh or not (`reporting_replicas`;
+    None: not known, taken as every running replica)."""
 
     running_replicas: int
     target_replicas: int
@@ -175,6 +177,7 @@ class SideObservation:
     look_back_s: float = 30.0
     engine_requests: float | None = None
     engine_replicas: int = 0
+    reporting_replicas: int | None = None
 
 
 @dataclass(frozen=True)
@@ -359,16 +362,21 @@ def _slope(latency: float, load: float, floor: float, floor_load: float) -> floa
 
 
 def side_load(seen: SideObservation) -> float:
-    """The side's load, in requests: its engines' own (the mean of the replicas that report
-    them, for every running replica) where any reports them, else Serve's requests in flight
-    (module docstring)."""
+    """The side's load, in requests: its engines' own (the mean of the replicas whose report is
+    fresh, for every running replica that has reported at all) where any reports them, else
+    Serve's requests in flight (module docstring). A replica that has not reported yet has just
+    started and carries next to nothing; the others' look-back averages still hold the share it
+    is taking over. Counted at their mean, it doubled decode's load as its second replica came
+    up on the tenth local replay (29 requests on the one reporting engine read as 58, and the
+    lead asked for 4 replicas: docs/verification.md)."""
     if seen.engine_requests is None or seen.engine_replicas <= 0:
         return seen.ongoing_requests
-    return (
-        seen.engine_requests
-        / seen.engine_replicas
-        * max(seen.running_replicas, seen.engine_replicas)
+    reporting = (
+        seen.running_replicas
+        if seen.reporting_replicas is None
+        else min(seen.running_replicas, seen.reporting_replicas)
     )
+    return seen.engine_requests / seen.engine_replicas * max(reporting, seen.engine_replicas)
 
 
 def _trend(

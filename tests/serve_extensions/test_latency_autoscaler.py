@@ -159,32 +159,46 @@ def test_the_controllers_clock_and_the_sides_look_back_are_observed() -> None:
 
 
 # Each replica's engine requests (Serve's look-back average) and the time of its newest raw
-# point (None: the context carries no raw points for it), the controller at t = 100 s with a
-# 30 s look-back -> the side's engine requests and the replicas counted.
+# point (None: the context carries no raw points for it), at 2 running replicas, the controller
+# at t = 100 s with a 30 s look-back -> the side's engine requests, the replicas counted and the
+# running replicas that have reported at all (a replica without a report has just started).
 ENGINE_ROWS = [
-    ("none reported: absent", [], None, 0),
-    ("all fresh: their sum", [(60.0, 95.0), (70.0, 99.0)], 130.0, 2),
-    ("one a look-back older than the other: left out", [(60.0, 95.0), (70.0, 64.0)], 60.0, 1),
+    ("none reported: absent", [], None, 0, 0),
+    ("all fresh: their sum", [(60.0, 95.0), (70.0, 99.0)], 130.0, 2, 2),
+    ("one a look-back older than the other: left out", [(60.0, 95.0), (70.0, 64.0)], 60.0, 1, 2),
     # the controller's clock does not judge: reports reach it a push and a loop late
-    ("all late together: kept", [(60.0, 50.0), (70.0, 40.0)], 130.0, 2),
-    ("no raw points: the average kept", [(60.0, None)], 60.0, 1),
-    ("zero: idle engines, reported", [(0.0, 99.0), (0.0, 99.0)], 0.0, 2),
+    ("all late together: kept", [(60.0, 50.0), (70.0, 40.0)], 130.0, 2, 2),
+    ("no raw points: the average kept", [(60.0, None)], 60.0, 1, 1),
+    ("one not reported yet: the other alone", [(29.0, 99.0)], 29.0, 1, 1),
+    ("zero: idle engines, reported", [(0.0, 99.0), (0.0, 99.0)], 0.0, 2, 2),
 ]
 
 
-@pytest.mark.parametrize(("why", "reports", "want_requests", "want_replicas"), ENGINE_ROWS)
+@pytest.mark.parametrize(
+    ("why", "reports", "want_requests", "want_replicas", "want_reporting"), ENGINE_ROWS
+)
 def test_the_engines_requests_are_summed_over_fresh_reports(
     why: str,
     reports: list[tuple[float, float | None]],
     want_requests: float | None,
     want_replicas: int,
+    want_reporting: int,
 ) -> None:
     observation = observe("decode", context("decode", 2, 4, now=100.0, engine=reports))
-    assert (observation.engine_requests, observation.engine_replicas) == (
-        want_requests,
-        want_replicas,
-    ), why
+    assert (
+        observation.engine_requests,
+        observation.engine_replicas,
+        observation.reporting_replicas,
+    ) == (want_requests, want_replicas, want_reporting), why
     assert observation.ongoing_requests == 4
+
+
+def test_a_report_of_a_replica_no_longer_running_is_not_counted_as_reporting() -> None:
+    """Serve keeps a stopping replica's last points a while; it is not one of the running."""
+    ctx = context("decode", 2, 4, now=100.0, engine=[(60.0, 99.0), (70.0, 99.0)])
+    ctx.running_replicas = ctx.running_replicas[:1]
+    ctx.current_num_replicas = 1
+    assert observe("decode", ctx).reporting_replicas == 1
 
 
 def test_a_loaded_side_without_samples_is_held_through_serves_wrapper_then_queued() -> None:

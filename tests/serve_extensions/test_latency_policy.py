@@ -350,21 +350,28 @@ def test_a_rise_within_a_steady_counts_noise_does_not_lead(
 
 # ---- the engines' requests as the side's load (latency_policy.side_load)
 
-# Serve's requests in flight, the engines' requests (None: no replica reports them) and the
-# replicas whose report is fresh, at 2 running replicas -> the load the policy reads.
+# Serve's requests in flight, the engines' requests (None: no replica reports them), the
+# replicas whose report is fresh and those that have reported at all (None: not known), at 2
+# running replicas -> the load the policy reads.
 LOAD_ROWS = [
-    ("absent: Serve's count", 40.0, None, 0, 40.0),
-    ("present: the engines' count", 4.0, 150.0, 2, 150.0),
-    ("stale: one report left out, the other's mean for both", 4.0, 75.0, 1, 150.0),
-    ("zero: idle engines, whatever Serve counts", 40.0, 0.0, 2, 0.0),
+    ("absent: Serve's count", 40.0, None, 0, None, 40.0),
+    ("present: the engines' count", 4.0, 150.0, 2, 2, 150.0),
+    ("stale: one report left out, the other's mean for both", 4.0, 75.0, 1, 2, 150.0),
+    ("who reported not known: the mean for every running replica", 4.0, 75.0, 1, None, 150.0),
+    # the tenth local replay, decode's second replica up: 29 on the one engine, not 58
+    ("one not reported yet: just started, counted at none", 4.0, 29.0, 1, 1, 29.0),
+    ("more reported than run (one stopping): the running ones", 4.0, 75.0, 1, 3, 150.0),
+    ("zero: idle engines, whatever Serve counts", 40.0, 0.0, 2, 2, 0.0),
 ]
 
 
-@pytest.mark.parametrize(("why", "ongoing", "engine", "fresh", "want"), LOAD_ROWS)
+@pytest.mark.parametrize(("why", "ongoing", "engine", "fresh", "reporting", "want"), LOAD_ROWS)
 def test_the_load_is_the_engines_requests_where_reported(
-    why: str, ongoing: float, engine: float | None, fresh: int, want: float
+    why: str, ongoing: float, engine: float | None, fresh: int, reporting: int | None, want: float
 ) -> None:
-    observation = SideObservation(2, 2, ongoing, engine_requests=engine, engine_replicas=fresh)
+    observation = SideObservation(
+        2, 2, ongoing, engine_requests=engine, engine_replicas=fresh, reporting_replicas=reporting
+    )
     assert side_load(observation) == want, why
 
 
