@@ -326,7 +326,8 @@ def _plan_side(
 ) -> tuple[Any, Any, int, int]:
     """One side's plan: the options through the configuration's rules (plan_layout.py), then
     the model's rules of the layout, the same functions synth applies
-    (app_config/rules/model_parallel.py: heads over TP, experts for DP, EP and EPLB)."""
+    (app_config/rules/model_parallel.py: heads over TP, experts for DP, EP and EPLB, the
+    model class for PP)."""
     from app_config import ConfigError
     from app_config.rules.model_parallel import side_findings
     from catalog.instances import CATALOG
@@ -361,7 +362,8 @@ def _plan_side(
         fail(
             "; ".join(f"{finding} [{finding.code}]" for finding in refused),
             "`cdk synth` refuses the same for this model; change --tensor-parallel, "
-            "--data-parallel, --expert-parallel or --eplb-redundant-experts",
+            "--data-parallel, --expert-parallel or --eplb-redundant-experts (pipeline "
+            "parallel: the configuration's pipeline_parallel_size)",
         )
     result = kv_plan.plan(
         shape,

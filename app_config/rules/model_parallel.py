@@ -7,9 +7,6 @@ its options make) apply the same function.
 
 Of vLLM's checks of the parallel config against the model (vllm/config/model.py
 ModelConfig.verify_with_parallel_config and what it calls), those not here:
-- pipeline parallel needs a model class with `SupportsPP` (model_executor/models/registry.py
-  is_pp_supported_model): it depends on vLLM's model registry, which the catalog does not
-  carry, so a model without it is still found by vLLM at start;
 - decode context parallel against the KV heads: the app owns decode_context_parallel_size and
   keeps it 1 (app_config/engine_options.py OWNED);
 - mm_tensor_ipc 'torch_shm' with more than one GPU: a settings-only relation of the engine
@@ -25,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from app_config.errors import Finding
 from app_config.rules import Rule
+from catalog.pipeline_parallel import pipeline_parallel_class
 from catalog.ray_llm_image import VLLM
 
 if TYPE_CHECKING:
@@ -161,6 +159,34 @@ def tensor_parallel_and_kv_heads(
     )
 
 
+def pipeline_parallel_supported(
+    config: dict[str, Any], source: str, side: Side
+) -> Iterator[Finding]:
+    """vLLM 0.26 config/model.py ModelConfig.verify_with_parallel_config: 'Pipeline parallelism
+    is not supported for this model. Supported models implement the `SupportsPP` interface.'
+    The class the config's `architectures` resolve to, and whether vLLM's `supports_pp` holds
+    for it, come from vLLM's registry (catalog/pipeline_parallel.py); a class the catalog could
+    not inspect is not judged."""
+    pp = side.pipeline_parallel
+    architectures = config.get("architectures")
+    if pp <= 1 or not isinstance(architectures, list):
+        return
+    names = [name for name in architectures if isinstance(name, str)]
+    model_impl = str(side.options.get("model_impl", "auto"))
+    resolved, supported = pipeline_parallel_class(names, model_impl)
+    if not supported:
+        yield Finding(
+            f"{side.serving_setting}.pipeline_parallel_size",
+            f"is {pp}, but the model's class {resolved} (its config.json's architectures, "
+            f"{source}) does not support pipeline parallel in {VLLM}: the engine refuses it "
+            "('Pipeline parallelism is not supported for this model', config/model.py "
+            f"verify_with_parallel_config); use 1, with a tensor_parallel_size up to the "
+            f"{side.gpus_per_node} GPUs of a node",
+            pp,
+            code="model-pipeline-parallel-unsupported",
+        )
+
+
 def _no_experts(config: dict[str, Any], source: str) -> str:
     return f"the model has no experts by its config.json ({source})"
 
@@ -233,6 +259,7 @@ SideRule = Callable[[dict[str, Any], str, "Side"], Iterator[Finding]]
 SIDE_RULES: tuple[tuple[str, SideRule], ...] = (
     ("model-tensor-parallel-heads", tensor_parallel_divides_heads),
     ("model-dense-expert-parallel", expert_parallel_needs_experts),
+    ("model-pipeline-parallel-unsupported", pipeline_parallel_supported),
     ("model-dense-data-parallel", data_parallel_needs_experts),
     ("model-tensor-parallel-kv-heads", tensor_parallel_and_kv_heads),
     ("model-eplb-experts", eplb_experts_divide),

@@ -15,6 +15,11 @@ from app_config import ConfigError
 from app_config.rules import evaluate
 from app_config.rules import model_parallel as rule
 from catalog.models import MODEL_CONFIGS
+from catalog.pipeline_parallel import (
+    PIPELINE_PARALLEL_FILE,
+    TRANSFORMERS_BACKEND,
+    pipeline_parallel_class,
+)
 from tests.configurations import settings_for
 
 CODES = {code for code, _ in rule.SIDE_RULES}
@@ -35,6 +40,12 @@ HEADS_40 = model("Qwen3-8B.json", num_attention_heads=40, num_key_value_heads=8)
 DEEPSEEK_V3 = model("DeepSeek-V3.json")
 QWEN3_30B_A3B = model("Qwen3-30B-A3B.json")
 QWEN3_32B = model("Qwen3-32B.json")
+# Qwen3-8B's counts under the class of Gemma 3n's text model, which vLLM 0.26 registers without
+# pipeline parallel (catalog/vllm_pipeline_parallel.json).
+WITHOUT_PP = model("Qwen3-8B.json", architectures=["Gemma3nForCausalLM"])
+PP_2 = {"serving.prefill.tensor_parallel_size": "4", "serving.decode.tensor_parallel_size": "4",
+        "serving.prefill.pipeline_parallel_size": "2",
+        "serving.decode.pipeline_parallel_size": "2"}  # fmt: skip
 
 # (name, configuration, the model's config.json, overrides, the layout as vLLM gets it,
 #  the (code, setting) findings it must give; none: accepted). The default configuration runs
@@ -68,6 +79,14 @@ LAYOUTS: list[Layout] = [
      {"tensor_parallel_size": 1, "data_parallel_size": 16, "enable_expert_parallel": True},
      {("model-dense-data-parallel", f"{side}.data_parallel_size") for side in BOTH}
      | {("model-dense-expert-parallel", f"{side}.expert_parallel") for side in BOTH}),
+    ("pipeline parallel, a class with it", "default", model("Qwen3-8B.json"), PP_2,
+     {"tensor_parallel_size": 4, "pipeline_parallel_size": 2}, set()),
+    ("pipeline parallel, a class without it", "default", WITHOUT_PP, PP_2,
+     {"tensor_parallel_size": 4, "pipeline_parallel_size": 2},
+     {("model-pipeline-parallel-unsupported", f"{side}.pipeline_parallel_size")
+      for side in BOTH}),
+    ("a class without pipeline parallel, at PP 1", "default", WITHOUT_PP, {},
+     {"tensor_parallel_size": 8}, set()),
     ("DeepSeek-V3 as the example runs it", "deepseek-v3-pd", DEEPSEEK_V3, {},
      {"tensor_parallel_size": 1, "data_parallel_size": 16, "enable_expert_parallel": True},
      set()),
@@ -159,3 +178,43 @@ def test_without_a_config_these_rules_are_not_applied_and_synth_says_so() -> Non
     assert not [f for f in findings if f.code in CODES]
     (unchecked,) = [f for f in findings if f.code == "model-unchecked"]
     assert "the parallel layout against its attention heads and experts" in unchecked.message
+
+
+# The config's architectures and the engine's model_impl -> the class vLLM 0.26 resolves them to
+# (registry.py inspect_model_cls) and whether it runs pipeline parallel ("": not judged).
+RESOLUTIONS = [
+    (["Qwen3ForCausalLM"], "auto", ("Qwen3ForCausalLM", True)),
+    (["Gemma3nForCausalLM"], "auto", ("Gemma3nForCausalLM", False)),
+    (["Gemma3nForCausalLM"], "vllm", ("Gemma3nForCausalLM", False)),
+    # the first registered one decides, whatever follows it
+    (["NotAModel", "Gemma3nForCausalLM", "Qwen3ForCausalLM"], "auto",
+     ("Gemma3nForCausalLM", False)),
+    # none registered: "auto" falls back to the Transformers backend, which has it
+    (["NotAModel"], "auto", ("TransformersForCausalLM", True)),
+    ([], "auto", ("TransformersForCausalLM", True)),
+    # the Transformers backend asked for
+    (["Gemma3nForCausalLM"], "transformers", ("TransformersForCausalLM", True)),
+    # "vllm" with none registered: vLLM refuses the model itself, not its pipeline parallel
+    (["NotAModel"], "vllm", ("", True)),
+    (["Gemma3nForCausalLM"], "terratorch", ("", True)),
+    # a registered class the catalog could not import: not judged
+    (["Terratorch"], "auto", ("", True)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("architectures", "model_impl", "resolved"), RESOLUTIONS)
+def test_the_class_is_resolved_as_vllms_registry_resolves_it(
+    architectures: list[str], model_impl: str, resolved: tuple[str, bool]
+) -> None:
+    assert pipeline_parallel_class(architectures, model_impl) == resolved
+
+
+def test_the_transformers_backend_named_for_the_fallback_is_in_the_catalog() -> None:
+    catalog = json.loads(PIPELINE_PARALLEL_FILE.read_text())
+    assert TRANSFORMERS_BACKEND in catalog["supports_pipeline_parallel"]
+    assert "Terratorch" in catalog["not_inspected"]
+
+
+def test_pipeline_parallel_under_the_transformers_backend_is_accepted(tmp_path: Path) -> None:
+    overrides = {**PP_2, "serving.engine_options": '{"model_impl": "transformers"}'}
+    assert layout_findings(tmp_path, "default", WITHOUT_PP, overrides) == set()

@@ -5,7 +5,9 @@ ModelConfig from the config.json, ParallelConfig, then ``VllmConfig.__post_init_
 ``ModelConfig.verify_with_parallel_config``, and the external data-parallel check Ray Serve LLM's
 DP ranks meet), and, where that accepts it, the attention's ``QKVParallelLinear`` is built at the
 layout's TP (the KV heads' split, checked when the model's weights are made). vLLM must refuse
-exactly the rows the app refuses. No GPU, no Ray cluster, no weights.
+exactly the rows the app refuses. No GPU, no Ray cluster, no weights. And the catalog the
+pipeline-parallel rule reads is what this vLLM answers for every class its registry maps
+(tools/vllm_pipeline_parallel.py, in the probe: vLLM's `supports_pp` on each imported class).
 
 What a CPU cannot show: EPLB (vLLM's ParallelConfig refuses it off CUDA, and its experts'
 division is checked in the MoE layer on the GPU), so the rows' EPLB finding is left out of the
@@ -78,6 +80,7 @@ VLLM_REFUSALS = {
     "model-dense-expert-parallel": "Number of experts in the model must be greater than 0",
     "model-dense-data-parallel": "Non-MoE models do not support external data parallel mode",
     "model-tensor-parallel-kv-heads": "is not divisible by",
+    "model-pipeline-parallel-unsupported": "Pipeline parallelism is not supported for this model",
 }
 NOT_ON_A_CPU = {"model-eplb-experts"}
 
@@ -105,3 +108,25 @@ def test_vllm_refuses_exactly_the_layouts_the_models_rules_refuse(tmp_path) -> N
     refused = [name for name, codes in expected.items() if codes]
     assert len(refused) >= 4  # both kinds of rows were judged
     assert len(refused) < len(expected)
+
+
+# Runs in the child: the catalog generated again from the installed vLLM, against the shipped one.
+CATALOG = """
+import json
+from tools.vllm_pipeline_parallel import OUTPUT, inspect_registry, render
+generated = render(inspect_registry())
+print(json.dumps({"same": generated == OUTPUT.read_text(), "generated": json.loads(generated)}))
+"""
+
+
+def test_the_pipeline_parallel_catalog_is_what_the_installed_vllm_answers() -> None:
+    said = probe(CATALOG, {})
+    generated = said["generated"]
+    assert said["same"], (
+        "run tools/vllm_pipeline_parallel.py in the e2e venv and commit the catalog"
+    )
+    # the rule has both answers to give: the bundled models' classes run it, others do not
+    assert {"Qwen3ForCausalLM", "DeepseekV3ForCausalLM"} <= set(
+        generated["supports_pipeline_parallel"]
+    )
+    assert "Gemma3nForCausalLM" in generated["without_pipeline_parallel"]

@@ -241,6 +241,12 @@ REFUSED_FOR_THE_MODEL = [
                    "--expert-parallel", "--eplb-redundant-experts=7"], "model-eplb-experts",
      ["256 routed experts", "+ 7 redundant = 263 do not divide over the 16 EP ranks",
       "use 16 redundant experts"]),
+    # pipeline parallel from the configuration, on a class vLLM runs without it
+    ({**QWEN3_8B, "architectures": ["Gemma3nForCausalLM"]},
+     ["-c", "serving.prefill.tensor_parallel_size=4",
+      "-c", "serving.prefill.pipeline_parallel_size=2"], "model-pipeline-parallel-unsupported",
+     ["serving.prefill.pipeline_parallel_size = 2", "Gemma3nForCausalLM",
+      "Pipeline parallelism is not supported for this model"]),
 ]  # fmt: skip
 
 
