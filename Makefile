@@ -129,8 +129,8 @@ e2e-bench: synth e2e-setup ## Latency the P/D graph adds over Ray's aggregated a
 # another time compression (7.5: about 40 minutes, so E2E_TIMEOUT_S=3000 with it).
 REPLAY_OUT ?= docs/latency-replay/$(shell date -u +%F)-local.json
 latency-replay: e2e-setup ## Latency vs queue policy vs best fixed ratio on the local Ray (stand-in)
-	cd tests/e2e && timeout -k 60 $(E2E_TIMEOUT_S) "$$($(E2E_TOOL) venv)/bin/python" \
-		latency_replay_local.py all --out $(CURDIR)/$(REPLAY_OUT) $(REPLAY_ARGS)
+	python="$$($(E2E_TOOL) venv)/bin/python" && cd tests/e2e && timeout -k 60 $(E2E_TIMEOUT_S) \
+		"$$python" latency_replay_local.py all --out $(CURDIR)/$(REPLAY_OUT) $(REPLAY_ARGS)
 
 # The third tier, on one NVIDIA GPU (not in CI: it has none): the synthesized engine arguments on
 # real vLLM engines and the whole Serve app on a local Ray, with a scaled-down model of the

@@ -4,6 +4,7 @@ a system package is never installed without a line saying so first."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 import pytest
@@ -66,3 +67,23 @@ def test_synth_is_strict_only_when_asked(arguments: tuple[str, ...], strict: boo
     """STRICT=1 makes `cdk synth` fail on a warning the configuration has not acknowledged."""
     (synth,) = [line for line in _dry_run("synth", *arguments) if "cdk synth" in line]
     assert ("--strict" in synth.split()) == strict
+
+
+def _phony_targets() -> list[str]:
+    text = (PROJECT_ROOT / "Makefile").read_text()
+    (line,) = [line for line in text.splitlines() if line.startswith(".PHONY:")]
+    return [target for target in line.split(":", 1)[1].split() if target != "clean"]
+
+
+def test_no_recipe_runs_a_path_of_the_checkout_after_changing_directory() -> None:
+    """A recipe that `cd`s elsewhere and then names `.venv/...` or `node_modules/...` runs a
+    path that is not there: `make latency-replay` did (`cd tests/e2e && "$(.venv/bin/python
+    ...)"`) and failed at once with 'No such file or directory'."""
+    wrong = []
+    for target in _phony_targets():
+        commands = "\n".join(_dry_run(target)).replace("\\\n", " ")
+        for command in commands.splitlines():
+            for after_cd in command.split("cd ")[1:]:
+                if re.search(r"(?<![\w/.$])(\.venv|\.venv-checkov|node_modules)/", after_cd):
+                    wrong.append(f"{target}: {command.strip()}")
+    assert not wrong, wrong
