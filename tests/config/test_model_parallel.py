@@ -218,3 +218,13 @@ def test_the_transformers_backend_named_for_the_fallback_is_in_the_catalog() -> 
 def test_pipeline_parallel_under_the_transformers_backend_is_accepted(tmp_path: Path) -> None:
     overrides = {**PP_2, "serving.engine_options": '{"model_impl": "transformers"}'}
     assert layout_findings(tmp_path, "default", WITHOUT_PP, overrides) == set()
+
+
+def test_the_configuration_reference_quotes_the_catalogs_counts() -> None:
+    catalog = json.loads(PIPELINE_PARALLEL_FILE.read_text())
+    page = " ".join((Path(__file__).parents[2] / "docs" / "configuration.md").read_text().split())
+    assert (
+        f"({len(catalog['supports_pipeline_parallel'])} classes with it, "
+        f"{len(catalog['without_pipeline_parallel'])} without; "
+        f"{len(catalog['not_inspected'])} whose modules need packages"
+    ) in page
