@@ -5,11 +5,11 @@ vLLM 0.26 refuses ``pipeline_parallel_size`` > 1 at engine start for a model cla
 is not supported for this model"), and whether a class has it is vLLM's own function
 (model_executor/models/interfaces.py ``supports_pp``: the protocol's attributes and a
 ``forward`` that takes ``intermediate_tensors``), read by the registry for the class each
-architecture name maps to (model_executor/models/registry.py ``_VLLM_MODELS``,
-``_ModelInfo.from_model_cls``). Whether it has it is a property of code, not of text a parser
-could read: bases come from other modules and mixins, the protocol is matched by attributes. So
-this imports every registered class and asks ``supports_pp``, in the e2e venv (the image's vLLM;
-the main venv has none):
+architecture name maps to (model_executor/models/registry.py ``_VLLM_MODELS``, each module
+named as the registry names it, ``_resolve_module_name``, and ``_ModelInfo.from_model_cls``).
+Whether it has it is a property of code, not of text a parser could read: bases come from other
+modules and mixins, the protocol is matched by attributes. So this imports every registered
+class and asks ``supports_pp``, in the e2e venv (the image's vLLM; the main venv has none):
 
     "$(.venv/bin/python -m tools.e2e_requirements venv)/bin/python" -m tools.vllm_pipeline_parallel
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,10 +40,12 @@ def inspect_registry() -> dict[str, Any]:
     supported, unsupported, not_inspected = [], [], {}
     for architecture, (module, class_name) in sorted(registry._VLLM_MODELS.items()):
         try:
-            imported = importlib.import_module(f"vllm.model_executor.models.{module}")
+            imported = importlib.import_module(registry._resolve_module_name(module))
             model_class = getattr(imported, class_name)
         except Exception as error:  # any import failure: listed, and not judged
-            not_inspected[architecture] = f"{type(error).__name__}: {error}".splitlines()[0][:200]
+            # without the file paths in the message: the catalog is the same on every machine
+            said = re.sub(r" \(/[^)]*\)", "", str(error)).splitlines()[0]
+            not_inspected[architecture] = f"{type(error).__name__}: {said}"[:200]
             continue
         (supported if supports_pp(model_class) else unsupported).append(architecture)
     return {
