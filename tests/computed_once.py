@@ -13,7 +13,6 @@ TEST_SYNTH_CACHE=run keeps it to one run (still one worker computes it, the othe
 from __future__ import annotations
 
 import fcntl
-import hashlib
 import os
 import pickle
 import sys
@@ -22,6 +21,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TypeVar
 
+from tests import scan_cache
 from tests.configurations import PROJECT_ROOT
 
 FOLDER = PROJECT_ROOT / "build" / "test-computed"
@@ -33,18 +33,20 @@ T = TypeVar("T")
 
 
 def inputs_digest(name: str, inputs: Iterable[str], root: Path = PROJECT_ROOT) -> str:
-    """A hash of ``name``, every file under each of ``inputs`` (paths relative to ``root``, but
-    for bytecode), the Python version and the installed distributions' names and versions."""
-    digest = hashlib.sha256(f"{name}\0{sys.version}\0".encode())
-    for each in sorted(inputs):
+    """scan_cache's hash of every file under each of ``inputs`` (paths relative to ``root``,
+    but for bytecode), with the Python version and the installed distributions' names and
+    versions as the version."""
+    files = []
+    for each in inputs:
         path = root / each
-        files = [path] if path.is_file() else sorted(path.rglob("*"))
-        for file in files:
-            if file.is_file() and "__pycache__" not in file.parts:
-                digest.update(str(file.relative_to(root)).encode() + b"\0" + file.read_bytes())
+        found = [path] if path.is_file() else sorted(path.rglob("*"))
+        files += [
+            (str(file.relative_to(root)), file)
+            for file in found
+            if file.is_file() and "__pycache__" not in file.parts
+        ]
     packages = sorted(f"{d.name}=={d.version}" for d in metadata.distributions())
-    digest.update("\n".join(packages).encode())
-    return digest.hexdigest()[:24]
+    return scan_cache.inputs_digest(name, "\n".join([sys.version, *packages]), files)
 
 
 def computed_once(
