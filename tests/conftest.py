@@ -75,7 +75,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     otherwise walks it in every collection of the older generations, and the young generation
     is collected less often, as the tests allocate short-lived objects by the million (pydantic
     validation, YAML, templates read as JSON). Workers' CPU in a warm run: 69 to 72 s before,
-    61 to 63 s after (docs/verification.md "Benchmarks", 2026-12-07, the later entry). A test
+    61 to 63 s after (docs/verification.md "Benchmarks", 2026-12-07 (night)). A test
     that needs an object gone calls gc.collect() itself, as it would have to anyway."""
     gc.collect()
     gc.freeze()
