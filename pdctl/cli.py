@@ -568,6 +568,16 @@ def verify_command(
             help="seconds to wait for the decode metrics to show the completion's transfer",
         ),
     ] = verify.METRICS_EXPORT_WAIT_SECONDS,
+    metrics_interval: Annotated[
+        float,
+        typer.Option(
+            min=0,
+            max=3600,
+            help="seconds between a Ray worker's metrics reports (RAY_metrics_report_interval_ms "
+            "/ 1000; Ray's default 10): a transfer counts as the completion's only in a reading "
+            "this long after it ended",
+        ),
+    ] = verify.METRICS_REPORT_INTERVAL_SECONDS,
     slow_transfer_ms: Annotated[
         float,
         typer.Option(min=0.1, help="a mean KV transfer slower than this points at the fabric"),
@@ -585,7 +595,6 @@ def verify_command(
 ) -> None:
     """List models, stream one completion (TTFT, ITL), prove KV moved over NIXL, and send one
     prompt twice to see prefill's prefix cache reuse it."""
-    from pdctl import prefix_reuse
     from serving_manifests.names import METRICS_PORT
 
     settings = _settings(config, context)
@@ -596,24 +605,19 @@ def verify_command(
         if prefill_metrics_url or not metrics_url
         else None
     )
-    # Prefill's counters before verify's own streamed completion: the prefix-reuse check then
-    # waits for that completion's lookup to show before it takes its own first reading.
-    caching_off = prefix_reuse.prefix_caching_off(settings.serving.engine_options_for("prefill"))
-    earlier = _reading_or_none(read_prefill) if read_prefill and not caching_off else None
+    waits = verify.MetricsWaits(metrics_wait, metrics_interval)
     try:
-        checks = _verify(
+        checks, ended = _verify(
             settings,
             base,
             metrics_url,
             metrics_port or METRICS_PORT,
             timeout,
-            metrics_wait,
+            waits,
             slow_transfer_ms,
         )
         if checks[0].ok and read_prefill is not None:
-            checks.append(
-                _prefix_reuse(settings, base, read_prefill, earlier, timeout, metrics_wait)
-            )
+            checks.append(_prefix_reuse(settings, base, read_prefill, ended, timeout, waits))
         if ray_dashboard_url:
             checks += _rank_placement(settings, ray_dashboard_url, timeout)
     except verify.VerifyError as error:
@@ -639,16 +643,20 @@ def _verify(
     metrics_url: list[str],
     metrics_port: int,
     timeout: float,
-    metrics_wait: float,
+    waits: verify.MetricsWaits,
     slow_transfer_ms: float,
-) -> list[Check]:
+) -> tuple[list[Check], float]:
+    """The model listed, one streamed completion and its KV hand-off; with them the monotonic
+    time the completion ended, from which the next check reads complete metrics pages."""
     from pdctl.checks import failed, passed, undecided
 
     model = settings.serving.model.id
     models = verify.list_models(base, timeout)
     if model not in models:
         listed = ", ".join(models) or "no model"
-        return [failed(f"model {model} listed", listed, "wait for the RayService to turn healthy")]
+        return [
+            failed(f"model {model} listed", listed, "wait for the RayService to turn healthy")
+        ], time.monotonic()
     checks = [passed(f"model {model} listed", ", ".join(models))]
 
     def read_metrics() -> verify.TransferEvidence:
@@ -664,6 +672,7 @@ def _verify(
         unreadable = error
     with output.stderr.status("Streaming one chat completion...", spinner="dots"):
         timing = verify.stream_one_completion(base, model, "Say hello.", timeout)
+    ended = time.monotonic()
     checks.append(
         passed(
             "one streamed completion",
@@ -673,7 +682,9 @@ def _verify(
     )
     if before is not None:
         try:
-            evidence = verify.await_transfers(read_metrics, before, metrics_wait)
+            evidence = verify.await_transfers(
+                read_metrics, before, waits.wait_seconds, waits.complete_from(ended)
+            )
         except (verify.EvidenceError, CannotRunError) as error:
             unreadable = error
     if unreadable is not None:
@@ -681,11 +692,11 @@ def _verify(
             "point --metrics-url at the decode workers' metrics port, through a port-forward"
         )
         checks.append(undecided(f"{kv_name}: cannot tell", str(unreadable), hint))
-        return checks
+        return checks, ended
     checks.append(
         verify.kv_verdict(evidence, settings.serving.kv_transfer.backend, slow_transfer_ms / 1000)
     )
-    return checks
+    return checks, ended
 
 
 def _prefill_cache_reader(
@@ -700,27 +711,19 @@ def _prefill_cache_reader(
     return read
 
 
-def _reading_or_none(read: Callable[[], CacheCounts]) -> CacheCounts | None:
-    """A reading, or none when the pages cannot be read now (the check itself says why)."""
-    try:
-        return read()
-    except (verify.EvidenceError, CannotRunError):
-        return None
-
-
 def _prefix_reuse(
     settings: Settings,
     base: str,
     read: Callable[[], CacheCounts],
-    earlier: CacheCounts | None,
+    ended: float,
     timeout: float,
-    metrics_wait: float,
+    waits: verify.MetricsWaits,
 ) -> Check:
     """The same prompt twice, prefill's prefix-cache counters read before, after the first and
-    after the second (pdctl/prefix_reuse.py judges them). ``earlier`` was read before verify's
-    own streamed completion: Ray exports each worker's counters on its own tick, so that
-    completion's lookup can show after the KV check is done, and taken into the first prompt's
-    count it would look like other traffic."""
+    after the second (pdctl/prefix_reuse.py judges them). The first reading waits until the
+    workers have reported since verify's own completion ``ended``: Ray exports each worker's
+    counters on its own tick, and that completion's lookup (or an earlier client's), counted
+    late into the first prompt's, would look like other traffic."""
     from pdctl import prefix_reuse
     from pdctl.checks import undecided
 
@@ -734,15 +737,15 @@ def _prefix_reuse(
     prompt = prefix_reuse.repeated_prompt(settings.serving.kv_transfer.block_size)
     try:
         with output.stderr.status("Sending one prompt twice...", spinner="dots"):
-            before = (
-                prefix_reuse.await_counts(read, prefix_reuse.moved_since(earlier), metrics_wait)
-                if earlier is not None
-                else read()
-            )
+            complete_from = waits.complete_from(ended)
+            time.sleep(min(max(0.0, complete_from - time.monotonic()), waits.wait_seconds))
+            before = read()
             verify.stream_one_completion(
                 base, model, prompt, timeout, max_tokens=prefix_reuse.ANSWER_TOKENS
             )
-            first = prefix_reuse.await_counts(read, prefix_reuse.moved_since(before), metrics_wait)
+            first = prefix_reuse.await_counts(
+                read, prefix_reuse.moved_since(before), waits.wait_seconds
+            )
             verify.stream_one_completion(
                 base, model, prompt, timeout, max_tokens=prefix_reuse.ANSWER_TOKENS
             )
@@ -754,7 +757,7 @@ def _prefix_reuse(
                     or now.queries < first.queries
                     or now.sources != first.sources
                 ),
-                metrics_wait,
+                waits.wait_seconds,
             )
     except (verify.EvidenceError, CannotRunError) as error:
         hint = getattr(error, "hint", "") or (

@@ -54,9 +54,12 @@ MAX_TOKENS = 64
 # sends "abort" and "error" (vllm/entrypoints/openai/protocol.py), which are failures.
 COMPLETE_FINISH_REASONS = ("stop", "length")
 # Ray exports a worker's metrics to its node's metrics port every metrics_report_interval_ms
-# (10 s by default; ray/_private/telemetry/open_telemetry_metric_recorder.py): the completion's
-# own transfer shows there up to one interval after the stream ended, plus the agent's export.
-# Read before that and a working hand-off looks like none (`make e2e` caught it).
+# (10,000 ms by default: src/ray/common/ray_config_def.h; the app does not change it), each
+# worker on its own tick: a request shows there up to one interval after it ended, plus the
+# agent's export. Read before that and a working hand-off looks like none, and an earlier
+# request's export can be taken for this one's (`make e2e` caught both).
+METRICS_REPORT_INTERVAL_SECONDS = 10.0
+METRICS_EXPORT_MARGIN_SECONDS = 1.0
 METRICS_EXPORT_WAIT_SECONDS = 25.0
 # The check's prompt is a few dozen tokens: tens of MB of KV at most for the largest models,
 # about a millisecond over one EFA device. A mean transfer a hundred times that is not the
@@ -400,25 +403,52 @@ def transfers_during(before: TransferEvidence, after: TransferEvidence) -> Trans
     )
 
 
+@dataclass(frozen=True)
+class MetricsWaits:
+    """How long verify waits on the workers' metrics pages: at most ``wait_seconds`` for a
+    request to show, and a reading counts as complete ``report_interval`` after the request
+    ended (Ray's metrics_report_interval_ms of the cluster)."""
+
+    wait_seconds: float = METRICS_EXPORT_WAIT_SECONDS
+    report_interval: float = METRICS_REPORT_INTERVAL_SECONDS
+
+    def complete_from(self, ended: float) -> float:
+        return reported_after(ended, self.report_interval)
+
+
+def reported_after(ended: float, report_interval: float) -> float:
+    """The monotonic time from which a metrics page shows every request that ended by
+    ``ended``: each worker has reported once since, and the agent has exported it."""
+    return ended + report_interval + METRICS_EXPORT_MARGIN_SECONDS
+
+
 def await_transfers(
     read: Callable[[], TransferEvidence],
     before: TransferEvidence,
     wait_seconds: float,
+    complete_from: float = 0.0,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     interval: float = 0.5,
 ) -> TransferEvidence:
-    """Reads the metrics until they show what the completion did (a transfer, a failure, a
-    restart) or ``wait_seconds`` have passed; what they show then. No NIXL metrics at all is an
-    answer only at the deadline: Ray exports a series after its first observation, at the
-    worker's next report (metrics_report_interval_ms, 10 s in Ray 2.58, later on a busy node),
-    so a decode that never transferred before this request shows none until then (seen on an
-    H200, 2026-12-01: read at once, decode's NIXL and inter-token series were not there yet)."""
+    """Reads the metrics until they show what the completion did or ``wait_seconds`` have
+    passed; what they show then.
+
+    A failure or a restart decides at once. A transfer decides only in a reading begun at
+    ``complete_from`` or later (``reported_after`` the completion): ``before`` can miss an
+    earlier request's transfer that its worker had not reported yet, and that transfer then
+    shows first, ahead of the completion's own failed one (`make e2e` in CI, 2026-12-07: a
+    repeated prompt of the check before, seen as this check's hand-off). No NIXL metrics at
+    all is an answer only at the deadline: Ray exports a series after its first observation,
+    so a decode that never transferred before this request shows none until its next report
+    (seen on an H200, 2026-12-01)."""
     deadline = clock() + wait_seconds
     while True:
+        begun = clock()
         during = transfers_during(before, read())
-        settled = during.transfers > 0 or during.failed_transfers > 0 or during.reset
-        if settled or clock() >= deadline:
+        if during.failed_transfers > 0 or during.reset:
+            return during
+        if (during.transfers > 0 and begun >= complete_from) or begun >= deadline:
             return during
         sleep(interval)
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -71,27 +73,38 @@ def _metrics(transfers: int, failed: int, seconds_each: float = 0.002) -> str:
 
 class FakeServe(BaseHTTPRequestHandler):
     """Counters start where a real decode worker's would after start-up (prewarm transfers, an
-    old failure) and grow by what each completion does."""
+    old failure) and grow by what each completion does. Each page shows its workers' state as
+    of their last report, like Ray's periodic export: a request shows ``export_lag_s`` after it
+    (``prefill_export_lag_s`` on prefill's page, each worker on its own tick)."""
 
     transfers_at_start, failed_at_start = 8, 1
     absent_until_first_transfer = False
     transfers_per_request, failed_per_request = 0, 0
-    requests = 0
     seconds_per_transfer = 0.002
     # Prefill: its replicas, which one each request reaches (index of the request), and the
     # tokens other clients' requests add on top of the check's own.
     prefill_replicas: list[PrefillEngine] = []
     route: tuple[int, ...] = ()
     other_tokens_per_request = 0
-    # Like Ray's periodic export: a completion shows in the metrics only from this many reads
-    # after it on.
-    export_lag_reads = 0
-    reads_since_request = 0
-    # The same for prefill's page, which shows its last export until then: Ray exports each
-    # worker on its own tick, so prefill's count of a completion can come after decode's.
-    prefill_export_lag_reads = 0
-    prefill_reads_since_request = 0
-    prefill_exported = ""
+    export_lag_s = 0.0
+    prefill_export_lag_s = 0.0
+    # Transfers of a request that ended just before the check's first reading of decode's
+    # page, reported by decode's tick between that reading and the check's own request.
+    earlier_transfers = 0
+    requests = 0
+
+    def setup_state(self) -> None:
+        """Each handler class's own request log, made on its first use."""
+        cls = type(self)
+        if "decode_reports" not in cls.__dict__:
+            cls.decode_reports = [(-math.inf, 0, 0)]
+            cls.prefill_reports = [(-math.inf, "")]
+
+    @staticmethod
+    def reported(reports: list[tuple[float, ...]], lag_s: float) -> tuple[float, ...]:
+        """The newest state its worker has reported by now."""
+        now = time.monotonic()
+        return [report for report in reports if report[0] <= now - lag_s][-1]
 
     def log_message(self, *args) -> None:  # keep test output clean
         pass
@@ -104,12 +117,11 @@ class FakeServe(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def do_GET(self) -> None:
+        self.setup_state()
+        cls = type(self)
         if self.path == "/prefill-metrics":
-            cls = type(self)
-            cls.prefill_reads_since_request += 1
-            if cls.prefill_reads_since_request > cls.prefill_export_lag_reads:
-                cls.prefill_exported = "".join(engine.text() for engine in cls.prefill_replicas)
-            self._send(cls.prefill_exported.encode(), "text/plain; version=0.0.4")
+            text = self.reported(cls.prefill_reports, cls.prefill_export_lag_s)[1]
+            self._send(text.encode(), "text/plain; version=0.0.4")
         elif self.path == "/v1/models":
             body = {
                 "object": "list",
@@ -117,12 +129,9 @@ class FakeServe(BaseHTTPRequestHandler):
             }
             self._send(json.dumps(body).encode(), "application/json")
         else:
-            cls = type(self)
-            cls.reads_since_request += 1
-            pending = cls.requests > 0 and cls.reads_since_request <= cls.export_lag_reads
-            exported = cls.requests - pending
-            transfers = cls.transfers_at_start + exported * cls.transfers_per_request
-            failed = cls.failed_at_start + exported * cls.failed_per_request
+            _, transfers, failed = self.reported(cls.decode_reports, cls.export_lag_s)
+            transfers += cls.transfers_at_start
+            failed += cls.failed_at_start
             # Ray exports a series only after its first increment: a decode worker that has
             # handed off nothing yet (no pre-warm, no request) shows no NIXL metric at all.
             born = transfers or failed or not cls.absent_until_first_transfer
@@ -130,6 +139,7 @@ class FakeServe(BaseHTTPRequestHandler):
             self._send(text.encode(), "text/plain; version=0.0.4")
 
     def do_POST(self) -> None:
+        self.setup_state()
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         cls = type(self)
         if cls.prefill_replicas:
@@ -139,8 +149,15 @@ class FakeServe(BaseHTTPRequestHandler):
             if cls.other_tokens_per_request:  # more of it with every request
                 extra = cls.other_tokens_per_request * (cls.requests + 1)
                 cls.prefill_replicas[replica].queries.inc(extra)
-        type(self).requests += 1
-        type(self).reads_since_request = type(self).prefill_reads_since_request = 0
+        now = time.monotonic()
+        if cls.earlier_transfers and cls.requests == 0:  # reported by the tick just before
+            cls.decode_reports.append((now - cls.export_lag_s, cls.earlier_transfers, 0))
+        cls.requests += 1
+        _, transfers, failed = cls.decode_reports[-1]
+        cls.decode_reports.append(
+            (now, transfers + cls.transfers_per_request, failed + cls.failed_per_request)
+        )
+        cls.prefill_reports.append((now, "".join(engine.text() for engine in cls.prefill_replicas)))
         events = [sse_event(chunk(MODEL, role="assistant", content=""))]
         events += [sse_event(chunk(MODEL, content=word)) for word in ("Hello", " there", "!")]
         events += [sse_event(chunk(MODEL, content="", finish_reason="stop")), DONE]
@@ -158,7 +175,11 @@ def serve() -> Iterator[tuple[str, type[FakeServe]]]:
 
 
 def _verify(
-    url: str, metrics_wait: float = 0, *extra: str, context: tuple[str, ...] = ()
+    url: str,
+    metrics_wait: float = 0,
+    *extra: str,
+    context: tuple[str, ...] = (),
+    metrics_interval: float = 0,
 ) -> tuple[int, list[dict]]:
     result = CliRunner().invoke(
         app,
@@ -170,6 +191,8 @@ def _verify(
             f"{url}/metrics",
             "--metrics-wait",
             str(metrics_wait),
+            "--metrics-interval",
+            str(metrics_interval),
             "--json",
             *extra,
             *(item for pair in context for item in ("--context", pair)),
@@ -184,13 +207,19 @@ def _verify_with_prefill(
     route: tuple[int, ...] = (),
     context: tuple[str, ...] = (),
     metrics_wait: float = 0,
+    metrics_interval: float = 0,
 ) -> tuple[int, list[dict]]:
     url, handler = serve
     handler.transfers_per_request = 3
     handler.prefill_replicas = [PrefillEngine(f"r{index}") for index in range(replicas)]
     handler.route = route
     return _verify(
-        url, metrics_wait, "--prefill-metrics-url", f"{url}/prefill-metrics", context=context
+        url,
+        metrics_wait,
+        "--prefill-metrics-url",
+        f"{url}/prefill-metrics",
+        context=context,
+        metrics_interval=metrics_interval,
     )
 
 
@@ -224,8 +253,8 @@ def test_a_fresh_decode_workers_first_series_is_awaited_not_taken_as_absent(serv
     url, handler = serve
     handler.transfers_at_start = handler.failed_at_start = 0
     handler.absent_until_first_transfer = True
-    handler.transfers_per_request, handler.export_lag_reads = 3, 2
-    code, checks = _verify(url, metrics_wait=10)
+    handler.transfers_per_request, handler.export_lag_s = 3, 1.0
+    code, checks = _verify(url, metrics_wait=10, metrics_interval=1.0)
     assert code == 0, checks[-1]
     assert "3 NIXL transfers, 0 failed" in checks[-1]["detail"]
 
@@ -252,8 +281,8 @@ def test_waits_for_the_metrics_export_to_show_the_transfer(
 ) -> None:
     """Ray exports metrics every 10 s: right after the stream they do not show it yet."""
     url, handler = serve
-    handler.transfers_per_request, handler.export_lag_reads = 3, 2
-    code, checks = _verify(url, metrics_wait)
+    handler.transfers_per_request, handler.export_lag_s = 3, 1.0
+    code, checks = _verify(url, metrics_wait, metrics_interval=1.0)
     assert code == exit_code
     if exit_code == 0:
         assert "3 NIXL transfers, 0 failed" in checks[-1]["detail"]
@@ -308,16 +337,39 @@ def test_a_repeat_that_reached_another_replica(serve, router, exit_code, ending)
     assert "found 0 tokens" in line["detail"]
 
 
-def test_verifys_own_completion_counted_late_is_not_taken_for_other_traffic(serve) -> None:
+@pytest.mark.parametrize(("metrics_interval", "exit_code"), [(1.0, 0), (0.0, 2)])
+def test_verifys_own_completion_counted_late_is_not_taken_for_other_traffic(
+    serve, metrics_interval: float, exit_code: int
+) -> None:
     """The streamed completion's lookup shows on prefill's page only after the KV line is
     done, in the same export as the first repeated prompt (CI, 2026-12-07: 393 and 389
-    tokens, the 4 being "Say hello." templated). The check waits for it before its first
-    reading, so the two prompts are counted alone."""
-    serve[1].prefill_export_lag_reads = 1
-    code, checks = _verify_with_prefill(serve, metrics_wait=5)
-    assert code == 0, checks
-    assert checks[-1]["name"] == f"{prefix_reuse.NAME}: yes"
-    assert "(the first found 0)" in checks[-1]["detail"]
+    tokens, the 4 being "Say hello." templated). The check's first reading waits a report
+    interval after that completion, so the two prompts are counted alone; told the cluster
+    reports at once, it reads too early and cannot tell."""
+    serve[1].prefill_export_lag_s = 1.5  # a report interval and the agent's export
+    code, checks = _verify_with_prefill(serve, metrics_wait=5, metrics_interval=metrics_interval)
+    assert code == exit_code, checks
+    if exit_code == 0:
+        assert checks[-1]["name"] == f"{prefix_reuse.NAME}: yes"
+        assert "(the first found 0)" in checks[-1]["detail"]
+    else:
+        assert "other requests reached prefill" in checks[-1]["detail"]
+
+
+def test_an_earlier_requests_late_transfer_is_not_taken_for_the_checks_own(serve) -> None:
+    """A request that ended just before the check hands off KV that decode reports only after
+    the check's first reading; the check's own hand-off fails. The earlier transfer shows
+    first, and a verdict taken then said yes (`make e2e` in CI, 2026-12-07: verify right after
+    verify, with transfers failing from the second on). A transfer counts only in a reading a
+    report interval after the completion, by when its failure shows too."""
+    url, handler = serve
+    handler.earlier_transfers = 1
+    handler.transfers_per_request, handler.failed_per_request = 0, 1
+    handler.export_lag_s = 1.0
+    code, checks = _verify(url, metrics_wait=10, metrics_interval=1.0)
+    assert code == 1, checks
+    assert checks[-1]["name"].endswith(": no"), checks[-1]
+    assert "1 NIXL transfers, 1 failed" in checks[-1]["detail"]
 
 
 def test_other_traffic_during_the_check_cannot_tell(serve) -> None:

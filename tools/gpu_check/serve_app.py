@@ -197,7 +197,13 @@ def run(
 ) -> tuple[list[Check], dict[str, str]]:
     from openai import OpenAI
 
-    from pdctl.verify import await_transfers, kv_verdict, transfer_evidence
+    from pdctl.verify import (
+        METRICS_REPORT_INTERVAL_SECONDS,
+        await_transfers,
+        kv_verdict,
+        reported_after,
+        transfer_evidence,
+    )
     from tools.gpu_check.engines import ANSWER_TOKENS, agreement
 
     (application,) = serve_config["applications"]
@@ -294,7 +300,10 @@ def run(
         # Ray exports at its report interval (10 s by default): wait until decode's counters show
         # the transfers of the requests above, as pdctl verify does.
         during = await_transfers(
-            lambda: transfer_evidence([cluster.metrics("decode")]), before, METRICS_WAIT_S
+            lambda: transfer_evidence([cluster.metrics("decode")]),
+            before,
+            METRICS_WAIT_S,
+            reported_after(time.monotonic(), METRICS_REPORT_INTERVAL_SECONDS),
         )
         # Each node's series appear at its workers' next report: read until all are there.
         deadline = time.monotonic() + METRICS_WAIT_S
