@@ -565,7 +565,8 @@ def verify_command(
         typer.Option(
             min=0,
             max=3600,
-            help="seconds to wait for the decode metrics to show the completion's transfer",
+            help="seconds to wait for the decode metrics to show the completion's transfer; "
+            "shorter than --metrics-interval plus 1, a transfer seen before then is taken as is",
         ),
     ] = verify.METRICS_EXPORT_WAIT_SECONDS,
     metrics_interval: Annotated[
