@@ -117,7 +117,9 @@ class Model(Section):
         "the rules that need the model: context length, the parallel layout (TP against the "
         "attention and KV heads, data and expert parallel only for MoE, experts over the "
         "EPLB ranks), weights per GPU and KV room, the quantization option against the "
-        "checkpoint's. Unset: "
+        "checkpoint's. A regular file of at most 10 MB holding a JSON object whose sizes, "
+        "context lengths and RoPE factor, where given, are positive numbers (`pdctl plan "
+        "--model-config` reads it the same way). Unset: "
         "the copy the app bundles for a model it knows (catalog/model_configs), else synth warns "
         "that these were not checked (model-unchecked).",
     )

@@ -28,6 +28,18 @@ class UnsupportedModelError(ValueError):
     """The config describes an attention layout this estimate cannot size."""
 
 
+def text_config(config: dict[str, Any]) -> dict[str, Any]:
+    """The language model's part of a config.json: multimodal configs nest it as
+    ``text_config``; null there means the top level, as transformers' get_text_config reads it.
+    Not an object at all: UnsupportedModelError."""
+    text = config.get("text_config")
+    if text is None:
+        return config
+    if not isinstance(text, dict):
+        raise UnsupportedModelError("text_config is not a JSON object")
+    return text
+
+
 @dataclass(frozen=True)
 class MlaDims:
     """Multi-head latent attention's projection sizes (DeepSeek-V2/V3/R1, Kimi K2)."""
@@ -360,9 +372,7 @@ def check_describes_its_architecture(model_config: dict[str, Any], config: dict[
 def model_shape(model_config: dict[str, Any], kv_cache_dtype: str = "auto") -> ModelShape:
     """kv_cache_dtype as vLLM's engine option names it ("auto": the model's dtype)."""
     # Multimodal configs nest the language model; the quantization_config stays on top.
-    config = model_config.get("text_config", model_config)
-    if not isinstance(config, dict):
-        raise UnsupportedModelError("text_config is not a JSON object")
+    config = text_config(model_config)
     check_describes_its_architecture(model_config, config)
     try:
         precision = weight_precision(

@@ -15,7 +15,6 @@ once; the transfer takes as long as one GPU's share over its devices.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import urllib.error
@@ -24,10 +23,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from catalog import model_config_file
 from catalog.efa_layout import efa_gbps_per_gpu
 from catalog.expert_placement import Parallelism
 from catalog.instances import GpuInstance
 from catalog.model_architecture import ModelShape, UnsupportedModelError, gpu_memory
+from catalog.model_config_file import CONFIG_BYTES_MAX
 from pdctl.http_call import within
 from pdctl.moe_traffic import MoeTraffic, moe_traffic
 
@@ -52,7 +53,6 @@ MAX_TRANSFER_SHARE = 0.2
 
 # Hugging Face answers a config download in well under this; a stalled one ends here.
 DOWNLOAD_TIMEOUT_SECONDS = 20
-CONFIG_BYTES_MAX = 10_000_000
 # Hugging Face repository ids: `owner/name`, letters, digits, '-', '_', '.', at most 96 each.
 HF_MODEL_ID = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}")
 
@@ -78,22 +78,10 @@ def load_model_config(source: str) -> dict[str, Any]:
         path = Path(source).expanduser()
         if path.is_dir():
             path = path / "config.json"
-        if not path.is_file():
+        if not path.exists():
             raise OSError(f"{source}: no such file (a path; a Hugging Face model id is owner/name)")
-        with path.open("rb") as file:
-            data = file.read(CONFIG_BYTES_MAX + 1)
-        if len(data) > CONFIG_BYTES_MAX:
-            raise UnsupportedModelError(f"larger than {CONFIG_BYTES_MAX:,} bytes: not a config")
-        text = data.decode(errors="replace")
-    try:
-        config = json.loads(text, parse_constant=_no_constant)
-    except RecursionError:
-        raise UnsupportedModelError("not a model config: JSON nested too deeply") from None
-    except ValueError as error:
-        raise UnsupportedModelError(f"not valid JSON ({error})") from None
-    if not isinstance(config, dict):
-        raise UnsupportedModelError("not a model config: expected a JSON object")
-    return config
+        return model_config_file.read_file(path)
+    return model_config_file.parse(text)
 
 
 def _download(model_id: str) -> str:
@@ -117,11 +105,6 @@ def _download(model_id: str) -> str:
     if len(data) > CONFIG_BYTES_MAX:
         raise UnsupportedModelError(f"{url}: larger than {CONFIG_BYTES_MAX:,} bytes")
     return data.decode(errors="replace")
-
-
-def _no_constant(name: str) -> Any:
-    """json accepts NaN and Infinity; a model size never is either."""
-    raise ValueError(f"{name} is not a number a model config can hold")
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ app_config/rules/model_parallel.py.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,8 +16,15 @@ from app_config import engine_options
 from app_config.errors import Finding
 from app_config.rules import WARNING, Rule, side_finding
 from app_config.rules.model_parallel import side_findings
+from catalog import model_config_file
 from catalog.expert_placement import Parallelism
-from catalog.model_architecture import UnsupportedModelError, gpu_memory, model_shape
+from catalog.model_architecture import (
+    UnsupportedModelError,
+    gpu_memory,
+    model_shape,
+    text_config,
+)
+from catalog.model_config_file import LENGTH_KEYS
 from catalog.models import bundled_config
 from catalog.ray_llm_image import VLLM
 from catalog.weight_precision import QuantizationError, weight_precision
@@ -26,19 +32,6 @@ from catalog.weight_precision import QuantizationError, weight_precision
 if TYPE_CHECKING:
     from app_config.model import Settings
 
-# vLLM 0.26 transformers_utils/model_arch_config_convertor.py derive_max_model_len_and_key: the
-# smallest of these keys the config has is the model's context length.
-_LENGTH_KEYS = (
-    "max_position_embeddings",
-    "n_positions",
-    "max_seq_len",
-    "seq_length",
-    "model_max_length",
-    "max_target_positions",
-    "max_sequence_length",
-    "max_seq_length",
-    "seq_len",
-)
 _CONFIG_PATH = "serving.model.config_file"
 
 
@@ -48,15 +41,15 @@ def model_config(settings: Settings) -> tuple[dict[str, Any] | None, str]:
     path = Path(model.config_file) if model.config_file else bundled_config(model.id)
     if path is None:
         return None, ""
-    return json.loads(path.read_text()), str(path)
+    return model_config_file.read_file(path), str(path)
 
 
 def derived_max_model_len(config: dict[str, Any]) -> float | None:
     """vLLM 0.26 config/model.py _get_and_verify_max_len: the smallest length key, scaled by
     the RoPE factor unless the rope type is su, longrope or llama3 (yarn scales its original
     length); model_max_length, where given, is the length."""
-    text = config.get("text_config", config)
-    lengths = [text[key] for key in _LENGTH_KEYS if isinstance(text.get(key), int | float)]
+    text = text_config(config)
+    lengths = [text[key] for key in LENGTH_KEYS if text.get(key) is not None]
     if not lengths:
         return None
     derived = float(text.get("model_max_length") or min(lengths))
@@ -73,21 +66,13 @@ def derived_max_model_len(config: dict[str, Any]) -> float | None:
 def read_config(settings: Settings) -> tuple[dict[str, Any] | None, str, Finding | None]:
     try:
         config, source = model_config(settings)
-    except (OSError, ValueError) as error:
-        return (
-            None,
-            "",
-            Finding(
-                _CONFIG_PATH, f"cannot be read as JSON: {error}", settings.serving.model.config_file
-            ),
-        )
-    if config is not None and not isinstance(config, dict):
-        return (
-            None,
-            source,
-            Finding(_CONFIG_PATH, "is not a JSON object (a config.json is one)", source),
-        )
-    return config, source, None
+    except OSError as error:
+        problem = f"cannot be read: {error}"
+    except UnsupportedModelError as error:
+        problem = f"is not a model's config.json: {error}"
+    else:
+        return config, source, None
+    return None, "", Finding(_CONFIG_PATH, problem, settings.serving.model.config_file)
 
 
 def unreadable_config(settings: Settings) -> Iterator[Finding]:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from app_config.errors import Finding
 from app_config.rules import Rule
+from catalog.model_architecture import text_config
 from catalog.pipeline_parallel import pipeline_parallel_class
 from catalog.ray_llm_image import VLLM
 
@@ -44,8 +45,7 @@ _KV_HEAD_KEYS = (
 
 def _text(config: dict[str, Any]) -> dict[str, Any]:
     """The language model's part of the config (hf_text_config): multimodal configs nest it."""
-    text = config.get("text_config", config)
-    return text if isinstance(text, dict) else {}
+    return text_config(config)
 
 
 def _whole(value: Any) -> int | None:

@@ -4,13 +4,15 @@ raises it -> its code and the setting it names), and the acknowledgment rules.""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
 from app_config import ConfigError
 from app_config.errors import Severity
 from app_config.rules import evaluate, rules, warning_codes, warnings
-from tests.configurations import settings_for
+from catalog import model_config_file
+from tests.configurations import PROJECT_ROOT, settings_for
 
 ACK_REASON = "weighed by the platform team for this trial deployment"
 CACHE_WITH_DIGEST = {
@@ -330,13 +332,74 @@ def test_the_context_length_is_judged_by_the_models_config(
     assert problem.code == "model-context-length"
 
 
-@pytest.mark.parametrize("content", ["{not json", "[1, 2]"])
-def test_an_unreadable_model_config_is_an_error_naming_the_setting(tmp_path, content) -> None:
+# (config.json text, what the error says): files no model has, by the class of mistake; each is
+# refused where it is read (catalog/model_config_file.py), never inside a rule.
+UNUSABLE_MODEL_CONFIGS = [
+    ("{not json", "not valid JSON"),
+    ("[1, 2]", "expected a JSON object"),
+    ('{"max_position_embeddings": NaN}', "not valid JSON (NaN is not a number"),
+    ("[" * 100_000, "nested too deeply"),
+    ('{"text_config": "qwen3"}', "text_config is not a JSON object"),
+    ('{"text_config": [1]}', "text_config is not a JSON object"),
+    ('{"num_attention_heads": 0}', "num_attention_heads = 0; expected a whole number"),
+    ('{"num_attention_heads": "64"}', "num_attention_heads = 64; expected a whole number"),
+    ('{"num_key_value_heads": -8}', "num_key_value_heads = -8; expected a whole number"),
+    ('{"hidden_size": true}', "hidden_size = True; expected a whole number"),
+    ('{"text_config": {"num_hidden_layers": 0}}', "text_config.num_hidden_layers = 0"),
+    ('{"max_position_embeddings": "40960"}', "max_position_embeddings = 40960; expected a"),
+    ('{"seq_length": 0}', "seq_length = 0; expected a positive number"),
+    ('{"rope_scaling": "yarn"}', "rope_scaling is not a JSON object"),
+    (
+        '{"max_position_embeddings": 40960, "rope_scaling": {"rope_type": "yarn", "factor": '
+        '"four"}}',
+        "rope_scaling.factor = four; expected a positive number",
+    ),
+    ('{"rope_parameters": {"factor": -4}}', "rope_parameters.factor = -4; expected a positive"),
+    (
+        '{"rope_scaling": {"factor": 4, "original_max_position_embeddings": 0}}',
+        "rope_scaling.original_max_position_embeddings = 0",
+    ),
+]
+
+
+@pytest.mark.parametrize(("content", "says"), UNUSABLE_MODEL_CONFIGS)
+def test_an_unusable_model_config_is_an_error_naming_the_setting(tmp_path, content, says) -> None:
     path = tmp_path / "config.json"
     path.write_text(content)
     with pytest.raises(ConfigError) as raised:
         settings_for("default", **{"serving.model.config_file": str(path)})
-    assert [p.path for p in raised.value.problems] == ["serving.model.config_file"]
+    (problem,) = raised.value.problems
+    assert problem.path == "serving.model.config_file"
+    assert says in problem.message, problem.message
+
+
+BUNDLED_MODEL_CONFIGS = sorted((PROJECT_ROOT / "catalog" / "model_configs").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", BUNDLED_MODEL_CONFIGS, ids=lambda path: path.stem)
+def test_every_bundled_model_config_passes_the_same_reading(path) -> None:
+    assert model_config_file.read_file(path)
+
+
+def test_a_model_config_that_is_not_a_regular_file_is_not_read(tmp_path) -> None:
+    """A FIFO (or /dev/zero) named by mistake would be read for ever: refused unopened."""
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)
+    for path, says in ((fifo, "not a regular file"), ("/dev/zero", "not a regular file")):
+        with pytest.raises(ConfigError) as raised:
+            settings_for("default", **{"serving.model.config_file": str(path)})
+        (problem,) = raised.value.problems
+        assert problem.path == "serving.model.config_file"
+        assert says in problem.message, problem.message
+
+
+def test_a_null_text_config_is_the_top_level_as_transformers_reads_it(tmp_path) -> None:
+    fields = {"text_config": None, "max_position_embeddings": 4096}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(fields))
+    with pytest.raises(ConfigError) as raised:
+        settings_for("default", **{"serving.model.config_file": str(path)})
+    assert [p.code for p in raised.value.problems] == ["model-context-length"]
 
 
 # (configuration, overrides, code, the setting the finding names): the model's error rules that

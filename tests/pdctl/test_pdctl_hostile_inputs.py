@@ -85,15 +85,34 @@ def test_plan_refuses_values_no_model_config_holds(key, value, fragment, tmp_pat
         (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
         (b'{"a": ' * 50_000 + b"1" + b"}" * 50_000, "nested too deeply"),
         (b" " * (kv_plan.CONFIG_BYTES_MAX + 1), "larger than"),
+        (b'{"text_config": null, "num_attention_heads": 0}', "num_attention_heads = 0"),
+        (b'{"rope_scaling": {"rope_type": "yarn", "factor": "four"}}', "rope_scaling.factor"),
     ],
-    ids=["broken", "empty", "array", "string", "binary", "deep-array", "deep-object", "huge"],
+    ids=[
+        "broken",
+        "empty",
+        "array",
+        "string",
+        "binary",
+        "deep-array",
+        "deep-object",
+        "huge",
+        "zero-heads",
+        "text-factor",
+    ],
 )
 def test_plan_refuses_files_that_are_not_model_configs(content, fragment, tmp_path: Path) -> None:
+    """The same reader and field check as synth's (catalog/model_config_file.py), named by
+    --model-config or by the configuration's serving.model.config_file."""
     path = tmp_path / "config.json"
     path.write_bytes(content)
-    result = _plan(str(path))
-    assert result.exit_code == 2, result.output
-    assert fragment in " ".join(result.stderr.split()), result.output
+    for result in (
+        _plan(str(path)),
+        CliRunner().invoke(app, ["plan", "-c", f"serving.model.config_file={path}"]),
+    ):
+        assert result.exit_code == 2, result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+        assert fragment in " ".join(result.stderr.split()), result.output
 
 
 @pytest.fixture

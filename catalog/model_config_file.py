@@ -1,0 +1,121 @@
+"""A model's config.json as synth's rules and `pdctl plan` read it: one reader with bounds, and
+one check of the fields those rules read, so that a file no model would have is refused with the
+key that is wrong instead of failing inside a rule.
+
+Why both callers share it: synth reads ``serving.model.config_file`` (or the bundled copy) and
+`pdctl plan --model-config` the same kind of file; a file one of them refused and the other took,
+or a read that never ends (a FIFO, /dev/zero), would break the promise that bad input gets a clear
+error in bounded time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from catalog.model_architecture import SIZE_MAX, UnsupportedModelError, text_config
+
+# The largest config.json on the Hugging Face Hub is well under 1 MB (the bundled ones are 1 to
+# 10 KB); ten times that is no model's config.
+CONFIG_BYTES_MAX = 10_000_000
+
+# vLLM 0.26 transformers_utils/model_arch_config_convertor.py derive_max_model_len_and_key: the
+# smallest of these keys the config has is the model's context length.
+LENGTH_KEYS = (
+    "max_position_embeddings",
+    "n_positions",
+    "max_seq_len",
+    "seq_length",
+    "model_max_length",
+    "max_target_positions",
+    "max_sequence_length",
+    "max_seq_length",
+    "seq_len",
+)
+# The sizes the parallel-layout and memory rules divide by or multiply with: a present value
+# must be a positive whole number (0 heads would pass vLLM's divisibility check and size
+# nothing). The KV-head keys are vLLM 0.26's (ModelArchConfigConvertor get_total_num_kv_heads).
+SIZE_KEYS = (
+    "num_attention_heads",
+    "num_key_value_heads",
+    "n_head_kv",
+    "num_kv_heads",
+    "multi_query_group_num",
+    "num_attention_groups",
+    "hidden_size",
+    "num_hidden_layers",
+)
+ROPE_KEYS = ("rope_scaling", "rope_parameters")
+
+
+def _no_constant(name: str) -> Any:
+    """json accepts NaN and Infinity; a model size never is either."""
+    raise ValueError(f"{name} is not a number a model config can hold")
+
+
+def parse(text: str) -> dict[str, Any]:
+    """The JSON object of a config.json, or UnsupportedModelError saying why it is not one."""
+    try:
+        config = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        raise UnsupportedModelError("not a model config: JSON nested too deeply") from None
+    except ValueError as error:
+        raise UnsupportedModelError(f"not valid JSON ({error})") from None
+    if not isinstance(config, dict):
+        raise UnsupportedModelError("not a model config: expected a JSON object")
+    check_fields(config)
+    return config
+
+
+def read_file(path: Path) -> dict[str, Any]:
+    """A config.json on disk, read at most CONFIG_BYTES_MAX bytes. Only a regular file: a
+    device or a FIFO named by mistake would be read for ever. OSError for what cannot be read,
+    UnsupportedModelError for what is not a model config."""
+    if not path.is_file():
+        what = "no such file" if not path.exists() else "not a regular file"
+        raise OSError(f"{path}: {what}")
+    with path.open("rb") as file:
+        data = file.read(CONFIG_BYTES_MAX + 1)
+    if len(data) > CONFIG_BYTES_MAX:
+        raise UnsupportedModelError(f"larger than {CONFIG_BYTES_MAX:,} bytes: not a config")
+    return parse(data.decode(errors="replace"))
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _positive_number(where: str, value: Any) -> None:
+    if not _number(value) or value <= 0:
+        raise UnsupportedModelError(f"{where} = {str(value)[:40]}; expected a positive number")
+
+
+def _positive_size(where: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= SIZE_MAX:
+        raise UnsupportedModelError(
+            f"{where} = {str(value)[:40]}; expected a whole number from 1 to {SIZE_MAX}"
+        )
+
+
+def check_fields(config: dict[str, Any]) -> None:
+    """The keys the rules read, where present and not null, have the shape a model's config
+    gives them; absent keys are for each rule to judge (it skips what the config does not say)."""
+    text = text_config(config)
+    prefix = "text_config." if text is not config else ""
+    for key in LENGTH_KEYS:
+        if text.get(key) is not None:
+            _positive_number(f"{prefix}{key}", text[key])
+    for key in SIZE_KEYS:
+        if text.get(key) is not None:
+            _positive_size(f"{prefix}{key}", text[key])
+    for key in ROPE_KEYS:
+        rope = text.get(key)
+        if rope is None:
+            continue
+        if not isinstance(rope, dict):
+            raise UnsupportedModelError(f"{prefix}{key} is not a JSON object")
+        for field in ("factor", "original_max_position_embeddings"):
+            if rope.get(field) is not None:
+                _positive_number(f"{prefix}{key}.{field}", rope[field])
