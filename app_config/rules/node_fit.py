@@ -403,6 +403,27 @@ def system_nodes_fit(settings: Settings) -> Iterator[Finding]:
         )
 
 
+def system_nodes_never_empty(settings: Settings) -> Iterator[Finding]:
+    """The Cluster Autoscaler the app installs runs on the system nodes (its nodeSelector is the
+    system role, constructs/cluster/cluster_autoscaler.py): a system group at 0 nodes has no
+    autoscaler to add one, and CoreDNS, the operators and the Ray head stay Pending for good.
+    An owner's autoscaler (cluster.existing) runs where the owner put it, and may scale the
+    group from zero."""
+    existing = settings.cluster.existing
+    if existing is not None and not existing.addons.installs("cluster_autoscaler"):
+        return
+    scaling = settings.cluster.system_nodes.scaling
+    if scaling.min_size < 1:
+        yield Finding(
+            "cluster.system_nodes.scaling.min_size",
+            "is 0, but the Cluster Autoscaler the app installs runs on the system nodes: once "
+            "the group is at 0 nothing can scale it up, and CoreDNS, the operators and the Ray "
+            "head stay Pending. Use at least 1 (2 keep CoreDNS and the operators available "
+            "through a node's replacement)",
+            scaling.min_size,
+        )
+
+
 def system_nodes_unchecked(settings: Settings) -> Iterator[Finding]:
     system = settings.cluster.system_nodes
     if node_allocatable(system.instance_type) is None:
@@ -450,6 +471,7 @@ RULES = (
         WARNING,
     ),
     Rule("node-fit-unchecked", _READS, system_nodes_unchecked, WARNING),
+    Rule("system-nodes-empty", frozenset({"cluster"}), system_nodes_never_empty),
     Rule("kv-offload-fit", _READS, kv_offload_fit),
     Rule("weight-offload-fit", _READS, weight_offload_fit),
 )

@@ -100,6 +100,22 @@ FINDINGS = [
         "do not fit 4",
     ),
     (
+        "default",
+        {"cluster.system_nodes.scaling": '{"min_size": 0, "desired_size": 0, "max_size": 2}'},
+        {},
+        "system-nodes-empty",
+        "cluster.system_nodes.scaling.min_size",
+        "nothing can scale it up",
+    ),
+    (
+        "existing-cluster",  # the app installs the Cluster Autoscaler there too
+        {"cluster.system_nodes.scaling": '{"min_size": 0, "desired_size": 1, "max_size": 2}'},
+        {},
+        "system-nodes-empty",
+        "cluster.system_nodes.scaling.min_size",
+        "Use at least 1",
+    ),
+    (
         "quickstart",
         {},
         {(rayservice, "MEMORY_REQUEST_SHARE"): 0.96},  # within nominal, above the estimate
@@ -122,6 +138,18 @@ def test_a_node_group_its_pods_do_not_fit_is_named(
         monkeypatch.setattr(rule, "DEPLOYMENTS", patches[(cluster_pods, "DEPLOYMENTS")])
     found = _found(configuration, overrides, code)
     assert any(p == path and words in message for p, message in found), found
+
+
+def test_an_owners_autoscaler_may_scale_the_system_nodes_from_zero() -> None:
+    """With the owner's Cluster Autoscaler (not installed by the app) the group at 0 is the
+    owner's to scale up: the rule has nothing to say."""
+    overrides = {
+        "cluster.existing.addons.cluster_autoscaler": '{"source": "installed", "version": '
+        '"1.35.2"}',
+        "cluster.system_nodes.scaling": '{"min_size": 0, "desired_size": 1, "max_size": 2}',
+    }
+    settings = settings_for("existing-cluster", **overrides)
+    assert [f for f in evaluate(settings) if f.code == "system-nodes-empty"] == []
 
 
 @pytest.mark.parametrize("configuration", ["default", "quickstart", "trial-g6e", "deepseek-v3-pd"])
