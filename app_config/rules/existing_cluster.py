@@ -286,12 +286,37 @@ def addons(settings: Settings) -> Iterator[Finding]:
                 )
 
 
+def serving_namespace_of_its_own(settings: Settings) -> Iterator[Finding]:
+    """The serving namespace is the app's: it gets Pod Security labels and a deny-all network
+    policy, and `cdk destroy` deletes it with all it holds. The namespace of an add-on the
+    owner runs is the owner's (the reserved names of app_config/serving.py cover the app's own
+    charts' namespaces, where an add-on without a namespace runs)."""
+    existing = settings.cluster.existing
+    if existing is None:
+        return
+    wanted = settings.serving.namespace
+    for name, choice in existing.addons.installed().items():
+        if choice.namespace == wanted:
+            yield Finding(
+                "serving.namespace",
+                f"is {PATH}.addons.{name}.namespace, where the owner's {name} runs: the app "
+                "would label it, deny its traffic and delete it with everything in it on `cdk "
+                "destroy`. Use a namespace of the app's own, such as llm-serving",
+                wanted,
+            )
+
+
 RULES = (
     Rule("existing-cluster-vpc", frozenset({"cluster", "network"}), needs_existing_vpc),
     Rule("existing-cluster-ids", frozenset({"cluster", "region", "account"}), identity),
     Rule("existing-cluster-kubectl", frozenset({"cluster", "region", "account"}), kubectl_provider),
     Rule("existing-cluster-created-only", frozenset({"cluster"}), created_only_settings),
     Rule("existing-cluster-addons", frozenset({"cluster", "gpu_nodes"}), addons),
+    Rule(
+        "existing-cluster-serving-namespace",
+        frozenset({"cluster", "serving"}),
+        serving_namespace_of_its_own,
+    ),
     Rule(
         "existing-cluster-nvidia-mofed",
         frozenset({"cluster"}),

@@ -188,6 +188,11 @@ REFUSED = [
         "existing-cluster-addons",
         "cluster.existing.addons.kuberay.namespace",
     ),
+    (  # the example's KubeRay runs in ray-system: the app would label, lock and delete it
+        {"serving.namespace": "ray-system"},
+        "existing-cluster-serving-namespace",
+        "serving.namespace",
+    ),
 ]
 
 
