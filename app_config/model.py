@@ -1064,10 +1064,15 @@ class Settings(Section):
         None,
         # The CDK bootstrap template's Qualifier parameter (aws-cdk CLI,
         # lib/api/bootstrap/bootstrap-template.yaml): AllowedPattern [A-Za-z0-9_-]{1,10}, so
-        # that cdk-<qualifier>-image-publishing-role-<account>-<region> fits IAM's 64.
+        # that cdk-<qualifier>-image-publishing-role-<account>-<region> fits IAM's 64. The same
+        # template names its bucket cdk-<qualifier>-assets-<account>-<region> and its ECR
+        # repository cdk-<qualifier>-container-assets-..., and S3 bucket names take no
+        # uppercase letter and no '_' (ECR repository names no uppercase): of the template's
+        # pattern only lowercase letters, digits and '-' bootstrap.
         **matching(
-            r"^[A-Za-z0-9_-]{1,10}$",
-            "1-10 letters, digits, '_' or '-' (the CDK bootstrap template's Qualifier)",
+            r"^[a-z0-9-]{1,10}$",
+            "1-10 lowercase letters, digits or '-': the CDK bootstrap template's Qualifier, in "
+            "the bootstrap's S3 bucket name cdk-<qualifier>-assets-<account>-<region>",
         ),
         description="The qualifier of a CDK bootstrap made for this app alone (cdk bootstrap "
         "--qualifier <it>). Unset: the account's shared default bootstrap, whose execution "

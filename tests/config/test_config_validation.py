@@ -27,8 +27,8 @@ INVALID = [
     ({"region": "us-west-9"}, "region", "valid: af-south-1"),
     ({"prefix": "PD_LLM"}, "prefix", "lower-case letters, digits"),
     ({"account": "12345"}, "account", "12-digit AWS account id"),
-    ({"bootstrap_qualifier": "pd-llm-prod"}, "bootstrap_qualifier", "1-10 letters, digits"),
-    ({"bootstrap_qualifier": "pd.llm"}, "bootstrap_qualifier", "1-10 letters, digits"),
+    ({"bootstrap_qualifier": "pd-llm-prod"}, "bootstrap_qualifier", "1-10 lowercase letters"),
+    ({"bootstrap_qualifier": "pd.llm"}, "bootstrap_qualifier", "1-10 lowercase letters"),
     ({"bootstrap_qualifier": "hnb659fds"}, "bootstrap_qualifier", "is the default qualifier"),
     ({"network.nat_gateways": "two"}, "network.nat_gateways", "valid integer"),
     ({"network.nat_gateways": "3"}, "network.nat_gateways", "at most one per zone"),
@@ -1148,12 +1148,32 @@ def _bootstrap_qualifier_parameter() -> dict[str, str]:
     return fields
 
 
+# S3 general purpose bucket names: 3-63 lowercase letters, digits, '.' and '-', beginning and
+# ending with a letter or digit (S3 user guide, "General purpose bucket naming rules"); ECR
+# repository names: lowercase components joined by '.', '_' or '-' (ECR API reference,
+# CreateRepository repositoryName).
+S3_BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+ECR_REPOSITORY_NAME = re.compile(r"(?:[a-z0-9]+(?:[._-][a-z0-9]+)*/)*[a-z0-9]+(?:[._-][a-z0-9]+)*")
+
+
+def _template_names(template: str, qualifier: str) -> str:
+    """A name the bootstrap template writes (its Fn::Sub), for a 12-digit account in the
+    longest-named region."""
+    return (
+        template.replace("${Qualifier}", qualifier)
+        .replace("${AWS::AccountId}", "123456789012")
+        .replace("${AWS::Region}", "ap-southeast-5")
+    )
+
+
 @pytest.mark.parametrize(
-    "qualifier", ["pdllm", "a", "A1_b-2", "abcdefghij", "abcdefghijk", "pd.llm", "pd llm", ""]
+    "qualifier",
+    ["pdllm", "a", "a1-b-2", "abcdefghij", "abcdefghijk", "pd.llm", "pd llm", "", "ABC", "a_b"],
 )
 def test_bootstrap_qualifier_follows_the_bootstrap_templates_rule(qualifier: str) -> None:
     """A qualifier the app accepts is one `cdk bootstrap --qualifier` accepts (its template's
-    AllowedPattern), except the default itself, which is the shared bootstrap."""
+    AllowedPattern) and bootstraps with: the bucket and the ECR repository the template names
+    after it are valid names. The default itself is the shared bootstrap."""
     import aws_cdk
 
     from app_config.model import DEFAULT_BOOTSTRAP_QUALIFIER
@@ -1161,7 +1181,16 @@ def test_bootstrap_qualifier_follows_the_bootstrap_templates_rule(qualifier: str
     parameter = _bootstrap_qualifier_parameter()
     assert parameter["Default"] == DEFAULT_BOOTSTRAP_QUALIFIER
     assert aws_cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER == DEFAULT_BOOTSTRAP_QUALIFIER
-    bootstrap_accepts = re.fullmatch(parameter["AllowedPattern"], qualifier) is not None
+    template = BOOTSTRAP_TEMPLATE.read_text()
+    bucket = "cdk-${Qualifier}-assets-${AWS::AccountId}-${AWS::Region}"
+    repository = "cdk-${Qualifier}-container-assets-${AWS::AccountId}-${AWS::Region}"
+    assert bucket in template
+    assert repository in template
+    bootstrap_accepts = (
+        re.fullmatch(parameter["AllowedPattern"], qualifier) is not None
+        and S3_BUCKET_NAME.fullmatch(_template_names(bucket, qualifier)) is not None
+        and ECR_REPOSITORY_NAME.fullmatch(_template_names(repository, qualifier)) is not None
+    )
     context = {**cdk_json_context(), "bootstrap_qualifier": qualifier}
     if bootstrap_accepts:
         assert load_settings(context).bootstrap_qualifier == qualifier
