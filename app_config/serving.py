@@ -549,7 +549,8 @@ class GcsFaultTolerance(Section):
         **matching(
             r"^cache\.[a-z0-9]+\.[a-z0-9]+$", "an ElastiCache node type such as cache.r7g.large"
         ),
-        description="ElastiCache node type of the primary and each replica.",
+        description="ElastiCache node type of the primary and each replica. r6gd nodes get "
+        "data tiering (DataTieringEnabled), which ElastiCache requires of them.",
     )
     engine_version: Literal["7.2", "8.0", "8.1"] = Field(
         "8.1", description="Valkey engine version."
@@ -561,6 +562,13 @@ class GcsFaultTolerance(Section):
         description="Read replicas beside the primary; at least one, in another zone, so the "
         "store survives a zone or node failure (automatic failover).",
     )
+
+    @property
+    def data_tiering(self) -> bool:
+        """r6gd nodes tier data to their SSDs, and a replication group of them must say so:
+        AWS::ElastiCache::ReplicationGroup DataTieringEnabled "must be set to true when using
+        r6gd nodes" (the only family with data tiering; ElastiCache user guide, "Data tiering")."""
+        return self.node_type.split(".")[1] == "r6gd"
 
     @field_validator("node_type")
     @classmethod

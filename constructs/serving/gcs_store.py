@@ -92,6 +92,7 @@ class GcsStore(Construct):
             engine="valkey",
             engine_version=settings.engine_version,
             cache_node_type=settings.node_type,
+            data_tiering_enabled=True if settings.data_tiering else None,
             num_cache_clusters=1 + settings.replicas,
             multi_az_enabled=True,
             automatic_failover_enabled=True,
