@@ -10,6 +10,7 @@ error in bounded time.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from pathlib import Path
@@ -119,3 +120,44 @@ def check_fields(config: dict[str, Any]) -> None:
         for field in ("factor", "original_max_position_embeddings"):
             if rope.get(field) is not None:
                 _positive_number(f"{prefix}{key}.{field}", rope[field])
+
+
+def with_hf_overrides(config: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """The config.json as vLLM 0.26 reads it with the engine option ``hf_overrides``
+    (vllm/config/model.py ``ModelConfig.__post_init__``): a value that is not a mapping is set
+    on the top-level config (transformers' ``PretrainedConfig.update``); a mapping updates a
+    nested config key by key, recursively (``_update_nested``), and replaces any other
+    attribute (``_apply_dict_overrides``). A nested config is one transformers builds as a
+    config of its own: ``text_config``, or a mapping with its own ``model_type``. Transformers
+    5 keeps ``rope_scaling`` as another name of ``rope_parameters``
+    (configuration_utils.py), so setting either sets both."""
+    merged = copy.deepcopy(config)
+    for key, value in overrides.items():
+        current = merged.get(key)
+        nested = key == "text_config" or (isinstance(current, dict) and "model_type" in current)
+        if isinstance(value, dict) and nested and isinstance(current, dict):
+            _update_nested(current, value)
+        else:
+            _set(merged, key, copy.deepcopy(value))
+    return merged
+
+
+def _update_nested(target: dict[str, Any], updates: dict[str, Any]) -> None:
+    for key, value in updates.items():
+        current = _get(target, key)
+        if isinstance(value, dict) and isinstance(current, dict):
+            _update_nested(current, value)
+            _set(target, key, current)  # one object under both RoPE names
+        else:
+            _set(target, key, copy.deepcopy(value))
+
+
+def _get(config: dict[str, Any], key: str) -> Any:
+    if key in ROPE_KEYS:
+        return next((config[k] for k in ROPE_KEYS if config.get(k) is not None), None)
+    return config.get(key)
+
+
+def _set(config: dict[str, Any], key: str, value: Any) -> None:
+    for name in ROPE_KEYS if key in ROPE_KEYS else (key,):
+        config[name] = value

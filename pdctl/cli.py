@@ -330,6 +330,7 @@ def _plan_side(
     model class for PP)."""
     from app_config import ConfigError
     from app_config.rules.model_parallel import side_findings
+    from catalog import model_config_file
     from catalog.instances import CATALOG
     from catalog.model_architecture import UnsupportedModelError, model_shape
     from pdctl import kv_plan
@@ -353,7 +354,11 @@ def _plan_side(
     cache_dtype = kv_cache_dtype or str(
         settings.serving.engine_options_for(role).get("kv_cache_dtype") or "auto"
     )
+    overrides = settings.serving.engine_options_for(role).get("hf_overrides")
     try:
+        if isinstance(overrides, dict) and overrides:  # as the engine reads it (synth's rule)
+            model = model_config_file.with_hf_overrides(model, overrides)
+            model_config_file.check_fields(model)
         shape = model_shape(model, cache_dtype)
     except UnsupportedModelError as error:
         fail(f"{model_config}: cannot size this model: {error}")

@@ -31,6 +31,7 @@ from catalog.weight_precision import QuantizationError, weight_precision
 
 if TYPE_CHECKING:
     from app_config.model import Settings
+    from app_config.side import Side
 
 _CONFIG_PATH = "serving.model.config_file"
 
@@ -95,18 +96,73 @@ def unchecked(settings: Settings) -> Iterator[Finding]:
         )
 
 
-def context_length(settings: Settings) -> Iterator[Finding]:
+def _hf_overrides(settings: Settings, side: Side) -> Any:
+    return settings.serving.engine_options_for(side.role).get("hf_overrides")
+
+
+def _merged(config: dict[str, Any], overrides: Any) -> dict[str, Any]:
+    """The config with the side's hf_overrides; UnsupportedModelError where they give it a
+    shape no model has (the engine-option rules judge hf_overrides that is not a mapping)."""
+    if not isinstance(overrides, dict) or not overrides:
+        return config
+    merged = model_config_file.with_hf_overrides(config, overrides)
+    model_config_file.check_fields(merged)
+    return merged
+
+
+def side_configs(settings: Settings) -> Iterator[tuple[Side, dict[str, Any], str]]:
+    """Each side with the config.json its engine reads: the file with the side's
+    ``hf_overrides`` applied as vLLM applies them (a YaRN RoPE scaling, a longer
+    max_position_embeddings), and where that came from. A side whose overrides break the
+    config is left out here; hf_overrides_fields says why."""
     config, source, _ = read_config(settings)
-    limit = derived_max_model_len(config) if config else None
+    if not config:
+        return
+    for side in settings.sides():
+        overrides = _hf_overrides(settings, side)
+        try:
+            merged = _merged(config, overrides)
+        except UnsupportedModelError:
+            continue
+        where = f"{source} with {settings.serving.engine_option_path(side.role, 'hf_overrides')}"
+        yield side, merged, where if merged is not config else source
+
+
+def hf_overrides_fields(settings: Settings) -> Iterator[Finding]:
+    config, _, _ = read_config(settings)
+    if not config:
+        return
+    refused: dict[str, Finding] = {}  # one finding for an option both sides take
+    for side in settings.sides():
+        overrides = _hf_overrides(settings, side)
+        try:
+            _merged(config, overrides)
+        except UnsupportedModelError as error:
+            path = settings.serving.engine_option_path(side.role, "hf_overrides")
+            refused[path] = Finding(
+                path, f"gives the model's config.json a value no model has: {error}", overrides
+            )
+    yield from refused.values()
+
+
+def context_length(settings: Settings) -> Iterator[Finding]:
     wanted = settings.serving.max_model_len
-    if limit is not None and wanted > limit:
-        yield Finding(
-            "serving.max_model_len",
-            f"exceeds the model's context length, {int(limit)} tokens by its config.json "
-            f"({source}): {VLLM} refuses to start the engine (config/model.py, "
-            f"_get_and_verify_max_len); use at most {int(limit)}",
-            wanted,
-        )
+    limits = [
+        (derived_max_model_len(config), source) for _, config, source in side_configs(settings)
+    ]
+    short = [(limit, source) for limit, source in limits if limit is not None and wanted > limit]
+    if not short:
+        return
+    limit, source = min(short)
+    yield Finding(
+        "serving.max_model_len",
+        f"exceeds the model's context length, {int(limit)} tokens by its config.json "
+        f"({source}): {VLLM} refuses to start the engine (config/model.py, "
+        f"_get_and_verify_max_len); use at most {int(limit)}, or, for a model whose card "
+        "documents a RoPE scaling (YaRN) for longer contexts, set it in both sides' "
+        "engine_options.hf_overrides as the card gives it",
+        wanted,
+    )
 
 
 # vLLM 0.26 config/model.py _verify_quantization: an engine `quantization` other than the
@@ -261,10 +317,7 @@ def _side_memory(settings: Settings, config: dict[str, Any], side: Any) -> Any:
 
 
 def weights_fit_the_gpus(settings: Settings) -> Iterator[Finding]:
-    config, source, _ = read_config(settings)
-    if not config:
-        return
-    for side in settings.sides():
+    for side, config, source in side_configs(settings):
         sized = _side_memory(settings, config, side)
         if sized is None or sized[0].weights_fit:
             continue
@@ -283,11 +336,8 @@ def weights_fit_the_gpus(settings: Settings) -> Iterator[Finding]:
 
 
 def kv_room(settings: Settings) -> Iterator[Finding]:
-    config, source, _ = read_config(settings)
-    if not config:
-        return
     wanted = settings.serving.max_model_len
-    for side in settings.sides():
+    for side, config, source in side_configs(settings):
         sized = _side_memory(settings, config, side)
         if sized is None or not sized[0].weights_fit:
             continue
@@ -309,7 +359,8 @@ _READS = frozenset({"serving"})
 RULES = (
     Rule("model-config-unreadable", _READS, unreadable_config),
     Rule("model-unchecked", _READS, unchecked, WARNING, stack="serving"),
-    Rule("model-context-length", _READS, context_length),
+    Rule("model-context-length", frozenset({"serving", "gpu_nodes"}), context_length),
+    Rule("model-hf-overrides", frozenset({"serving", "gpu_nodes"}), hf_overrides_fields),
     Rule(
         "model-quantization", frozenset({"serving", "gpu_nodes"}), quantization_matches_checkpoint
     ),

@@ -273,12 +273,10 @@ def side_findings(config: dict[str, Any], source: str, side: Side) -> list[Findi
 
 def _on_every_side(rule: SideRule) -> Callable[[Settings], Iterator[Finding]]:
     def check(settings: Settings) -> Iterator[Finding]:
-        from app_config.rules.model_fit import read_config
+        from app_config.rules.model_fit import side_configs
 
-        config, source, _ = read_config(settings)
-        if config:
-            for side in settings.sides():
-                yield from rule(config, source, side)
+        for side, config, source in side_configs(settings):
+            yield from rule(config, source, side)
 
     check.__doc__ = rule.__doc__
     return check

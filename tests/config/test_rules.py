@@ -332,6 +332,75 @@ def test_the_context_length_is_judged_by_the_models_config(
     assert problem.code == "model-context-length"
 
 
+QWEN_YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}
+
+
+# (hf_overrides on both sides, max_model_len, the code refused with or None): the bundled
+# Qwen3-32B config.json (max_position_embeddings 40960) as the engines read it with them.
+HF_OVERRIDES = [
+    ({"rope_scaling": QWEN_YARN}, 131072, None),  # Qwen's documented YaRN: 32768 x 4
+    ({"rope_scaling": QWEN_YARN}, 131073, "model-context-length"),
+    ({"rope_parameters": QWEN_YARN}, 131072, None),  # transformers 5's name of the same
+    ({"max_position_embeddings": 4096}, 32768, "model-context-length"),
+    ({"max_position_embeddings": 65536}, 65536, None),
+    ({"rope_scaling": {"rope_type": "yarn", "factor": "four"}}, 32768, "model-hf-overrides"),
+    ({"num_attention_heads": 0}, 32768, "model-hf-overrides"),
+    ({}, 40961, "model-context-length"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "max_model_len", "code"), HF_OVERRIDES)
+def test_the_model_rules_read_the_config_as_the_engines_do_with_hf_overrides(
+    overrides: dict, max_model_len: int, code: str | None
+) -> None:
+    settings = {
+        "serving.model.id": "Qwen/Qwen3-32B",
+        "serving.max_model_len": str(max_model_len),
+        "serving.engine_options": json.dumps({"hf_overrides": overrides} if overrides else {}),
+    }
+    if code is None:
+        settings_for("default", **settings)
+        return
+    with pytest.raises(ConfigError) as raised:
+        settings_for("default", **settings)
+    (problem,) = [p for p in raised.value.problems if p.code == code]
+    if code == "model-context-length" and overrides:
+        assert "engine_options.hf_overrides" in problem.message, problem.message
+    if code == "model-hf-overrides":
+        assert problem.path.endswith("engine_options.hf_overrides"), problem.path
+
+
+def test_hf_overrides_merge_as_vllm_applies_them() -> None:
+    """vLLM 0.26 ModelConfig: a nested config is updated key by key, any other mapping
+    replaced, a plain value set; rope_scaling and rope_parameters are one attribute."""
+    config = {
+        "model_type": "qwen3_vl",
+        "rope_scaling": {"rope_type": "default", "mrope_section": [1, 2]},
+        "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]},
+        "text_config": {"hidden_size": 8, "rope_parameters": {"rope_type": "default"}},
+    }
+    merged = model_config_file.with_hf_overrides(
+        config,
+        {
+            "rope_scaling": {"rope_type": "yarn", "factor": 2.0},
+            "quantization_config": {"quant_method": "fp8"},
+            "text_config": {"rope_scaling": {"factor": 4.0}, "num_hidden_layers": 2},
+            "max_position_embeddings": 8192,
+        },
+    )
+    assert (
+        merged["rope_scaling"] == merged["rope_parameters"] == {"rope_type": "yarn", "factor": 2.0}
+    )
+    assert merged["quantization_config"] == {"quant_method": "fp8"}
+    text = merged["text_config"]
+    assert (
+        text["rope_parameters"] == text["rope_scaling"] == {"rope_type": "default", "factor": 4.0}
+    )
+    assert (text["hidden_size"], text["num_hidden_layers"]) == (8, 2)
+    assert merged["max_position_embeddings"] == 8192
+    assert config["text_config"] == {"hidden_size": 8, "rope_parameters": {"rope_type": "default"}}
+
+
 # (config.json text, what the error says): files no model has, by the class of mistake; each is
 # refused where it is read (catalog/model_config_file.py), never inside a rule.
 UNUSABLE_MODEL_CONFIGS = [
