@@ -81,8 +81,28 @@ def problems_from_validation_error(error: ValidationError, model: type[BaseModel
             # A whole section's value says less than the message, which names its settings.
             is_section = _model_at(model, detail["loc"]) is not None
             value = None if is_section else detail.get("input")
+            if _number_for_text(detail):
+                zeros = (
+                    ", which drops trailing zeros (1.10 is 1.1)" if isinstance(value, float) else ""
+                )
+                message += (
+                    f"; YAML and JSON read it unquoted as a number{zeros}: quote the text as "
+                    "you mean it"
+                )
             problems.append(Problem(path, message, value, code=detail["type"]))
     return problems
+
+
+def _number_for_text(detail: Any) -> bool:
+    """A number where the setting takes text: a version written unquoted (`1.35`) is a float
+    to YAML, and pydantic then shows it refused by the very value it reads as."""
+    value = detail.get("input")
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    if detail["type"] == "string_type":
+        return True
+    expected = (detail.get("ctx") or {}).get("expected", "")
+    return detail["type"] == "literal_error" and "'" in expected
 
 
 def _dotted(loc: tuple[int | str, ...]) -> str:

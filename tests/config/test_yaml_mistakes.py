@@ -62,6 +62,28 @@ def test_values_both_versions_read_alike_are_accepted(tmp_path: Path, text: str)
     _load(tmp_path, text)
 
 
+@pytest.mark.parametrize(
+    ("text", "path", "fragment"),
+    [
+        (
+            "cluster:\n  kubernetes_version: 1.35\n",
+            "cluster.kubernetes_version",
+            "as a number, which",
+        ),
+        ("tags:\n  version: 1.10\n", "tags.version", "drops trailing zeros (1.10 is 1.1)"),
+        ("cluster:\n  name: 12\n", "cluster.name", "read it unquoted as a number: quote"),
+    ],
+)
+def test_a_number_where_a_setting_takes_text_says_to_quote_it(
+    tmp_path: Path, text: str, path: str, fragment: str
+) -> None:
+    """YAML 1.1 and 1.2 agree that an unquoted 1.35 is a number; a version or a name written
+    so is refused by the value YAML made of it, which the message says how to keep as text."""
+    (problem,) = _problems(tmp_path, text)
+    assert problem.startswith(f"{path} = ")
+    assert fragment in problem
+
+
 SHARED_SIDE = """\
 gpu_nodes:
   prefill: &side
