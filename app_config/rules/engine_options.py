@@ -541,16 +541,31 @@ def hardware(settings: Settings) -> list[Finding]:
                     f"below max_num_seqs: set max_num_batched_tokens >= {seqs}, or "
                     f"max_num_seqs <= {tokens}"
                 )))  # fmt: skip
-        backend, cache = options.get("attention_backend"), options.get("kv_cache_dtype")
+        key, backend = _attention_backend(options)
+        cache = options.get("kv_cache_dtype")
         if backend == "FLASH_ATTN" and cache in FLASH_ATTN_FP8 and gpu.gpu_architecture != "Hopper":
-            found.append(side.finding("attention_backend", (
+            found.append(side.finding(key, (
                 f"FLASH_ATTN takes an {cache} KV cache only on Hopper (vllm/v1/attention/backends/"
                 f"flash_attn.py supports_kv_cache_dtype: FlashAttention 3, capability 9.0), and "
                 f"gpu_nodes.{side.role} is {gpu.name} ({gpu.gpu_architecture}); {VLLM} refuses "
                 "an explicit backend that cannot run (platforms/cuda.py get_attn_backend_cls): "
-                "leave attention_backend unset for vLLM to pick, or use kv_cache_dtype auto"
+                f"leave {key} unset for vLLM to pick, or use kv_cache_dtype auto"
             )))  # fmt: skip
     return _once(found)
+
+
+def _attention_backend(options: Mapping[str, Any]) -> tuple[str, str | None]:
+    """The attention backend a side asks for and the option it is in: ``attention_backend``,
+    or the ``backend`` of ``attention_config`` that it is vLLM 0.26's shorthand for
+    (vllm/engine/arg_utils.py; the two together are refused by ``exclusive``). vLLM looks the
+    name up in any case (config/attention.py validate_backend_before)."""
+    for key, value in (
+        ("attention_backend", options.get("attention_backend")),
+        ("attention_config", engine_options.nested(options, "attention_config").get("backend")),
+    ):
+        if isinstance(value, str):
+            return key, value.upper()
+    return "attention_backend", None
 
 
 # --- the loader --------------------------------------------------------------------------------

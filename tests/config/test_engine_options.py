@@ -212,6 +212,8 @@ BAD_OPTIONS = [
      "8192 tokens"),
     (G6E, {BOTH: '{"attention_backend": "FLASH_ATTN", "kv_cache_dtype": "fp8"}'},
      f"{BOTH}.attention_backend", HARDWARE, "only on Hopper"),
+    (G6E, {BOTH: '{"attention_config": {"backend": "flash_attn"}, "kv_cache_dtype": "fp8"}'},
+     f"{BOTH}.attention_config", HARDWARE, "leave attention_config unset"),
     # What Ray 2.58's loader cannot do.
     ("default", {"serving.model.s3_uri": "s3://models/qwen/Qwen3-32B",
                  BOTH: '{"load_format": "runai_streamer"}'}, f"{BOTH}.load_format", LOADER,
