@@ -36,9 +36,11 @@ Which arguments vLLM refuses together, and which values it refuses unless told t
   read from ``EngineArgs``'s methods (``exclusive_options``: ``attention_backend`` against
   ``attention_config.backend`` in ``create_engine_config``, ``spec_tokens`` against
   ``speculative_config["num_speculative_tokens"]`` in ``create_speculative_config``);
-- ``config_class``, ``fields``, ``field_bounds`` (in ``values``): the vLLM config class a nested
-  config argument becomes (its annotation, or ``Config(**self.arg)``), its ``__init__``
-  keywords (with its bases') and their ``Field`` bounds (``nested_rule``);
+- ``config_class``, ``fields``, ``field_bounds``, ``field_values``, ``dashes_in_keys`` (in
+  ``values``): the vLLM config class a nested config argument becomes (its annotation, or
+  ``Config(**self.arg)``), its ``__init__`` keywords (with its bases'), their ``Field`` bounds,
+  what each takes by its annotation (``nested_rule``), and whether vLLM reads '-' in its keys as
+  '_' first;
 - ``deprecated_quantization``: ``DEPRECATED_QUANTIZATION_METHODS``
   (vllm/model_executor/layers/quantization/__init__.py), which ``ModelConfig`` refuses without
   ``allow_deprecated_quantization``;
@@ -243,6 +245,7 @@ def config_fields(source: Source) -> dict[str, dict[str, dict[str, Any]]]:
             if not isinstance(cls, ast.ClassDef) or cls.name in classes:
                 continue
             fields: dict[str, dict[str, Any]] = {}
+            rewritten = _before_validated_fields(cls)
             for node in cls.body:
                 if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
                     continue
@@ -257,6 +260,10 @@ def config_fields(source: Source) -> dict[str, dict[str, dict[str, Any]]]:
                     "annotation": ast.unparse(node.annotation),
                     "bounds": bounds,
                     "file": name,
+                    "before": node.target.id in rewritten,
+                    # ``x: int = None`` (or ``Field(default=None)``): vLLM's way of saying
+                    # unset, filled in later.
+                    "default_none": _default_none(value),
                     # A keyword of the class's __init__: not field(init=False), not a ClassVar.
                     "init": "ClassVar" not in ast.unparse(node.annotation)
                     and not any(
@@ -265,6 +272,37 @@ def config_fields(source: Source) -> dict[str, dict[str, dict[str, Any]]]:
                 }
             classes[cls.name] = fields
     return classes
+
+
+def _default_none(value: ast.expr | None) -> bool:
+    if isinstance(value, ast.Call) and ast.unparse(value.func).endswith("Field"):
+        value = next((k.value for k in value.keywords if k.arg == "default"), None)
+    return isinstance(value, ast.Constant) and value.value is None
+
+
+def _before_validated_fields(cls: ast.ClassDef) -> set[str]:
+    """Fields a ``@field_validator(..., mode="before")`` of the class rewrites before pydantic
+    reads them: their annotation alone does not say what they take."""
+    found: set[str] = set()
+    for function in cls.body:
+        if not isinstance(function, ast.FunctionDef):
+            continue
+        for decorator in function.decorator_list:
+            if not (
+                isinstance(decorator, ast.Call)
+                and ast.unparse(decorator.func).endswith("field_validator")
+                and any(
+                    k.arg == "mode" and ast.unparse(k.value) == "'before'"
+                    for k in decorator.keywords
+                )
+            ):
+                continue
+            found |= {
+                arg.value
+                for arg in decorator.args
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str)
+            }
+    return found
 
 
 def config_targets(tree: ast.Module, classes: set[str]) -> dict[str, list[tuple[str, str]]]:
@@ -317,13 +355,25 @@ def enums_by_name(source: Source, enums: Mapping[str, Any]) -> dict[str, list[st
         for function in ast.walk(tree):
             if not isinstance(function, ast.FunctionDef):
                 continue
+            # A name bound to ``value.upper()`` earlier (``mode_name = value.upper()``,
+            # CompilationConfig.validate_mode_before) is the same lookup.
+            upper_names = {
+                target.id
+                for node in ast.walk(function)
+                if isinstance(node, ast.Assign) and "upper()" in ast.unparse(node.value)
+                for target in node.targets
+                if isinstance(target, ast.Name)
+            }
             looked_up = {
                 node.value.id
                 for node in ast.walk(function)
                 if isinstance(node, ast.Subscript)
                 and isinstance(node.value, ast.Name)
                 and node.value.id in enums
-                and "upper()" in ast.unparse(node.slice)
+                and (
+                    "upper()" in ast.unparse(node.slice)
+                    or (isinstance(node.slice, ast.Name) and node.slice.id in upper_names)
+                )
             }
             words = [
                 comparator.value
@@ -468,13 +518,52 @@ def value_rules(
         ]
         if bounds:
             rule["bounds"] = bounds
-        nested = (_nested_config(annotation, classes) if "config" in rule["types"] else None) or (
-            splats.get(name)
-        )
-        if nested:
-            rule.update(nested_rule(nested, annotation, classes, shapes))
+        nested = _nested_config(annotation, classes) if "config" in rule["types"] else None
+        splatted = None if nested else splats.get(name)
+        if nested or splatted:
+            rule.update(
+                nested_rule(
+                    nested or splatted,
+                    annotation,
+                    classes,
+                    shapes,
+                    lambda field: field_value_rule(field, rule_of, enums, by_name),
+                    splatted=splatted is not None,
+                )
+            )
+            if dashed_keys(arg_utils, name):
+                rule["dashes_in_keys"] = True
         rules[name] = rule
     return rules
+
+
+# The kinds whose values a nested field's rule can judge; a field of a nested config class, a
+# class or an object vLLM builds itself is left to vLLM (`make e2e` builds the configs).
+_JUDGED_KINDS = {"bool", "int", "float", "str", "none", "list", "dict", "choice"}
+
+
+def field_value_rule(
+    field: dict[str, Any],
+    rule_of: Callable[[str], dict[str, Any]],
+    enums: Mapping[str, dict[str, Any]],
+    by_name: Mapping[str, list[str]],
+) -> dict[str, Any] | None:
+    """What a field of a nested config class takes, where its annotation says it: None for a
+    field a ``mode="before"`` validator rewrites (unless that validator is the by-name enum
+    lookup ``enums_by_name`` reads, whose members it then takes by name, any case, or by value)
+    and for kinds not judged here."""
+    rule = rule_of(field["annotation"])
+    named = [kind for kind in alternatives(field["annotation"]) if kind in by_name]
+    if field["before"] and not named:
+        return None
+    if not set(rule["types"]) <= _JUDGED_KINDS:
+        return None
+    if field["default_none"] and "none" not in rule["types"]:
+        rule["types"].append("none")
+    for kind in named:  # a value that is not text goes to pydantic's enum: by its value
+        values = [v for v in enums[kind].values() if v is not None and not isinstance(v, str)]
+        rule["choices"] = list(dict.fromkeys([*rule.get("choices", []), *values]))
+    return rule
 
 
 def config_shapes(source: Source) -> dict[str, dict[str, Any]]:
@@ -511,6 +600,17 @@ def splatted_configs(tree: ast.Module, classes: set[str]) -> dict[str, str]:
     return found
 
 
+def dashed_keys(tree: ast.Module, argument: str) -> bool:
+    """Whether vLLM turns '-' into '_' in the argument's keys before it builds the config
+    (``{k.replace("-", "_"): v for k, v in self.speculative_config.items()}``)."""
+    return any(
+        isinstance(node, ast.DictComp)
+        and f"self.{argument}.items()" in ast.unparse(node)
+        and "replace('-', '_')" in ast.unparse(node.key)
+        for node in ast.walk(tree)
+    )
+
+
 def _nested_config(annotation: str, classes: Mapping[str, Any]) -> str | None:
     return next((kind for kind in alternatives(annotation) if kind in classes), None)
 
@@ -520,13 +620,18 @@ def nested_rule(
     annotation: str,
     classes: Mapping[str, dict[str, dict[str, Any]]],
     shapes: Mapping[str, dict[str, Any]],
+    field_rule: Callable[[dict[str, Any]], dict[str, Any] | None],
+    splatted: bool = False,
 ) -> dict[str, Any]:
     """What vLLM's config class takes as the mapping of a nested config argument: its field
     names, where every key is one (vLLM's ``@config`` dataclasses forbid extra fields, vllm/
     config/utils.py; not where the argument also takes a plain dict, which vLLM may read
-    otherwise, nor where a ``mode="before"`` validator may rewrite it), and the ``Field``
-    bounds of each field (``ProfilerConfig.active_iterations >= 1``,
-    ``SpeculativeConfig.num_speculative_tokens > 0``)."""
+    otherwise, unless it is splatted into the class as keywords, ``SpeculativeConfig(**self.
+    speculative_config)``; nor where a ``mode="before"`` validator may rewrite it), the
+    ``Field`` bounds of each field (``ProfilerConfig.active_iterations >= 1``,
+    ``SpeculativeConfig.num_speculative_tokens > 0``) and what each field takes by its
+    annotation (``field_values``: ``CompilationConfig.cudagraph_mode`` a ``CUDAGraphMode`` by
+    name, ``StructuredOutputsConfig.backend`` one of its ``Literal``)."""
     fields: dict[str, tuple[str, dict[str, Any]]] = {}
     pending, seen = [cls], set()
     while pending:  # the class and its bases within vllm/config
@@ -538,11 +643,21 @@ def nested_rule(
             fields.setdefault(field, (current, declared))
         pending += shapes[current]["bases"]
     rule: dict[str, Any] = {"config_class": f"{shapes[cls]['file']} {cls}"}
-    whole = "dict" not in [alternative.split("[")[0] for alternative in alternatives(annotation)]
-    if whole and not any(shapes[c]["before"] for c in seen):
+    whole = splatted or "dict" not in [
+        alternative.split("[")[0] for alternative in alternatives(annotation)
+    ]
+    rewritten = any(shapes[c]["before"] for c in seen)
+    if whole and not rewritten:
         rule["fields"] = sorted(
             field for field, (_, declared) in fields.items() if declared["init"]
         )
+    values = {
+        field: {**judged, "source": f"{declared['file']} {owner}.{field}"}
+        for field, (owner, declared) in sorted(fields.items())
+        if declared["init"] and not rewritten and (judged := field_rule(declared))
+    }
+    if values:
+        rule["field_values"] = values
     bounds = {
         field: {**declared["bounds"], "source": f"{declared['file']} {owner}.{field}"}
         for field, (owner, declared) in sorted(fields.items())

@@ -120,10 +120,14 @@ def value_problem(key: str, value: Any) -> str | None:
 def nested_problem(key: str, options: Mapping[str, Any]) -> str | None:
     """A nested config option's mapping against the vLLM config class it becomes (generated
     into the catalog: ``config_class``): a key that is not one of its fields (the class
-    forbids extra fields) and a value outside a field's ``Field`` bounds."""
+    forbids extra fields), a value its field's annotation does not take (``field_values``:
+    pydantic's lax reading, which takes "3" for an int), and a value outside a field's
+    ``Field`` bounds."""
     rule = engine_options.value_rule(key)
     fields = rule.get("fields")
     for field, value in engine_options.nested(options, key).items():
+        if rule.get("dashes_in_keys"):  # vLLM reads '-' in these keys as '_' first
+            field = field.replace("-", "_")
         if fields is not None and field not in fields:
             close = difflib.get_close_matches(field, fields, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -131,11 +135,74 @@ def nested_problem(key: str, options: Mapping[str, Any]) -> str | None:
                 f"{field!r} is not a field of {rule['config_class']}, which {VLLM} builds from "
                 f"it and which refuses any other{hint}"
             )
+        taken = rule.get("field_values", {}).get(field)
+        if taken and not _field_takes(taken, value):
+            return (
+                f"{field} = {value!r}: {rule['config_class']} takes "
+                f"{_what_it_takes(taken)} there ({taken['source']}), and {VLLM} refuses the "
+                "engine config otherwise"
+            )
         bound = rule.get("field_bounds", {}).get(field)
         problem = _bounds_problem(f"{key}.{field}", value, [bound] if bound else [])
         if problem:
             return problem
     return None
+
+
+# pydantic 2's lax mode, which vLLM's config dataclasses validate in: the text a bool takes.
+_BOOL_TEXT = {"0", "1", "true", "false", "t", "f", "yes", "no", "y", "n", "on", "off"}
+
+
+def _lax_fits(kind: str, value: Any) -> bool:
+    """Whether pydantic's lax mode takes ``value`` for a field of ``kind`` (its conversion
+    table: a whole number's text for an int, a number's text for a float, yes/no words for a
+    bool; never a number for text)."""
+    if kind == "none":
+        return value is None
+    if kind == "bool":
+        return (
+            isinstance(value, bool)
+            or value in (0, 1)
+            or (isinstance(value, str) and value.strip().lower() in _BOOL_TEXT)
+        )
+    if kind in ("int", "float"):
+        if isinstance(value, int | float):
+            return kind == "float" or isinstance(value, int) or float(value).is_integer()
+        if isinstance(value, str):
+            try:
+                number = float(value.strip())
+            except ValueError:
+                return False
+            return kind == "float" or number.is_integer()
+        return False
+    if kind == "str":
+        return isinstance(value, str)
+    if kind == "list":
+        return isinstance(value, list | tuple)
+    if kind == "dict":
+        return isinstance(value, dict)
+    return True  # a choice is judged against its choices
+
+
+def _field_takes(rule: Mapping[str, Any], value: Any) -> bool:
+    choices = rule.get("choices", [])
+    if isinstance(value, str) and rule.get("case_insensitive"):
+        if value.upper() in {c.upper() for c in choices if isinstance(c, str)}:
+            return True
+    elif any(choice == value and type(choice) is type(value) for choice in choices):
+        return True
+    return any(_lax_fits(kind, value) for kind in rule["types"] if kind != "choice")
+
+
+def _what_it_takes(rule: Mapping[str, Any]) -> str:
+    words = {"none": "null", "list": "a list", "dict": "a mapping", "str": "text", "int": "an int"}
+    kinds = [words.get(kind, f"a {kind}") for kind in rule["types"] if kind != "choice"]
+    choices = rule.get("choices", [])
+    if choices:
+        shown = ", ".join(map(str, choices[:12])) + (", ..." if len(choices) > 12 else "")
+        case = " (any case)" if rule.get("case_insensitive") else ""
+        kinds.insert(0, f"one of {shown}{case}")
+    return " or ".join(kinds)
 
 
 def _bounds_problem(key: str, value: Any, bounds: list[dict[str, Any]]) -> str | None:

@@ -108,6 +108,26 @@ BAD_OPTIONS = [
     ("default", {DECODE: '{"speculative_config": {"method": "ngram", '
                          '"num_speculative_tokens": 0}}'},
      f"{DECODE}.speculative_config", VALUE, "speculative_config.num_speculative_tokens > 0"),
+    # ... and the values its fields' annotations take (the catalog's field_values).
+    ("default", {BOTH: '{"structured_outputs_config": {"backend": "nope"}}'},
+     f"{BOTH}.structured_outputs_config", VALUE, "one of auto, xgrammar, guidance"),
+    ("default", {DECODE: '{"compilation_config": {"cudagraph_mode": "BOGUS"}}'},
+     f"{DECODE}.compilation_config", VALUE, "FULL_AND_PIECEWISE, 0, 1, 2 (any case)"),
+    ("default", {DECODE: '{"compilation_config": {"mode": "bogus"}}'},
+     f"{DECODE}.compilation_config", VALUE, "VLLM_COMPILE, 0, 1, 2, 3 (any case)"),
+    ("default", {DECODE: '{"compilation_config": {"cudagraph_capture_sizes": "abc"}}'},
+     f"{DECODE}.compilation_config", VALUE, "takes a list or null there"),
+    ("default", {BOTH: '{"attention_config": {"backend": "NOPE"}}'},
+     f"{BOTH}.attention_config", VALUE, "backend = 'NOPE'"),
+    ("default", {DECODE: '{"speculative_config": {"method": "ngram", "num_speculative_tokens": 2, '
+                         '"prompt_lookup_maxx": 3}}'},
+     f"{DECODE}.speculative_config", VALUE, "did you mean 'prompt_lookup_max'"),
+    ("default", {DECODE: '{"speculative_config": {"method": "bogus", '
+                         '"num_speculative_tokens": 2}}'},
+     f"{DECODE}.speculative_config", VALUE, "method = 'bogus'"),
+    ("default", {DECODE: '{"speculative_config": {"method": "ngram", '
+                         '"num_speculative_tokens": "two"}}'},
+     f"{DECODE}.speculative_config", VALUE, "takes an int"),
     # DEPRECATED_QUANTIZATION_METHODS without allow_deprecated_quantization.
     ("default", {BOTH: '{"quantization": "fbgemm_fp8"}'}, f"{BOTH}.quantization", VALUE,
      "unless allow_deprecated_quantization is true"),
@@ -282,6 +302,12 @@ GOOD_OPTIONS = [
     ("default", {DECODE: '{"watermark": 0.01, "cpu_offload_gb": 0, "max_num_seqs": 1}'}),
     ("default", {DECODE: '{"optimization_level": 2, "kv_offloading_size": null}'}),
     ("default", {DECODE: '{"compilation_config": {"cudagraph_mode": "PIECEWISE"}}'}),
+    ("default", {DECODE: '{"compilation_config": {"cudagraph_mode": "full_and_piecewise", '
+                         '"mode": 3, "cudagraph_capture_sizes": [1, 2, 4]}}'}),
+    ("default", {DECODE: '{"compilation_config": {"mode": "vllm_compile"}}'}),
+    ("default", {BOTH: '{"structured_outputs_config": {"backend": "xgrammar"}}'}),
+    ("default", {DECODE: '{"speculative_config": {"method": "ngram", '
+                         '"num_speculative_tokens": "2"}}'}),  # pydantic's lax int
     ("default", {PREFILL: '{"max_num_partial_prefills": 1, "max_long_partial_prefills": 1}'}),
     ("default", {DECODE: '{"offload_group_size": 8, "offload_num_in_group": 8}'}),
     ("default", {DECODE: '{"offload_backend": "uva", "cpu_offload_gb": 2}'}),
@@ -448,6 +474,9 @@ class EngineArgs:
                 continue
             if key in self.speculative_config:
                 raise ValueError("mutually exclusive")
+        self.speculative_config = {
+            k.replace("-", "_"): v for k, v in self.speculative_config.items()
+        }
         return SpeculativeConfig(**self.speculative_config)
 @dataclass
 class AsyncEngineArgs(EngineArgs):
@@ -477,6 +506,16 @@ class FrontendArgs(BaseFrontendArgs):
     ),
     "vllm/config/speculative.py": (
         "class SpeculativeConfig:\n    num_speculative_tokens: int = Field(default=None, gt=0)\n"
+        '    method: Literal["ngram", "eagle"] | None = None\n'
+        "    max_model_len: int = None\n"
+        "    mode: CompilationMode = CompilationMode.NONE\n"
+        "    target: ModelConfig = None\n"
+        '    @field_validator("mode", mode="before")\n'
+        "    def validate_mode(cls, value):\n"
+        "        name = value.upper()\n"
+        "        return CompilationMode[name]\n"
+        "class CompilationMode(IntEnum):\n    NONE = 0\n    VLLM_COMPILE = 3\n"
+        "class ModelConfig:\n    model: str = 'm'\n"
     ),
     "vllm/config/scheduler.py": (
         "class SchedulerConfig:\n    max_num_seqs: int = Field(default=128, ge=1)\n"
@@ -653,17 +692,49 @@ def test_the_generator_reads_fields_literals_and_registries(tmp_path: Path) -> N
     # A nested config argument: the fields of the class it becomes (with its bases), each key
     # one of them, and their bounds; a plain dict splatted into a class (Config(**self.arg))
     # has the bounds only, as vLLM may read a dict otherwise.
+    profiler = "vllm/config/profiler.py ProfilerConfig"
     assert values["profiler_config"] == {
         "types": ["config"],
-        "config_class": "vllm/config/profiler.py ProfilerConfig",
+        "config_class": profiler,
         "fields": ["active_iterations", "profiler", "trace_dir"],
-        "field_bounds": {"active_iterations": {
-            "ge": 1, "source": "vllm/config/profiler.py ProfilerConfig.active_iterations"}},
-    }  # fmt: skip
+        "field_values": {
+            "active_iterations": {"types": ["int"], "source": f"{profiler}.active_iterations"},
+            "profiler": {"types": ["str", "none"], "source": f"{profiler}.profiler"},
+            "trace_dir": {"types": ["str"], "source": "vllm/config/profiler.py Traced.trace_dir"},
+        },
+        "field_bounds": {"active_iterations": {"ge": 1, "source": f"{profiler}.active_iterations"}},
+    }
+    # Splatted into its class as keywords (with '-' read as '_'): every key one of its fields,
+    # and each field's values by its annotation: a Literal; a field a before-validator looks
+    # up by name (any case, or by the enum's value); `= None`, vLLM's unset; not a nested
+    # config (ModelConfig), which vLLM builds itself.
+    speculative = "vllm/config/speculative.py SpeculativeConfig"
     assert values["speculative_config"] == {
         "types": ["dict", "none"],
-        "config_class": "vllm/config/speculative.py SpeculativeConfig",
-        "field_bounds": {"num_speculative_tokens": {
-            "gt": 0, "source": "vllm/config/speculative.py SpeculativeConfig.num_speculative_tokens"
-        }},
-    }  # fmt: skip
+        "config_class": speculative,
+        "fields": ["max_model_len", "method", "mode", "num_speculative_tokens", "target"],
+        "field_values": {
+            "max_model_len": {"types": ["int", "none"], "source": f"{speculative}.max_model_len"},
+            "method": {
+                "types": ["choice", "none"],
+                "choices": ["ngram", "eagle"],
+                "choices_from": ["the annotation's Literal"],
+                "source": f"{speculative}.method",
+            },
+            "mode": {
+                "types": ["choice"],
+                "choices": ["NONE", "VLLM_COMPILE", 0, 3],
+                "choices_from": ["CompilationMode (vllm/config/speculative.py)"],
+                "case_insensitive": True,
+                "source": f"{speculative}.mode",
+            },
+            "num_speculative_tokens": {
+                "types": ["int", "none"],
+                "source": f"{speculative}.num_speculative_tokens",
+            },
+        },
+        "field_bounds": {
+            "num_speculative_tokens": {"gt": 0, "source": f"{speculative}.num_speculative_tokens"}
+        },
+        "dashes_in_keys": True,
+    }

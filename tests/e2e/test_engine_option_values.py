@@ -314,6 +314,40 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "ngram, 0 speculative tokens": {
         "speculative_config": {"method": "ngram", "num_speculative_tokens": 0}
     },
+    # A nested config option's values by its fields' annotations (the catalog's field_values),
+    # as pydantic's lax mode and the fields' before-validators take them.
+    "structured outputs backend nope": {"structured_outputs_config": {"backend": "nope"}},
+    "attention_config backend NOPE": {"attention_config": {"backend": "NOPE"}},
+    "attention_config backend in lower case": {"attention_config": {"backend": "cpu_attn"}},
+    "cudagraph_mode BOGUS": {"compilation_config": {"cudagraph_mode": "BOGUS"}},
+    "cudagraph_mode in lower case": {"compilation_config": {"cudagraph_mode": "none"}},
+    "compilation mode bogus": {"compilation_config": {"mode": "bogus"}},
+    "compilation mode by name": {"compilation_config": {"mode": "none"}},
+    "compilation mode by number": {"compilation_config": {"mode": 0}},
+    "cudagraph capture sizes as text": {"compilation_config": {"cudagraph_capture_sizes": "abc"}},
+    "speculative_config, a misspelt key": {
+        "speculative_config": {
+            "method": "ngram",
+            "num_speculative_tokens": 2,
+            "prompt_lookup_maxx": 3,
+        }
+    },
+    "speculative_config, a dashed key": {
+        "speculative_config": {
+            "method": "ngram",
+            "num_speculative_tokens": 2,
+            "prompt-lookup-max": 3,
+        }
+    },
+    "speculative method bogus": {
+        "speculative_config": {"method": "bogus", "num_speculative_tokens": 2}
+    },
+    "speculative tokens as a word": {
+        "speculative_config": {"method": "ngram", "num_speculative_tokens": "two"}
+    },
+    "speculative tokens as digits": {
+        "speculative_config": {"method": "ngram", "num_speculative_tokens": "2"}
+    },
     "LoRA, fewer CPU LoRAs than max_loras": {
         "enable_lora": True,
         "max_loras": 4,
