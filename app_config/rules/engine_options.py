@@ -237,6 +237,12 @@ def _fits(kind: str, value: Any) -> bool:
     return kind in ("object", "class")
 
 
+# vLLM 0.26 seeds every worker with set_random_seed (vllm/utils/torch_utils.py), which calls
+# numpy's np.random.seed: it takes 0 to 2**32 - 1 only ("Seed must be between 0 and 2**32 - 1"),
+# so another seed passes the engine config and fails each worker as it starts.
+NUMPY_SEED_MAX = 2**32 - 1
+
+
 def option_values(side: SideOptions) -> Iterator[Finding]:
     """Each option's value against vLLM's type, choices and bounds; parser names against the
     parsers vLLM registers (vllm/tool_parsers, vllm/reasoning) unless a plugin adds one."""
@@ -245,6 +251,13 @@ def option_values(side: SideOptions) -> Iterator[Finding]:
         message = value_problem(key, value) or nested_problem(key, side.options)
         if message:
             yield side.finding(key, message)
+    seed = side.options.get("seed")
+    if isinstance(seed, int) and not isinstance(seed, bool) and not 0 <= seed <= NUMPY_SEED_MAX:
+        yield side.finding("seed", (
+            f"{seed} is outside 0 to {NUMPY_SEED_MAX}: {VLLM} seeds each worker with numpy's "
+            "np.random.seed (vllm/utils/torch_utils.py set_random_seed), which refuses it as "
+            "the worker starts"
+        ))  # fmt: skip
     quantization = side.options.get("quantization")
     allowed = side.options.get("allow_deprecated_quantization") is True
     if quantization in data["deprecated_quantization"] and not allowed:

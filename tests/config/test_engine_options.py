@@ -128,6 +128,9 @@ BAD_OPTIONS = [
     ("default", {DECODE: '{"speculative_config": {"method": "ngram", '
                          '"num_speculative_tokens": "two"}}'},
      f"{DECODE}.speculative_config", VALUE, "takes an int"),
+    # numpy's seed range, which every worker's set_random_seed meets.
+    ("default", {BOTH: '{"seed": 4294967296}'}, f"{BOTH}.seed", VALUE, "outside 0 to 4294967295"),
+    ("default", {DECODE: '{"seed": -1}'}, f"{DECODE}.seed", VALUE, "np.random.seed"),
     # DEPRECATED_QUANTIZATION_METHODS without allow_deprecated_quantization.
     ("default", {BOTH: '{"quantization": "fbgemm_fp8"}'}, f"{BOTH}.quantization", VALUE,
      "unless allow_deprecated_quantization is true"),
@@ -306,6 +309,7 @@ GOOD_OPTIONS = [
                          '"mode": 3, "cudagraph_capture_sizes": [1, 2, 4]}}'}),
     ("default", {DECODE: '{"compilation_config": {"mode": "vllm_compile"}}'}),
     ("default", {BOTH: '{"structured_outputs_config": {"backend": "xgrammar"}}'}),
+    ("default", {BOTH: '{"seed": 4294967295}'}),
     ("default", {DECODE: '{"speculative_config": {"method": "ngram", '
                          '"num_speculative_tokens": "2"}}'}),  # pydantic's lax int
     ("default", {PREFILL: '{"max_num_partial_prefills": 1, "max_long_partial_prefills": 1}'}),
