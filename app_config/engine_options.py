@@ -233,11 +233,15 @@ def nested(options: Mapping[str, Any], key: str) -> dict[str, Any]:
 
 def lookup(options: Mapping[str, Any], path: str, default: Any = None) -> Any:
     """An option's value by its dotted path (``profiler_config.profiler``), ``default`` where
-    it is not given."""
+    it is not given; in a nested option whose keys vLLM reads with '-' as '_' (the catalog's
+    ``dashes_in_keys``: ``speculative_config``), as vLLM reads them."""
     key, _, field = path.partition(".")
     if not field:
         return options.get(key, default)
-    return nested(options, key).get(field, default)
+    mapping = nested(options, key)
+    if value_rule(key).get("dashes_in_keys"):
+        mapping = {name.replace("-", "_"): value for name, value in mapping.items()}
+    return mapping.get(field, default)
 
 
 def numeric_option(options: Mapping[str, Any], key: str) -> float:

@@ -1067,12 +1067,15 @@ class Settings(Section):
         # that cdk-<qualifier>-image-publishing-role-<account>-<region> fits IAM's 64. The same
         # template names its bucket cdk-<qualifier>-assets-<account>-<region> and its ECR
         # repository cdk-<qualifier>-container-assets-..., and S3 bucket names take no
-        # uppercase letter and no '_' (ECR repository names no uppercase): of the template's
-        # pattern only lowercase letters, digits and '-' bootstrap.
+        # uppercase letter and no '_', ECR repository names no uppercase and no two
+        # separators in a row: of the template's pattern only lowercase words of letters and
+        # digits joined by single '-' bootstrap.
+        max_length=10,
         **matching(
-            r"^[a-z0-9-]{1,10}$",
-            "1-10 lowercase letters, digits or '-': the CDK bootstrap template's Qualifier, in "
-            "the bootstrap's S3 bucket name cdk-<qualifier>-assets-<account>-<region>",
+            r"^[a-z0-9]+(-[a-z0-9]+)*$",
+            "1-10 lowercase letters and digits, words joined by single '-': the CDK bootstrap "
+            "template's Qualifier, in the bootstrap's S3 bucket and ECR repository names "
+            "(cdk-<qualifier>-assets-<account>-<region>)",
         ),
         description="The qualifier of a CDK bootstrap made for this app alone (cdk bootstrap "
         "--qualifier <it>). Unset: the account's shared default bootstrap, whose execution "

@@ -122,6 +122,38 @@ def check_fields(config: dict[str, Any]) -> None:
                 _positive_number(f"{prefix}{key}.{field}", rope[field])
 
 
+def nests_when_built(config: dict[str, Any]) -> bool:
+    """A config.json with a nested config of its own (a mapping with a ``model_type``: a
+    vision or audio encoder) and no ``text_config``: transformers 5 may build the language
+    model's config from the top-level keys (Qwen2-VL and Qwen2.5-VL do), and then an override
+    of a top-level key no longer reaches what vLLM reads (``hf_text_config``)."""
+    return "text_config" not in config and any(
+        isinstance(value, dict) and "model_type" in value for value in config.values()
+    )
+
+
+def check_overrides(overrides: dict[str, Any]) -> None:
+    """What vLLM 0.26 reads from ``hf_overrides`` as given: a top-level ``rope_parameters``
+    mapping is set on the config as it is (``_apply_dict_overrides``; transformers
+    standardizes only what is set as ``rope_scaling``), and ``_get_and_verify_max_len`` then
+    reads its ``rope_type``, and for yarn its ``original_max_position_embeddings``, by key:
+    without them the engine stops with a KeyError."""
+    rope = overrides.get("rope_parameters")
+    if not isinstance(rope, dict):
+        return
+    nested = bool(rope) and all(isinstance(value, dict) for value in rope.values())
+    for layer in rope.values() if nested else [rope]:
+        missing = [key for key in ("rope_type",) if key not in layer]
+        if layer.get("rope_type") == "yarn" and "original_max_position_embeddings" not in layer:
+            missing.append("original_max_position_embeddings")
+        if missing:
+            raise UnsupportedModelError(
+                f"rope_parameters has no {' or '.join(missing)}, which vLLM reads from it as "
+                "given (transformers fills them in only for rope_scaling): give them, or set "
+                "the scaling as rope_scaling"
+            )
+
+
 def with_hf_overrides(config: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
     """The config.json as vLLM 0.26 reads it with the engine option ``hf_overrides``
     (vllm/config/model.py ``ModelConfig.__post_init__``): a value that is not a mapping is set

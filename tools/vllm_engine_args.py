@@ -245,7 +245,11 @@ def config_fields(source: Source) -> dict[str, dict[str, dict[str, Any]]]:
             if not isinstance(cls, ast.ClassDef) or cls.name in classes:
                 continue
             fields: dict[str, dict[str, Any]] = {}
-            rewritten = _before_validated_fields(cls)
+            # A before-validator rewrites the value pydantic reads: the annotation alone does not
+            # say what the field takes. vLLM's wrap-validator ``_skip_none_validation`` lets an
+            # explicit null through unvalidated (pydantic refuses it for ``x: int = None``).
+            rewritten = _validated_fields(cls, "before")
+            none_skipped = _validated_fields(cls, "wrap", "_skip_none_validation")
             for node in cls.body:
                 if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
                     continue
@@ -260,10 +264,8 @@ def config_fields(source: Source) -> dict[str, dict[str, dict[str, Any]]]:
                     "annotation": ast.unparse(node.annotation),
                     "bounds": bounds,
                     "file": name,
-                    "before": node.target.id in rewritten,
-                    # ``x: int = None`` (or ``Field(default=None)``): vLLM's way of saying
-                    # unset, filled in later.
-                    "default_none": _default_none(value),
+                    "before": bool({node.target.id, "*"} & rewritten),
+                    "none_skipped": bool({node.target.id, "*"} & none_skipped),
                     # A keyword of the class's __init__: not field(init=False), not a ClassVar.
                     "init": "ClassVar" not in ast.unparse(node.annotation)
                     and not any(
@@ -274,34 +276,27 @@ def config_fields(source: Source) -> dict[str, dict[str, dict[str, Any]]]:
     return classes
 
 
-def _default_none(value: ast.expr | None) -> bool:
-    if isinstance(value, ast.Call) and ast.unparse(value.func).endswith("Field"):
-        value = next((k.value for k in value.keywords if k.arg == "default"), None)
-    return isinstance(value, ast.Constant) and value.value is None
-
-
-def _before_validated_fields(cls: ast.ClassDef) -> set[str]:
-    """Fields a ``@field_validator(..., mode="before")`` of the class rewrites before pydantic
-    reads them: their annotation alone does not say what they take."""
+def _validated_fields(cls: ast.ClassDef, mode: str, function: str | None = None) -> set[str]:
+    """Fields a ``@field_validator(..., mode=mode)`` of the class names (``"*"``: every
+    field), optionally only those of the validator named ``function``."""
     found: set[str] = set()
-    for function in cls.body:
-        if not isinstance(function, ast.FunctionDef):
+    for node in cls.body:
+        if not isinstance(node, ast.FunctionDef) or function not in (None, node.name):
             continue
-        for decorator in function.decorator_list:
-            if not (
+        for decorator in node.decorator_list:
+            if (
                 isinstance(decorator, ast.Call)
                 and ast.unparse(decorator.func).endswith("field_validator")
                 and any(
-                    k.arg == "mode" and ast.unparse(k.value) == "'before'"
+                    k.arg == "mode" and ast.unparse(k.value) == repr(mode)
                     for k in decorator.keywords
                 )
             ):
-                continue
-            found |= {
-                arg.value
-                for arg in decorator.args
-                if isinstance(arg, ast.Constant) and isinstance(arg.value, str)
-            }
+                found |= {
+                    arg.value
+                    for arg in decorator.args
+                    if isinstance(arg, ast.Constant) and isinstance(arg.value, str)
+                }
     return found
 
 
@@ -558,7 +553,7 @@ def field_value_rule(
         return None
     if not set(rule["types"]) <= _JUDGED_KINDS:
         return None
-    if field["default_none"] and "none" not in rule["types"]:
+    if field["none_skipped"] and "none" not in rule["types"]:
         rule["types"].append("none")
     for kind in named:  # a value that is not text goes to pydantic's enum: by its value
         values = [v for v in enums[kind].values() if v is not None and not isinstance(v, str)]

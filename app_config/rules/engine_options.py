@@ -26,7 +26,9 @@ import difflib
 import operator
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import TypeAdapter, ValidationError
 
 from app_config import engine_options
 from app_config.errors import Finding
@@ -143,55 +145,58 @@ def nested_problem(key: str, options: Mapping[str, Any]) -> str | None:
                 "engine config otherwise"
             )
         bound = rule.get("field_bounds", {}).get(field)
-        problem = _bounds_problem(f"{key}.{field}", value, [bound] if bound else [])
+        number = int(value) if isinstance(value, bool) else value  # pydantic reads false as 0
+        problem = _bounds_problem(f"{key}.{field}", number, [bound] if bound else [])
         if problem:
             return problem
     return None
 
 
-# pydantic 2's lax mode, which vLLM's config dataclasses validate in: the text a bool takes.
-_BOOL_TEXT = {"0", "1", "true", "false", "t", "f", "yes", "no", "y", "n", "on", "off"}
+# What pydantic 2's lax mode, which vLLM's config dataclasses validate in, takes for each kind:
+# pydantic itself decides ("3" for an int, "yes" for a bool, never a number for text).
+_LAX = {
+    kind: TypeAdapter(python_type)
+    for kind, python_type in (
+        ("int", int), ("float", float), ("bool", bool), ("str", str), ("list", list),
+        ("dict", dict),
+    )
+}  # fmt: skip
 
 
 def _lax_fits(kind: str, value: Any) -> bool:
-    """Whether pydantic's lax mode takes ``value`` for a field of ``kind`` (its conversion
-    table: a whole number's text for an int, a number's text for a float, yes/no words for a
-    bool; never a number for text)."""
     if kind == "none":
         return value is None
-    if kind == "bool":
-        return (
-            isinstance(value, bool)
-            or value in (0, 1)
-            or (isinstance(value, str) and value.strip().lower() in _BOOL_TEXT)
-        )
-    if kind in ("int", "float"):
-        if isinstance(value, int | float):
-            return kind == "float" or isinstance(value, int) or float(value).is_integer()
-        if isinstance(value, str):
-            try:
-                number = float(value.strip())
-            except ValueError:
-                return False
-            return kind == "float" or number.is_integer()
+    adapter = _LAX.get(kind)
+    if adapter is None:
+        return True  # a choice is judged against its choices
+    try:
+        adapter.validate_python(value)
+    except ValidationError:
         return False
-    if kind == "str":
-        return isinstance(value, str)
-    if kind == "list":
-        return isinstance(value, list | tuple)
-    if kind == "dict":
-        return isinstance(value, dict)
-    return True  # a choice is judged against its choices
+    return True
 
 
 def _field_takes(rule: Mapping[str, Any], value: Any) -> bool:
+    """Whether a nested field takes ``value``: a member of its choices (by name in any case
+    where its before-validator looks names up, else as pydantic's lax Literal compares them:
+    3.0 for 3), or a value of one of its other kinds."""
     choices = rule.get("choices", [])
     if isinstance(value, str) and rule.get("case_insensitive"):
         if value.upper() in {c.upper() for c in choices if isinstance(c, str)}:
             return True
-    elif any(choice == value and type(choice) is type(value) for choice in choices):
-        return True
+    elif choices and not (rule.get("case_insensitive") and isinstance(value, str)):
+        named = [c for c in choices if not (rule.get("case_insensitive") and isinstance(c, str))]
+        if named and _lax_fits_literal(tuple(named), value):
+            return True
     return any(_lax_fits(kind, value) for kind in rule["types"] if kind != "choice")
+
+
+def _lax_fits_literal(choices: tuple[Any, ...], value: Any) -> bool:
+    try:
+        TypeAdapter(Literal[choices]).validate_python(value)
+    except ValidationError:
+        return False
+    return True
 
 
 def _what_it_takes(rule: Mapping[str, Any]) -> str:
@@ -199,7 +204,8 @@ def _what_it_takes(rule: Mapping[str, Any]) -> str:
     kinds = [words.get(kind, f"a {kind}") for kind in rule["types"] if kind != "choice"]
     choices = rule.get("choices", [])
     if choices:
-        shown = ", ".join(map(str, choices[:12])) + (", ..." if len(choices) > 12 else "")
+        listed = [repr(c) if isinstance(c, str) else str(c) for c in choices[:12]]
+        shown = ", ".join(listed) + (", ..." if len(choices) > 12 else "")
         case = " (any case)" if rule.get("case_insensitive") else ""
         kinds.insert(0, f"one of {shown}{case}")
     return " or ".join(kinds)

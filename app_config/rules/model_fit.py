@@ -46,22 +46,28 @@ def model_config(settings: Settings) -> tuple[dict[str, Any] | None, str]:
 
 
 def derived_max_model_len(config: dict[str, Any]) -> float | None:
-    """vLLM 0.26 config/model.py _get_and_verify_max_len: the smallest length key, scaled by
-    the RoPE factor unless the rope type is su, longrope or llama3 (yarn scales its original
-    length); model_max_length, where given, is the length."""
+    """vLLM 0.26 config/model.py _get_and_verify_max_len: the smallest length key
+    (model_max_length, where given, is the length), times the RoPE factor unless the rope type
+    is su, longrope or llama3; yarn scales its original length; a null factor is 1; per-layer
+    RoPE parameters (a mapping of mappings) take the last layer's factor, as vLLM's loop does."""
     text = text_config(config)
     lengths = [text[key] for key in LENGTH_KEYS if text.get(key) is not None]
     if not lengths:
         return None
     derived = float(text.get("model_max_length") or min(lengths))
     rope = text.get("rope_parameters") or text.get("rope_scaling")
-    if isinstance(rope, dict) and "gemma3" not in str(config.get("model_type")):
-        rope_type = rope.get("rope_type") or rope.get("type")
-        if rope_type not in ("su", "longrope", "llama3") and rope.get("factor"):
-            if rope_type == "yarn" and rope.get("original_max_position_embeddings"):
-                derived = float(rope["original_max_position_embeddings"])
-            derived *= float(rope["factor"])
-    return derived
+    if not isinstance(rope, dict) or "gemma3" in str(config.get("model_type")):
+        return derived
+    nested = bool(rope) and all(isinstance(value, dict) for value in rope.values())
+    factor: Any = 1.0
+    for layer in rope.values() if nested else [rope]:
+        rope_type = layer.get("rope_type") or layer.get("type")
+        if rope_type in ("su", "longrope", "llama3"):
+            continue
+        factor = layer.get("factor", factor)
+        if rope_type == "yarn" and layer.get("original_max_position_embeddings"):
+            derived = float(layer["original_max_position_embeddings"])
+    return derived * (1.0 if factor is None else float(factor))
 
 
 def read_config(settings: Settings) -> tuple[dict[str, Any] | None, str, Finding | None]:
@@ -84,6 +90,18 @@ def unreadable_config(settings: Settings) -> Iterator[Finding]:
 
 def unchecked(settings: Settings) -> Iterator[Finding]:
     config, _, problem = read_config(settings)
+    overridden = [side for side in settings.sides() if _hf_overrides(settings, side)]
+    if config is not None and overridden and model_config_file.nests_when_built(config):
+        yield Finding(
+            "serving.model.id",
+            "has a config.json whose language model transformers builds from its top level (a "
+            "vision or audio config beside it, no text_config), and hf_overrides is set: where "
+            "the engine's text config takes the overrides depends on that model's "
+            "transformers class, so synth did not check the context length, the parallel "
+            "layout, the weights or the KV room against it. Check them with `pdctl plan "
+            "--model-config`",
+            settings.serving.model.id,
+        )
     if config is None and problem is None:
         yield Finding(
             "serving.model.id",
@@ -105,6 +123,7 @@ def _merged(config: dict[str, Any], overrides: Any) -> dict[str, Any]:
     shape no model has (the engine-option rules judge hf_overrides that is not a mapping)."""
     if not isinstance(overrides, dict) or not overrides:
         return config
+    model_config_file.check_overrides(overrides)
     merged = model_config_file.with_hf_overrides(config, overrides)
     model_config_file.check_fields(merged)
     return merged
@@ -120,6 +139,8 @@ def side_configs(settings: Settings) -> Iterator[tuple[Side, dict[str, Any], str
         return
     for side in settings.sides():
         overrides = _hf_overrides(settings, side)
+        if overrides and model_config_file.nests_when_built(config):
+            continue  # what the engine reads is not known here (the unchecked warning)
         try:
             merged = _merged(config, overrides)
         except UnsupportedModelError:
@@ -135,12 +156,16 @@ def hf_overrides_fields(settings: Settings) -> Iterator[Finding]:
     refused: dict[str, Finding] = {}  # one finding for an option both sides take
     for side in settings.sides():
         overrides = _hf_overrides(settings, side)
+        if overrides and model_config_file.nests_when_built(config):
+            continue
         try:
             _merged(config, overrides)
         except UnsupportedModelError as error:
             path = settings.serving.engine_option_path(side.role, "hf_overrides")
             refused[path] = Finding(
-                path, f"gives the model's config.json a value no model has: {error}", overrides
+                path,
+                f"is not what {VLLM} can read the model's config.json with: {error}",
+                overrides,
             )
     yield from refused.values()
 
@@ -358,7 +383,9 @@ def kv_room(settings: Settings) -> Iterator[Finding]:
 _READS = frozenset({"serving"})
 RULES = (
     Rule("model-config-unreadable", _READS, unreadable_config),
-    Rule("model-unchecked", _READS, unchecked, WARNING, stack="serving"),
+    Rule(
+        "model-unchecked", frozenset({"serving", "gpu_nodes"}), unchecked, WARNING, stack="serving"
+    ),
     Rule("model-context-length", frozenset({"serving", "gpu_nodes"}), context_length),
     Rule("model-hf-overrides", frozenset({"serving", "gpu_nodes"}), hf_overrides_fields),
     Rule(

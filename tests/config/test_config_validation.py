@@ -27,7 +27,7 @@ INVALID = [
     ({"region": "us-west-9"}, "region", "valid: af-south-1"),
     ({"prefix": "PD_LLM"}, "prefix", "lower-case letters, digits"),
     ({"account": "12345"}, "account", "12-digit AWS account id"),
-    ({"bootstrap_qualifier": "pd-llm-prod"}, "bootstrap_qualifier", "1-10 lowercase letters"),
+    ({"bootstrap_qualifier": "pd-llm-prod"}, "bootstrap_qualifier", "11 characters; at most 10"),
     ({"bootstrap_qualifier": "pd.llm"}, "bootstrap_qualifier", "1-10 lowercase letters"),
     ({"bootstrap_qualifier": "hnb659fds"}, "bootstrap_qualifier", "is the default qualifier"),
     ({"network.nat_gateways": "two"}, "network.nat_gateways", "valid integer"),
@@ -1168,7 +1168,10 @@ def _template_names(template: str, qualifier: str) -> str:
 
 @pytest.mark.parametrize(
     "qualifier",
-    ["pdllm", "a", "a1-b-2", "abcdefghij", "abcdefghijk", "pd.llm", "pd llm", "", "ABC", "a_b"],
+    [
+        *("pdllm", "a", "a1-b-2", "abcdefghij", "abcdefghijk", "pd.llm", "pd llm", ""),
+        *("ABC", "a_b", "-a", "a-", "a--b"),
+    ],
 )
 def test_bootstrap_qualifier_follows_the_bootstrap_templates_rule(qualifier: str) -> None:
     """A qualifier the app accepts is one `cdk bootstrap --qualifier` accepts (its template's

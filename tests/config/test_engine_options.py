@@ -110,13 +110,13 @@ BAD_OPTIONS = [
      f"{DECODE}.speculative_config", VALUE, "speculative_config.num_speculative_tokens > 0"),
     # ... and the values its fields' annotations take (the catalog's field_values).
     ("default", {BOTH: '{"structured_outputs_config": {"backend": "nope"}}'},
-     f"{BOTH}.structured_outputs_config", VALUE, "one of auto, xgrammar, guidance"),
+     f"{BOTH}.structured_outputs_config", VALUE, "one of 'auto', 'xgrammar', 'guidance'"),
     ("default", {DECODE: '{"compilation_config": {"cudagraph_mode": "BOGUS"}}'},
-     f"{DECODE}.compilation_config", VALUE, "FULL_AND_PIECEWISE, 0, 1, 2 (any case)"),
+     f"{DECODE}.compilation_config", VALUE, "'FULL_AND_PIECEWISE', 0, 1, 2 (any case)"),
     ("default", {DECODE: '{"compilation_config": {"mode": "bogus"}}'},
-     f"{DECODE}.compilation_config", VALUE, "VLLM_COMPILE, 0, 1, 2, 3 (any case)"),
+     f"{DECODE}.compilation_config", VALUE, "'VLLM_COMPILE', 0, 1, 2, 3 (any case)"),
     ("default", {DECODE: '{"compilation_config": {"cudagraph_capture_sizes": "abc"}}'},
-     f"{DECODE}.compilation_config", VALUE, "takes a list or null there"),
+     f"{DECODE}.compilation_config", VALUE, "takes a list there"),
     ("default", {BOTH: '{"attention_config": {"backend": "NOPE"}}'},
      f"{BOTH}.attention_config", VALUE, "backend = 'NOPE'"),
     ("default", {DECODE: '{"speculative_config": {"method": "ngram", "num_speculative_tokens": 2, '
@@ -128,6 +128,14 @@ BAD_OPTIONS = [
     ("default", {DECODE: '{"speculative_config": {"method": "ngram", '
                          '"num_speculative_tokens": "two"}}'},
      f"{DECODE}.speculative_config", VALUE, "takes an int"),
+    ("default", {DECODE: '{"speculative_config": {"method": "ngram", '
+                         '"num_speculative_tokens": "1e3"}}'},
+     f"{DECODE}.speculative_config", VALUE, "takes an int"),  # pydantic parses no exponent
+    ("default", {DECODE: '{"speculative_config": {"method": "ngram", '
+                         '"num_speculative_tokens": false}}'},
+     f"{DECODE}.speculative_config", VALUE, "num_speculative_tokens > 0"),  # false reads as 0
+    ("default", {DECODE: '{"compilation_config": {"cudagraph_capture_sizes": null}}'},
+     f"{DECODE}.compilation_config", VALUE, "takes a list there"),  # no wrap-validator skips it
     # numpy's seed range, which every worker's set_random_seed meets.
     ("default", {BOTH: '{"seed": 4294967296}'}, f"{BOTH}.seed", VALUE, "outside 0 to 4294967295"),
     ("default", {DECODE: '{"seed": -1}'}, f"{DECODE}.seed", VALUE, "np.random.seed"),
@@ -177,6 +185,9 @@ BAD_OPTIONS = [
     ("default", {DECODE: '{"async_scheduling": true, "speculative_config": '
                          '{"method": "ngram_gpu", "disable_padded_drafter_batch": true}}'},
      f"{DECODE}.speculative_config", RELATION, "async scheduling not forced on"),
+    ("default", {DECODE: '{"async_scheduling": true, "speculative_config": '
+                         '{"method": "ngram_gpu", "disable-padded-drafter-batch": true}}'},
+     f"{DECODE}.speculative_config", RELATION, "async scheduling not forced on"),  # '-' as '_'
     ("default", {DECODE: '{"logits_processors": ["m:P"], "spec_tokens": 2}'},
      f"{DECODE}.logits_processors", RELATION, "speculative decoding off"),
     ("default", {BOTH: '{"logits_processors": ["m:P"], "speculative_config": {"method": "ngram"}}'},
@@ -310,6 +321,10 @@ GOOD_OPTIONS = [
     ("default", {DECODE: '{"compilation_config": {"mode": "vllm_compile"}}'}),
     ("default", {BOTH: '{"structured_outputs_config": {"backend": "xgrammar"}}'}),
     ("default", {BOTH: '{"seed": 4294967295}'}),
+    ("default", {DECODE: '{"ir_op_priority": {"rms_norm": "vllm_c,native"}}'}),  # "*" validator
+    ("default", {DECODE: '{"compilation_config": {"mode": 3.0, "cudagraph_mode": true, '
+                         '"max_cudagraph_capture_size": null}}'}),  # lax Literal; null skipped
+    ("default", {BOTH: '{"attention_config": {"flash_attn_version": 3.0}}'}),
     ("default", {DECODE: '{"speculative_config": {"method": "ngram", '
                          '"num_speculative_tokens": "2"}}'}),  # pydantic's lax int
     ("default", {PREFILL: '{"max_num_partial_prefills": 1, "max_long_partial_prefills": 1}'}),
@@ -512,6 +527,8 @@ class FrontendArgs(BaseFrontendArgs):
         "class SpeculativeConfig:\n    num_speculative_tokens: int = Field(default=None, gt=0)\n"
         '    method: Literal["ngram", "eagle"] | None = None\n'
         "    max_model_len: int = None\n"
+        '    @field_validator("max_model_len", mode="wrap")\n'
+        "    def _skip_none_validation(cls, value, handler): ...\n"
         "    mode: CompilationMode = CompilationMode.NONE\n"
         "    target: ModelConfig = None\n"
         '    @field_validator("mode", mode="before")\n'
@@ -710,8 +727,9 @@ def test_the_generator_reads_fields_literals_and_registries(tmp_path: Path) -> N
     }
     # Splatted into its class as keywords (with '-' read as '_'): every key one of its fields,
     # and each field's values by its annotation: a Literal; a field a before-validator looks
-    # up by name (any case, or by the enum's value); `= None`, vLLM's unset; not a nested
-    # config (ModelConfig), which vLLM builds itself.
+    # up by name (any case, or by the enum's value); null where vLLM's wrap-validator skips
+    # it (pydantic refuses it for `x: int = None` otherwise); not a nested config
+    # (ModelConfig), which vLLM builds itself.
     speculative = "vllm/config/speculative.py SpeculativeConfig"
     assert values["speculative_config"] == {
         "types": ["dict", "none"],
@@ -733,7 +751,7 @@ def test_the_generator_reads_fields_literals_and_registries(tmp_path: Path) -> N
                 "source": f"{speculative}.mode",
             },
             "num_speculative_tokens": {
-                "types": ["int", "none"],
+                "types": ["int"],
                 "source": f"{speculative}.num_speculative_tokens",
             },
         },

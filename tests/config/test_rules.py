@@ -346,6 +346,13 @@ HF_OVERRIDES = [
     ({"rope_scaling": {"rope_type": "yarn", "factor": "four"}}, 32768, "model-hf-overrides"),
     ({"num_attention_heads": 0}, 32768, "model-hf-overrides"),
     ({}, 40961, "model-context-length"),
+    # vLLM reads a rope_parameters mapping as given: no rope_type, or yarn without its
+    # original length, stops the engine (KeyError in _get_and_verify_max_len).
+    ({"rope_parameters": {"rope_type": "yarn", "factor": 4.0}}, 32768, "model-hf-overrides"),
+    ({"rope_parameters": {"factor": 4.0}}, 32768, "model-hf-overrides"),
+    # A null factor is 1, and yarn's original length is the length all the same.
+    ({"rope_scaling": {**QWEN_YARN, "factor": None}}, 32768, None),
+    ({"rope_scaling": {**QWEN_YARN, "factor": None}}, 32769, "model-context-length"),
 ]
 
 
@@ -368,6 +375,26 @@ def test_the_model_rules_read_the_config_as_the_engines_do_with_hf_overrides(
         assert "engine_options.hf_overrides" in problem.message, problem.message
     if code == "model-hf-overrides":
         assert problem.path.endswith("engine_options.hf_overrides"), problem.path
+
+
+def test_overrides_on_a_config_transformers_nests_when_built_are_not_judged(tmp_path) -> None:
+    """Qwen2.5-VL's config.json is flat beside its vision_config; transformers 5 builds the
+    language model's config from the top level, where a flat override no longer reaches it:
+    the rules say they did not check instead of reading the top level."""
+    path = tmp_path / "config.json"
+    config = {"model_type": "qwen2_5_vl", "max_position_embeddings": 128000,
+              "vision_config": {"model_type": "qwen2_5_vl", "depth": 32}}  # fmt: skip
+    path.write_text(json.dumps(config))
+    settings = settings_for(
+        "default",
+        **{
+            "serving.model.config_file": str(path),
+            "serving.engine_options": json.dumps({"hf_overrides": {"max_position_embeddings": 4}}),
+        },
+    )
+    found = [(f.code, f.path) for f in evaluate(settings)]
+    assert ("model-unchecked", "serving.model.id") in found
+    assert not [code for code, _ in found if code == "model-context-length"]
 
 
 def test_hf_overrides_merge_as_vllm_applies_them() -> None:

@@ -345,6 +345,28 @@ SAMPLES: dict[str, dict[str, Any]] = {
     "speculative tokens as a word": {
         "speculative_config": {"method": "ngram", "num_speculative_tokens": "two"}
     },
+    "speculative tokens in exponent form": {
+        "speculative_config": {"method": "ngram", "num_speculative_tokens": "1e3"}
+    },
+    "speculative tokens false": {
+        "speculative_config": {"method": "ngram", "num_speculative_tokens": False}
+    },
+    "capture sizes null": {"compilation_config": {"cudagraph_capture_sizes": None}},
+    "capture size null (a wrap-validator skips it)": {
+        "compilation_config": {"max_cudagraph_capture_size": None}
+    },
+    "ir_op_priority as comma-separated text": {"ir_op_priority": {"rms_norm": "vllm_c,native"}},
+    "compilation mode 3.0, cudagraph_mode true": {
+        "compilation_config": {"mode": 0.0, "cudagraph_mode": True}
+    },
+    "async scheduling, dashed padded drafter batch off": {
+        "async_scheduling": True,
+        "speculative_config": {
+            "method": "ngram_gpu",
+            "num_speculative_tokens": 2,
+            "disable-padded-drafter-batch": True,
+        },
+    },
     "speculative tokens as digits": {
         "speculative_config": {"method": "ngram", "num_speculative_tokens": "2"}
     },
