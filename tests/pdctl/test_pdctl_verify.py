@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from app_config import load_settings
 from catalog.metrics import PREFIX_CACHE_HITS, PREFIX_CACHE_QUERIES
-from pdctl import prefix_reuse
+from pdctl import prefix_reuse, verify
 from pdctl.cli import app
 from tests.configurations import context_for
 from tests.pdctl.openai_stream import DONE, chunk, sse_event
@@ -164,6 +164,13 @@ class FakeServe(BaseHTTPRequestHandler):
         self._send("".join(events).encode(), "text/event-stream")
 
 
+@pytest.fixture(autouse=True)
+def short_export_margin(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake server exports when told, not a second after Ray's tick: a tenth keeps the
+    waits short without changing what is waited for."""
+    monkeypatch.setattr(verify, "METRICS_EXPORT_MARGIN_SECONDS", 0.1)
+
+
 @pytest.fixture
 def serve() -> Iterator[tuple[str, type[FakeServe]]]:
     handler = type("Handler", (FakeServe,), {})
@@ -253,8 +260,8 @@ def test_a_fresh_decode_workers_first_series_is_awaited_not_taken_as_absent(serv
     url, handler = serve
     handler.transfers_at_start = handler.failed_at_start = 0
     handler.absent_until_first_transfer = True
-    handler.transfers_per_request, handler.export_lag_s = 3, 1.0
-    code, checks = _verify(url, metrics_wait=10, metrics_interval=1.0)
+    handler.transfers_per_request, handler.export_lag_s = 3, 0.5
+    code, checks = _verify(url, metrics_wait=10, metrics_interval=0.5)
     assert code == 0, checks[-1]
     assert "3 NIXL transfers, 0 failed" in checks[-1]["detail"]
 
@@ -281,8 +288,8 @@ def test_waits_for_the_metrics_export_to_show_the_transfer(
 ) -> None:
     """Ray exports metrics every 10 s: right after the stream they do not show it yet."""
     url, handler = serve
-    handler.transfers_per_request, handler.export_lag_s = 3, 1.0
-    code, checks = _verify(url, metrics_wait, metrics_interval=1.0)
+    handler.transfers_per_request, handler.export_lag_s = 3, 0.5
+    code, checks = _verify(url, metrics_wait, metrics_interval=0.5)
     assert code == exit_code
     if exit_code == 0:
         assert "3 NIXL transfers, 0 failed" in checks[-1]["detail"]
@@ -337,7 +344,7 @@ def test_a_repeat_that_reached_another_replica(serve, router, exit_code, ending)
     assert "found 0 tokens" in line["detail"]
 
 
-@pytest.mark.parametrize(("metrics_interval", "exit_code"), [(1.0, 0), (0.0, 2)])
+@pytest.mark.parametrize(("metrics_interval", "exit_code"), [(0.8, 0), (0.0, 2)])
 def test_verifys_own_completion_counted_late_is_not_taken_for_other_traffic(
     serve, metrics_interval: float, exit_code: int
 ) -> None:
@@ -346,7 +353,7 @@ def test_verifys_own_completion_counted_late_is_not_taken_for_other_traffic(
     tokens, the 4 being "Say hello." templated). The check's first reading waits a report
     interval after that completion, so the two prompts are counted alone; told the cluster
     reports at once, it reads too early and cannot tell."""
-    serve[1].prefill_export_lag_s = 1.5  # a report interval and the agent's export
+    serve[1].prefill_export_lag_s = 0.8  # a report interval and the agent's export
     code, checks = _verify_with_prefill(serve, metrics_wait=5, metrics_interval=metrics_interval)
     assert code == exit_code, checks
     if exit_code == 0:
@@ -365,8 +372,8 @@ def test_an_earlier_requests_late_transfer_is_not_taken_for_the_checks_own(serve
     url, handler = serve
     handler.earlier_transfers = 1
     handler.transfers_per_request, handler.failed_per_request = 0, 1
-    handler.export_lag_s = 1.0
-    code, checks = _verify(url, metrics_wait=10, metrics_interval=1.0)
+    handler.export_lag_s = 0.5
+    code, checks = _verify(url, metrics_wait=10, metrics_interval=0.5)
     assert code == 1, checks
     assert checks[-1]["name"].endswith(": no"), checks[-1]
     assert "1 NIXL transfers, 1 failed" in checks[-1]["detail"]
