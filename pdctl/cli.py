@@ -743,9 +743,11 @@ def _prefix_reuse(
     prompt = prefix_reuse.repeated_prompt(settings.serving.kv_transfer.block_size)
     try:
         with output.stderr.status("Sending one prompt twice...", spinner="dots"):
-            complete_from = waits.complete_from(ended)
-            time.sleep(min(max(0.0, complete_from - time.monotonic()), waits.wait_seconds))
-            before = read()
+            before = read()  # pages that cannot be read at all end the check here, unwaited
+            wait = waits.complete_from(ended) - time.monotonic()
+            if wait > 0:
+                time.sleep(min(wait, waits.wait_seconds))
+                before = read()
             verify.stream_one_completion(
                 base, model, prompt, timeout, max_tokens=prefix_reuse.ANSWER_TOKENS
             )

@@ -26,7 +26,7 @@ import pytest
 from prometheus_client.utils import floatToGoString
 from typer.testing import CliRunner
 
-from pdctl import output
+from pdctl import output, verify
 from pdctl.cli import app
 from tests.configurations import settings_for
 from tests.pdctl.hostile_server import Connection, Request, chunked, hostile_server
@@ -417,13 +417,17 @@ def test_urls_that_cannot_be_called_are_one_line(url: str) -> None:
 
 
 def test_decode_metrics_without_a_kubeconfig_cannot_tell_and_say_how_to_get_one(tmp_path) -> None:
+    """Pages that cannot be read at all end each metrics check at once: nothing waits out
+    Ray's report interval for a reading that can never come."""
     routes = {"/v1/models": models_ok, "/v1/chat": stream_ok}
+    started = time.monotonic()
     with hostile_server(routes) as url:
         result = CliRunner().invoke(
             app,
             ["verify", "--url", url, "--timeout", "1", "--json"],
             env={"KUBECONFIG": str(tmp_path / "none")},
         )
+    assert time.monotonic() - started < verify.METRICS_REPORT_INTERVAL_SECONDS
     assert result.exit_code == 2, result.output
     kv = json.loads(result.stdout)[-1]
     assert kv["inconclusive"] is True
