@@ -11,6 +11,7 @@ error in bounded time.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import math
 from pathlib import Path
@@ -73,11 +74,18 @@ def parse(text: str) -> dict[str, Any]:
 def read_file(path: Path) -> dict[str, Any]:
     """A config.json on disk, read at most CONFIG_BYTES_MAX bytes. Only a regular file: a
     device or a FIFO named by mistake would be read for ever. OSError for what cannot be read,
-    UnsupportedModelError for what is not a model config."""
+    UnsupportedModelError for what is not a model config. Read once while the file is
+    unchanged: every model rule asks for it (the result is shared; callers do not change it)."""
     if not path.is_file():
         what = "no such file" if not path.exists() else "not a regular file"
         raise OSError(f"{path}: {what}")
-    with path.open("rb") as file:
+    stat = path.stat()
+    return _read_regular_file(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=64)
+def _read_regular_file(path: str, _mtime_ns: int, _size: int) -> dict[str, Any]:
+    with open(path, "rb") as file:
         data = file.read(CONFIG_BYTES_MAX + 1)
     if len(data) > CONFIG_BYTES_MAX:
         raise UnsupportedModelError(f"larger than {CONFIG_BYTES_MAX:,} bytes: not a config")
@@ -132,6 +140,26 @@ def nests_when_built(config: dict[str, Any]) -> bool:
     )
 
 
+def rope_layers(rope: dict[str, Any]) -> list[dict[str, Any]]:
+    """The RoPE parameters of each layer type: transformers 5 may nest them by layer type (a
+    mapping of mappings, vLLM's ``is_rope_parameters_nested``), else one mapping for all."""
+    nested = bool(rope) and all(isinstance(value, dict) for value in rope.values())
+    return list(rope.values()) if nested else [rope]
+
+
+def as_engine_reads(config: dict[str, Any], overrides: Any) -> dict[str, Any]:
+    """The config.json with a side's ``hf_overrides`` applied as vLLM applies them
+    (``with_hf_overrides``), after ``check_overrides``, and checked as a file is; the config
+    itself where there are none (the engine-option rules judge hf_overrides that is not a
+    mapping). UnsupportedModelError where vLLM could not read the result."""
+    if not isinstance(overrides, dict) or not overrides:
+        return config
+    check_overrides(overrides)
+    merged = with_hf_overrides(config, overrides)
+    check_fields(merged)
+    return merged
+
+
 def check_overrides(overrides: dict[str, Any]) -> None:
     """What vLLM 0.26 reads from ``hf_overrides`` as given: a top-level ``rope_parameters``
     mapping is set on the config as it is (``_apply_dict_overrides``; transformers
@@ -141,8 +169,7 @@ def check_overrides(overrides: dict[str, Any]) -> None:
     rope = overrides.get("rope_parameters")
     if not isinstance(rope, dict):
         return
-    nested = bool(rope) and all(isinstance(value, dict) for value in rope.values())
-    for layer in rope.values() if nested else [rope]:
+    for layer in rope_layers(rope):
         missing = [key for key in ("rope_type",) if key not in layer]
         if layer.get("rope_type") == "yarn" and "original_max_position_embeddings" not in layer:
             missing.append("original_max_position_embeddings")

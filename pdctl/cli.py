@@ -356,9 +356,7 @@ def _plan_side(
     )
     overrides = settings.serving.engine_options_for(role).get("hf_overrides")
     try:
-        if isinstance(overrides, dict) and overrides:  # as the engine reads it (synth's rule)
-            model = model_config_file.with_hf_overrides(model, overrides)
-            model_config_file.check_fields(model)
+        model = model_config_file.as_engine_reads(model, overrides)  # synth's reading
         shape = model_shape(model, cache_dtype)
     except UnsupportedModelError as error:
         fail(f"{model_config}: cannot size this model: {error}")

@@ -163,12 +163,7 @@ _LAX = {
 }  # fmt: skip
 
 
-def _lax_fits(kind: str, value: Any) -> bool:
-    if kind == "none":
-        return value is None
-    adapter = _LAX.get(kind)
-    if adapter is None:
-        return True  # a choice is judged against its choices
+def _validates(adapter: TypeAdapter[Any], value: Any) -> bool:
     try:
         adapter.validate_python(value)
     except ValidationError:
@@ -176,27 +171,27 @@ def _lax_fits(kind: str, value: Any) -> bool:
     return True
 
 
+def _lax_fits(kind: str, value: Any) -> bool:
+    if kind == "none":
+        return value is None
+    adapter = _LAX.get(kind)
+    return adapter is None or _validates(adapter, value)  # a choice: judged by its choices
+
+
 def _field_takes(rule: Mapping[str, Any], value: Any) -> bool:
-    """Whether a nested field takes ``value``: a member of its choices (by name in any case
-    where its before-validator looks names up, else as pydantic's lax Literal compares them:
+    """Whether a nested field takes ``value``: a member of its choices (text by name in any
+    case where its before-validator looks names up, else as pydantic's lax Literal compares:
     3.0 for 3), or a value of one of its other kinds."""
     choices = rule.get("choices", [])
-    if isinstance(value, str) and rule.get("case_insensitive"):
+    by_name = rule.get("case_insensitive", False)
+    if isinstance(value, str) and by_name:
         if value.upper() in {c.upper() for c in choices if isinstance(c, str)}:
             return True
-    elif choices and not (rule.get("case_insensitive") and isinstance(value, str)):
-        named = [c for c in choices if not (rule.get("case_insensitive") and isinstance(c, str))]
-        if named and _lax_fits_literal(tuple(named), value):
+    else:
+        literal = tuple(c for c in choices if not (by_name and isinstance(c, str)))
+        if literal and _validates(TypeAdapter(Literal[literal]), value):
             return True
     return any(_lax_fits(kind, value) for kind in rule["types"] if kind != "choice")
-
-
-def _lax_fits_literal(choices: tuple[Any, ...], value: Any) -> bool:
-    try:
-        TypeAdapter(Literal[choices]).validate_python(value)
-    except ValidationError:
-        return False
-    return True
 
 
 def _what_it_takes(rule: Mapping[str, Any]) -> str:

@@ -58,9 +58,8 @@ def derived_max_model_len(config: dict[str, Any]) -> float | None:
     rope = text.get("rope_parameters") or text.get("rope_scaling")
     if not isinstance(rope, dict) or "gemma3" in str(config.get("model_type")):
         return derived
-    nested = bool(rope) and all(isinstance(value, dict) for value in rope.values())
     factor: Any = 1.0
-    for layer in rope.values() if nested else [rope]:
+    for layer in model_config_file.rope_layers(rope):
         rope_type = layer.get("rope_type") or layer.get("type")
         if rope_type in ("su", "longrope", "llama3"):
             continue
@@ -118,15 +117,26 @@ def _hf_overrides(settings: Settings, side: Side) -> Any:
     return settings.serving.engine_options_for(side.role).get("hf_overrides")
 
 
-def _merged(config: dict[str, Any], overrides: Any) -> dict[str, Any]:
-    """The config with the side's hf_overrides; UnsupportedModelError where they give it a
-    shape no model has (the engine-option rules judge hf_overrides that is not a mapping)."""
-    if not isinstance(overrides, dict) or not overrides:
-        return config
-    model_config_file.check_overrides(overrides)
-    merged = model_config_file.with_hf_overrides(config, overrides)
-    model_config_file.check_fields(merged)
-    return merged
+def _per_side(
+    settings: Settings,
+) -> Iterator[tuple[Side, Any, dict[str, Any] | UnsupportedModelError, str]]:
+    """Each side the model rules judge: its hf_overrides, the config.json as its engine reads
+    it (or why vLLM could not), and where that came from. Left out: a side with overrides on a
+    config transformers nests only when it builds it (model-unchecked says so)."""
+    config, source, _ = read_config(settings)
+    if not config:
+        return
+    for side in settings.sides():
+        overrides = _hf_overrides(settings, side)
+        if overrides and model_config_file.nests_when_built(config):
+            continue
+        try:
+            merged = model_config_file.as_engine_reads(config, overrides)
+        except UnsupportedModelError as error:
+            yield side, overrides, error, source
+            continue
+        path = settings.serving.engine_option_path(side.role, "hf_overrides")
+        yield side, overrides, merged, source if merged is config else f"{source} with {path}"
 
 
 def side_configs(settings: Settings) -> Iterator[tuple[Side, dict[str, Any], str]]:
@@ -134,37 +144,19 @@ def side_configs(settings: Settings) -> Iterator[tuple[Side, dict[str, Any], str
     ``hf_overrides`` applied as vLLM applies them (a YaRN RoPE scaling, a longer
     max_position_embeddings), and where that came from. A side whose overrides break the
     config is left out here; hf_overrides_fields says why."""
-    config, source, _ = read_config(settings)
-    if not config:
-        return
-    for side in settings.sides():
-        overrides = _hf_overrides(settings, side)
-        if overrides and model_config_file.nests_when_built(config):
-            continue  # what the engine reads is not known here (the unchecked warning)
-        try:
-            merged = _merged(config, overrides)
-        except UnsupportedModelError:
-            continue
-        where = f"{source} with {settings.serving.engine_option_path(side.role, 'hf_overrides')}"
-        yield side, merged, where if merged is not config else source
+    for side, _, merged, source in _per_side(settings):
+        if not isinstance(merged, UnsupportedModelError):
+            yield side, merged, source
 
 
 def hf_overrides_fields(settings: Settings) -> Iterator[Finding]:
-    config, _, _ = read_config(settings)
-    if not config:
-        return
     refused: dict[str, Finding] = {}  # one finding for an option both sides take
-    for side in settings.sides():
-        overrides = _hf_overrides(settings, side)
-        if overrides and model_config_file.nests_when_built(config):
-            continue
-        try:
-            _merged(config, overrides)
-        except UnsupportedModelError as error:
+    for side, overrides, merged, _ in _per_side(settings):
+        if isinstance(merged, UnsupportedModelError):
             path = settings.serving.engine_option_path(side.role, "hf_overrides")
             refused[path] = Finding(
                 path,
-                f"is not what {VLLM} can read the model's config.json with: {error}",
+                f"is not what {VLLM} can read the model's config.json with: {merged}",
                 overrides,
             )
     yield from refused.values()
